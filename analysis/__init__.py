@@ -1,0 +1,1 @@
+"""DuckDB over the store: views, replay SQL + UDFs, statistics, report, the query CLI."""

@@ -1,0 +1,215 @@
+"""Scenario builders over the real data shipped in ``shp_ray/data`` (see its ATTRIBUTION.md).
+
+- ``hotpotqa``:  HotpotQA distractor dev -> question, ~4 contexts (every gold
+  paragraph plus distractors, chosen deterministically), short ground truth.
+- ``shp_paper``: the SHP paper's frozen 80-scenario split (20 dev / 60 test), as is.
+- ``asqa``:      ASQA dev -> ambiguous question, evidence passages, reference long answers.
+
+dev/test is assigned by hashing the id (except ``shp_paper``, which keeps its
+own split). A malformed record raises :class:`DatasetError` naming the file and
+line; a loader returns all scenarios or raises, never a partial list.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+DATASETS = ("hotpotqa", "shp_paper", "asqa")
+SPLITS = ("dev", "test")
+DEV_FRACTION = 0.25  # the paper's 20 dev / 60 test proportion
+N_CONTEXTS = 4
+
+
+class DatasetError(ValueError):
+    """A malformed data record; the message says which file and line."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    scenario_id: str
+    dataset: str
+    split: str
+    question: str
+    contexts: tuple[str, ...]
+    ground_truth: str
+    references: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def _data_file(name: str) -> Path:
+    return Path(str(resources.files("shp_ray") / "data" / name))
+
+
+def _stable_int(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
+def split_of(item_id: str, dev_fraction: float = DEV_FRACTION) -> str:
+    """Deterministic dev/test assignment by hashing the id."""
+    return "dev" if _stable_int(f"split:{item_id}") % 10_000 < dev_fraction * 10_000 else "test"
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+            yield lineno, record
+
+
+def _field(record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in record:
+        raise DatasetError(f"{where}: missing field {key!r}")
+    value = record[key]
+    if not isinstance(value, kind):
+        raise DatasetError(f"{where}: field {key!r} should be {kind}, got {type(value).__name__}")
+    return value
+
+
+def _hotpot_scenario(record: dict[str, Any], where: str, dev_fraction: float) -> Scenario:
+    item_id = _field(record, "_id", str, where)
+    context = _field(record, "context", list, where)
+    paragraphs: dict[str, str] = {}
+    for entry in context:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list)):
+            raise DatasetError(f"{where}: each context entry must be [title, [sentence, ...]]")
+        title, sentences = entry
+        paragraphs[str(title)] = " ".join(str(s).strip() for s in sentences).strip()
+    gold_titles = []
+    for fact in _field(record, "supporting_facts", list, where):
+        if not (isinstance(fact, list) and fact and isinstance(fact[0], str)):
+            raise DatasetError(f"{where}: each supporting fact must be [title, sentence_id]")
+        if fact[0] in paragraphs and fact[0] not in gold_titles:
+            gold_titles.append(fact[0])
+    if not gold_titles:
+        raise DatasetError(f"{where}: no supporting paragraph found among the contexts")
+    distractors = sorted(
+        (t for t in paragraphs if t not in gold_titles), key=lambda t: _stable_int(f"{item_id}:{t}")
+    )
+    chosen = gold_titles + distractors[: max(0, N_CONTEXTS - len(gold_titles))]
+    chosen.sort(key=lambda t: _stable_int(f"order:{item_id}:{t}"))  # gold not always first
+    answer = str(_field(record, "answer", str, where))
+    return Scenario(
+        scenario_id=f"hotpot_{item_id}",
+        dataset="hotpotqa",
+        split=split_of(item_id, dev_fraction),
+        question=_field(record, "question", str, where),
+        contexts=tuple(paragraphs[t] for t in chosen),
+        ground_truth=answer,
+        references=(answer,),
+        meta={"type": record.get("type"), "level": record.get("level"), "titles": chosen, "n_gold": len(gold_titles)},
+    )
+
+
+def _asqa_scenario(record: dict[str, Any], where: str, dev_fraction: float) -> Scenario:
+    sample_id = str(_field(record, "sample_id", (int, str), where))
+    annotations = _field(record, "annotations", list, where)
+    answers: list[str] = []
+    passages: list[str] = []
+    for note in annotations:
+        if not isinstance(note, dict):
+            raise DatasetError(f"{where}: each annotation must be an object")
+        answers.append(str(_field(note, "long_answer", str, where)))
+        for k in note.get("knowledge") or []:
+            text = str(k.get("content", "")).strip() if isinstance(k, dict) else ""
+            if text and text not in passages:
+                passages.append(text)
+    if not answers:
+        raise DatasetError(f"{where}: no annotation with a long_answer")
+    return Scenario(
+        scenario_id=f"asqa_{sample_id}",
+        dataset="asqa",
+        split=split_of(sample_id, dev_fraction),
+        question=_field(record, "ambiguous_question", str, where),
+        contexts=tuple(passages),
+        ground_truth=answers[0],
+        references=tuple(answers),
+        meta={"qa_pairs": len(record.get("qa_pairs") or [])},
+    )
+
+
+def _shp_paper(path: Path) -> list[Scenario]:
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(records, list):
+        raise DatasetError(f"{path}: expected a JSON list of scenarios")
+    out = []
+    for i, rec in enumerate(records):
+        where = f"{path}: record {i}"
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{where}: expected an object")
+        contexts = _field(rec, "contexts", list, where)
+        split = _field(rec, "split", str, where)
+        if split not in SPLITS:
+            raise DatasetError(f"{where}: split must be one of {SPLITS}, got {split!r}")
+        truth = _field(rec, "ground_truth", str, where)
+        out.append(
+            Scenario(
+                scenario_id=_field(rec, "id", str, where),
+                dataset="shp_paper",
+                split=split,
+                question=_field(rec, "question", str, where),
+                contexts=tuple(str(c) for c in contexts),
+                ground_truth=truth,
+                references=(truth,),
+                meta=dict(rec.get("meta") or {}),
+            )
+        )
+    return out
+
+
+_FILES = {
+    "hotpotqa": "hotpotqa_dev_distractor.jsonl.gz",
+    "asqa": "asqa_dev.jsonl.gz",
+    "shp_paper": "shp_paper_scenarios.json",
+}
+_BUILDERS = {"hotpotqa": _hotpot_scenario, "asqa": _asqa_scenario}
+
+
+def load_scenarios(
+    dataset: str,
+    split: str | None = None,
+    limit: int | None = None,
+    path: str | Path | None = None,
+    dev_fraction: float = DEV_FRACTION,
+) -> list[Scenario]:
+    """All scenarios of a dataset (optionally one split, the first ``limit``), or an error.
+
+    ``path`` overrides the shipped file (same format).
+    """
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {list(DATASETS)}")
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {list(SPLITS)} (or none for both)")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    file = Path(path) if path is not None else _data_file(_FILES[dataset])
+    if dataset == "shp_paper":
+        scenarios = _shp_paper(file)
+    else:
+        build = _BUILDERS[dataset]
+        scenarios = [build(rec, f"{file}:{lineno}", dev_fraction) for lineno, rec in _jsonl(file)]
+    seen: set[str] = set()
+    for s in scenarios:
+        if s.scenario_id in seen:
+            raise DatasetError(f"{file}: duplicate scenario id {s.scenario_id!r}")
+        seen.add(s.scenario_id)
+    if split is not None:
+        scenarios = [s for s in scenarios if s.split == split]
+    return scenarios if limit is None else scenarios[:limit]

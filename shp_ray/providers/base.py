@@ -1,0 +1,101 @@
+"""The one small interface every provider implements: ``await provider.complete(request)``.
+
+Rate limiting, retries and caching wrap a provider; they do not live inside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat call. Everything here changes the output, so all of it is in the cache key."""
+
+    model: str
+    messages: tuple[tuple[str, str], ...]  # (role, content) pairs
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+
+    def key_parts(self) -> dict[str, object]:
+        """The readable parts of the cache key (for debugging a cache hit or miss)."""
+        return {
+            "model": self.model,
+            "messages": [list(m) for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    def cache_key(self) -> str:
+        blob = json.dumps(self.key_parts(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def openai_messages(self) -> list[dict[str, str]]:
+        return [{"role": role, "content": content} for role, content in self.messages]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    model: str = ""
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class ProviderError(Exception):
+    """A call that finally failed. ``retryable`` says whether another attempt could succeed.
+
+    Messages never carry the API key or request headers.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1, retryable: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+        self.retryable = retryable
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+
+    async def complete(self, request: ChatRequest) -> Completion: ...
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """How to build a provider inside any process (a Ray actor included).
+
+    The key itself never travels: only the NAME of the environment variable
+    that holds it, read where the client is built.
+    """
+
+    kind: str = "openai"  # openai | sim | llama | scripted
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""  # name of the env var holding the key; "" = no key (local servers)
+    rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
+    tpm: float | None = None  # tokens per minute; None = unknown
+    max_concurrency: int = 16
+    max_retries: int = 8
+    timeout_s: float = 120.0

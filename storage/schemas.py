@@ -1,0 +1,116 @@
+"""Arrow schemas of the store's tables. One table = one folder of Parquet parts.
+
+- ``scenarios``:   the questions a generation ran on (contexts, ground truth).
+- ``generations``: one row per generation config (gen_id = hash of what changes the drafts).
+- ``rounds``:      one row per generated round of one trajectory (gen_id, scenario_id, round).
+- ``judgments``:   one row per judge key (judge, scenario, draft) -> four metrics + tokens.
+- ``failures``:    a scenario whose calls failed permanently, with the error.
+- ``manifests``:   one row per run: resolved config (secrets redacted), seeds, versions.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+EMBEDDING_DIM = 384
+
+SCENARIOS = pa.schema(
+    [
+        ("scenario_id", pa.string()),
+        ("dataset", pa.string()),
+        ("split", pa.string()),
+        ("question", pa.string()),
+        ("contexts", pa.list_(pa.string())),
+        ("ground_truth", pa.string()),
+        ("references", pa.list_(pa.string())),
+        ("meta_json", pa.string()),
+    ]
+)
+
+GENERATIONS = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("model", pa.string()),
+        ("prompt_version", pa.string()),
+        ("max_rounds", pa.int32()),
+        ("temperature", pa.float64()),
+        ("seed", pa.int64()),
+        ("embedder", pa.string()),
+        ("embedding_dim", pa.int32()),
+        ("config_json", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def rounds_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
+    """``feedback`` is f_t, the critique of this round's draft ("" at the last round)."""
+    return pa.schema(
+        [
+            ("gen_id", pa.string()),
+            ("scenario_id", pa.string()),
+            ("round", pa.int32()),
+            ("draft", pa.string()),
+            ("feedback", pa.string()),
+            ("draft_hash", pa.string()),
+            ("writer_prompt_tokens", pa.int64()),
+            ("writer_completion_tokens", pa.int64()),
+            ("critic_prompt_tokens", pa.int64()),
+            ("critic_completion_tokens", pa.int64()),
+            ("writer_latency_s", pa.float64()),
+            ("critic_latency_s", pa.float64()),
+            ("embedding", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+ROUNDS = rounds_schema()
+
+METRIC_COLUMNS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
+
+JUDGMENTS = pa.schema(
+    [
+        ("judge_key", pa.string()),
+        ("judge", pa.string()),  # e.g. "lexical-v1 (deterministic reference-based, not an LLM)"
+        ("judge_prompt_version", pa.string()),
+        ("scenario_id", pa.string()),
+        ("draft_hash", pa.string()),
+        *[(m, pa.float64()) for m in METRIC_COLUMNS],  # NaN = unparsed, never 0
+        ("judge_prompt_tokens", pa.int64()),
+        ("judge_completion_tokens", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+FAILURES = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("round", pa.int32()),
+        ("stage", pa.string()),  # writer | critic | judge | embed
+        ("error_type", pa.string()),
+        ("message", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+MANIFESTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("git_commit", pa.string()),
+        ("command", pa.string()),
+        ("seeds_json", pa.string()),
+        ("packages_json", pa.string()),
+        ("config_json", pa.string()),  # resolved config, secrets redacted
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "scenarios": SCENARIOS,
+    "generations": GENERATIONS,
+    "rounds": ROUNDS,
+    "judgments": JUDGMENTS,
+    "failures": FAILURES,
+    "manifests": MANIFESTS,
+}
