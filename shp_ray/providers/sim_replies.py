@@ -30,87 +30,22 @@ _QUESTION = re.compile(r"^\s*Question:\s*(.+?)\s*$", re.MULTILINE)
 MESSAGE_OVERHEAD_TOKENS = 3
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
 _STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "by",
-        "with",
-        "from",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "did",
-        "does",
-        "do",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "as",
-        "than",
-        "then",
-        "into",
-        "about",
-    ]
+    _words(
+        "a an the of in on at to for and or is are was were be by with from what which who whom whose "
+        "when where why how did does do that this these those it its as than then into about"
+    )
 )
-_VOCAB = [
-    "archive",
-    "record",
-    "source",
-    "witness",
-    "treaty",
-    "river",
-    "harbour",
-    "council",
-    "census",
-    "charter",
-    "ledger",
-    "expedition",
-    "dynasty",
-    "railway",
-    "province",
-    "manuscript",
-    "survey",
-    "decree",
-    "festival",
-    "garrison",
-    "monastery",
-    "parish",
-    "colony",
-    "observatory",
-    "estate",
-    "reform",
-    "tribunal",
-    "assembly",
-    "frontier",
-    "canal",
-    "workshop",
-    "mission",
-    "academy",
-]
+_VOCAB = _words(
+    "archive record source witness treaty river harbour council census charter ledger expedition "
+    "dynasty railway province manuscript survey decree festival garrison monastery parish colony "
+    "observatory estate reform tribunal assembly frontier canal workshop mission academy"
+)
 _TEMPLATES = (
     "The {a} is tied to the {b} according to the cited passage.",
     "Most accounts place the {a} before the {b}, which settles the order of events.",
