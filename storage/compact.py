@@ -1,0 +1,128 @@
+"""Compaction: merge a table's small parts into fewer, larger ones.
+
+Never exposes duplicates or half files, and survives a kill at any point:
+
+1. the merged part is streamed (one source part in memory at a time) into a
+   temp file no reader globs (``_tmp-*.partial``);
+2. a journal ``_compact-<id>.json`` names the sources, the temp and the final;
+3. each source is renamed to a hidden name (``*.hidden``, not ``*.parquet``);
+4. the temp is renamed to its final ``part-*.parquet`` name;
+5. the hidden sources are deleted, then the journal.
+
+A reader sees the sources or the merged part, never both. Between 3 and 4 a
+reader may briefly miss the group's rows, so do not compact a store while a
+generation is starting on it (``generate`` reads which trajectories are done).
+:func:`recover` (run by ``generate`` on start) finishes or rolls back a
+compaction that was killed: the merged part exists -> drop the hidden
+sources; otherwise -> unhide them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from .parts import TMP_PREFIX, Store
+from .schemas import TABLES
+
+JOURNAL_PREFIX = "_compact-"
+HIDDEN_SUFFIX = ".hidden"
+SMALL_BYTES = 16 * 1024 * 1024
+TARGET_BYTES = 128 * 1024 * 1024
+
+
+def _exists(store: Store, path: str) -> bool:
+    return store.fs.get_file_info(path).type == pafs.FileType.File
+
+
+def _write_text(store: Store, path: str, text: str) -> None:
+    tmp = f"{path}.{TMP_PREFIX}w"
+    with store.fs.open_output_stream(tmp) as out:
+        out.write(text.encode())
+    store.fs.move(tmp, path)
+
+
+def _groups(store: Store, table: str, small_bytes: int, target_bytes: int) -> list[list[str]]:
+    infos = store.fs.get_file_info(store.parts(table))
+    groups: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for info in infos:
+        if info.size is None or info.size >= small_bytes:
+            continue
+        if current and size + info.size > target_bytes:
+            groups.append(current)
+            current, size = [], 0
+        current.append(info.path)
+        size += info.size
+    if current:
+        groups.append(current)
+    return [g for g in groups if len(g) >= 2]
+
+
+def _merge(store: Store, table: str, sources: list[str]) -> tuple[str, str, int]:
+    folder = store.table_path(table)
+    stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+    tmp, final = f"{folder}/{TMP_PREFIX}{stem}.partial", f"{folder}/part-{stem}.parquet"
+    schema = pq.read_schema(sources[0], filesystem=store.fs)
+    rows = 0
+    with store.fs.open_output_stream(tmp) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
+        for src in sources:
+            part = pq.read_table(src, filesystem=store.fs)
+            writer.write_table(part.cast(schema))
+            rows += part.num_rows
+    return tmp, final, rows
+
+
+def compact_table(
+    store: Store, table: str, small_bytes: int = SMALL_BYTES, target_bytes: int = TARGET_BYTES
+) -> dict[str, int]:
+    """Merge the small parts of one table; returns parts before/after and rows moved."""
+    before = len(store.parts(table))
+    moved = 0
+    for sources in _groups(store, table, small_bytes, target_bytes):
+        tmp, final, rows = _merge(store, table, sources)
+        journal = f"{store.table_path(table)}/{JOURNAL_PREFIX}{uuid.uuid4().hex[:12]}.json"
+        _write_text(store, journal, json.dumps({"sources": sources, "tmp": tmp, "final": final}))
+        for src in sources:
+            store.fs.move(src, src + HIDDEN_SUFFIX)
+        store.fs.move(tmp, final)
+        for src in sources:
+            store.fs.delete_file(src + HIDDEN_SUFFIX)
+        store.fs.delete_file(journal)
+        moved += rows
+    return {"parts_before": before, "parts_after": len(store.parts(table)), "rows_moved": moved}
+
+
+def compact(store: Store, tables: tuple[str, ...] | None = None, **kwargs: int) -> dict[str, dict[str, int]]:
+    recover(store)
+    return {t: compact_table(store, t, **kwargs) for t in (tables or tuple(TABLES))}
+
+
+def recover(store: Store) -> int:
+    """Finish or roll back compactions that were killed; returns how many journals it settled."""
+    settled = 0
+    for table in TABLES:
+        selector = pafs.FileSelector(store.table_path(table), allow_not_found=True)
+        for info in store.fs.get_file_info(selector):
+            if not (info.base_name.startswith(JOURNAL_PREFIX) and info.base_name.endswith(".json")):
+                continue
+            with store.fs.open_input_stream(info.path) as fh:
+                plan = json.loads(fh.read().decode())
+            done = _exists(store, plan["final"])
+            for src in plan["sources"]:
+                hidden = src + HIDDEN_SUFFIX
+                if _exists(store, hidden):
+                    if done:
+                        store.fs.delete_file(hidden)
+                    else:
+                        store.fs.move(hidden, src)
+            if not done and _exists(store, plan["tmp"]):
+                store.fs.delete_file(plan["tmp"])
+            store.fs.delete_file(info.path)
+            settled += 1
+    return settled

@@ -1,0 +1,84 @@
+"""Buffered, deduplicating writes of whole trajectories into the store.
+
+Flush order makes the rounds part the commit marker: scenarios, generations,
+judgments and failures land first, rounds last. A kill between them leaves
+rows that a rerun recognises (keys loaded at start) and does not write again;
+a kill before the rounds part means the trajectory is regenerated -- from the
+response cache, paying nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from .parts import Store
+from .resume import column_values
+from .schemas import TABLES, rounds_schema
+
+_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds")
+
+
+def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:
+    if name != "rounds":
+        return pa.Table.from_pylist(rows, schema=schema)
+    dim = schema.field("embedding").type.list_size
+    cols = {f.name: [r[f.name] for r in rows] for f in schema if f.name != "embedding"}
+    flat = np.concatenate([np.asarray(r["embedding"], dtype=np.float32).reshape(dim) for r in rows])
+    arrays = [pa.array(cols[f.name], type=f.type) for f in schema if f.name != "embedding"]
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
+    names = [f.name for f in schema if f.name != "embedding"]
+    return pa.Table.from_arrays([*arrays, emb], names=[*names, "embedding"]).select(schema.names).cast(schema)
+
+
+class StoreWriter:
+    """Accumulates whole trajectories; flushes every ``flush_every`` of them (and on :meth:`flush`)."""
+
+    def __init__(self, store: Store, dim: int, flush_every: int = 32) -> None:
+        self.store = store
+        self.schemas = {**TABLES, "rounds": rounds_schema(dim)}
+        self.flush_every = flush_every
+        self.buffers: dict[str, list[dict[str, object]]] = {name: [] for name in _ORDER}
+        self.pending = 0
+        self.seen = {
+            "scenarios": column_values(store, "scenarios", "scenario_id"),
+            "judgments": column_values(store, "judgments", "judge_key"),
+            "generations": column_values(store, "generations", "gen_id"),
+        }
+        self._keys = {"scenarios": "scenario_id", "judgments": "judge_key", "generations": "gen_id"}
+        self.written = {name: 0 for name in _ORDER}
+        self.parts_written = 0
+
+    def add(self, name: str, rows: Iterable[dict[str, object]]) -> None:
+        key = self._keys.get(name)
+        for row in rows:
+            if key is not None:
+                if row[key] in self.seen[name]:
+                    continue
+                self.seen[name].add(row[key])  # type: ignore[arg-type]
+            self.buffers[name].append(row)
+
+    def add_trajectory(self, rows: dict[str, list[dict[str, object]]]) -> None:
+        for name in _ORDER:
+            self.add(name, rows.get(name, ()))
+        self.pending += 1
+        if self.pending >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> int:
+        """Write every buffered row (rounds last); returns the number of parts written."""
+        parts = 0
+        for name in _ORDER:
+            rows = self.buffers[name]
+            if not rows:
+                continue
+            table = rows_to_table(name, rows, self.schemas[name])
+            self.store.write(name, table, self.schemas[name])
+            self.written[name] += len(rows)
+            self.buffers[name] = []
+            parts += 1
+        self.pending = 0
+        self.parts_written += parts
+        return parts
