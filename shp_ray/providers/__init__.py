@@ -1,5 +1,20 @@
-"""Providers: one async ``complete(request)`` interface; limits and retries wrap it."""
+"""Providers: one async ``complete(request)`` interface; limits and retries wrap it.
 
-from .base import ChatRequest, Completion, Provider, ProviderError, Usage
+Heavy parts (aiohttp client, Ray limiter actor, simulated server, llama.cpp server) are imported
+from their own modules when used: ``make_provider`` in ``registry`` imports lazily.
+"""
 
-__all__ = ["ChatRequest", "Completion", "Provider", "ProviderError", "Usage"]
+from .base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec, Usage
+from .registry import make_provider, provider_kinds, register_provider
+
+__all__ = [
+    "ChatRequest",
+    "Completion",
+    "Provider",
+    "ProviderError",
+    "ProviderSpec",
+    "Usage",
+    "make_provider",
+    "provider_kinds",
+    "register_provider",
+]

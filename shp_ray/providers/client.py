@@ -1,0 +1,262 @@
+"""The rate-limit-aware async client for any OpenAI-compatible ``/v1/chat/completions``.
+
+One call = acquire a slot from the endpoint's shared limiter (which paces it), send it over
+aiohttp, settle the token estimate with the reply's ``usage``. Retries (this client's policy is
+the only one): 429 / 408 / 5xx / timeouts / connection resets / malformed bodies, waiting for the
+server's hint (Retry-After, retry-after-ms, x-ratelimit-reset-*) or exponential backoff with
+full jitter; never a permanent 4xx (400/401/403/404). A call that finally fails raises
+``ProviderError`` -- with no key, header or query string in its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from .base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
+from .limiter import RateLimits
+from .retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
+from .shared_limiter import LimiterHandle, get_limiter
+from .sim_replies import count_tokens
+
+_KEYLIKE = re.compile(r"(sk|key|tok)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
+
+
+def estimate_prompt_tokens(request: ChatRequest) -> int:
+    """Before the call: a generous estimate (regex tokens or chars/4, whichever is larger)."""
+    return sum(max(count_tokens(c), math.ceil(len(c) / 4)) + 4 for _, c in request.messages)
+
+
+def safe_endpoint(base_url: str) -> str:
+    """scheme://host[:port]/path -- no user info, no query (either may carry a secret)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+@dataclass
+class _Attempt:
+    kind: str  # ok | http | timeout | connection | malformed
+    status: int | None = None
+    headers: dict[str, str] | None = None
+    completion: tuple[str, Usage, str] | None = None  # content, usage, model
+    detail: str = ""
+
+
+class OpenAICompatProvider:
+    """``await provider.complete(ChatRequest(...)) -> Completion`` against an OpenAI-compatible URL."""
+
+    name = "openai-compatible"
+
+    def __init__(
+        self,
+        spec: ProviderSpec,
+        *,
+        backoff: Backoff | None = None,
+        rate_limit_budget_s: float = 900.0,
+        headroom: float = 0.98,
+        use_ray: bool | None = None,
+    ) -> None:
+        if not spec.base_url:
+            raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
+        self.spec = spec
+        self.endpoint = safe_endpoint(spec.base_url)
+        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._key = ""
+        if spec.api_key_env:
+            self._key = os.environ.get(spec.api_key_env, "")
+            if not self._key:
+                raise ProviderError(
+                    f"environment variable {spec.api_key_env} is not set; it must hold the API key for {self.endpoint}",
+                    retryable=False,
+                )
+        self.limits = RateLimits(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency, headroom=headroom)
+        self.backoff = backoff or Backoff()
+        self.rate_limit_budget_s = rate_limit_budget_s
+        self._use_ray = use_ray
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._limiter: LimiterHandle | None = None
+        self.counters: collections.Counter[str] = collections.Counter()
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAICompatProvider(endpoint={self.endpoint!r}, model={self.spec.model!r})"
+
+    # -- per-event-loop resources -------------------------------------------------------------
+    def _ensure(self) -> tuple[aiohttp.ClientSession, LimiterHandle]:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._session is None or self._session.closed or self._limiter is None:
+            self._loop = loop
+            connector = aiohttp.TCPConnector(limit=max(100, 2 * self.limits.max_concurrency))
+            self._session = aiohttp.ClientSession(connector=connector)
+            self._limiter = get_limiter(self.spec.base_url, self._key, self.limits, use_ray=self._use_ray)
+        return self._session, self._limiter
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    async def __aenter__(self) -> OpenAICompatProvider:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters for progress displays and benchmarks (this process's client only)."""
+        return dict(self.counters)
+
+    async def limiter_snapshot(self) -> dict[str, Any]:
+        """The SHARED limiter's state and counters (all clients of this endpoint and key)."""
+        return await self._ensure()[1].snapshot()
+
+    # -- the call -----------------------------------------------------------------------------
+    async def complete(self, request: ChatRequest) -> Completion:
+        session, limiter = self._ensure()
+        t0 = time.monotonic()
+        est = estimate_prompt_tokens(request) + request.max_tokens
+        attempts = errors = limited = 0
+        while True:
+            attempts += 1
+            lease, delay = await limiter.acquire(est)
+            released = False
+            try:
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                sent = time.monotonic()
+                self.counters["attempts"] += 1
+                result = await self._attempt(session, request)
+                latency = time.monotonic() - sent
+                headers = result.headers or {}
+                if result.kind == "ok" and result.completion is not None:
+                    content, usage, model = result.completion
+                    limiter.release(
+                        lease,
+                        outcome="ok",
+                        est_tokens=est,
+                        actual_tokens=usage.total_tokens,
+                        latency_s=latency,
+                        wait_hint_s=exhausted_window(headers),
+                    )
+                    released = True
+                    self.counters["ok"] += 1
+                    self.counters["prompt_tokens"] += usage.prompt_tokens
+                    self.counters["completion_tokens"] += usage.completion_tokens
+                    return Completion(
+                        content=content,
+                        usage=usage,
+                        latency_s=time.monotonic() - t0,
+                        attempts=attempts,
+                        model=model or request.model,
+                    )
+                hint = parse_retry_after(headers)
+                if hint is None:
+                    hint = exhausted_window(headers)
+                if result.status == 429:
+                    limited += 1
+                    self.counters["http_429"] += 1
+                    limiter.release(lease, outcome="rate_limited", est_tokens=est, actual_tokens=0, wait_hint_s=hint)
+                    released = True
+                    if time.monotonic() - t0 + (hint or 0.0) > self.rate_limit_budget_s:
+                        raise self._fail(result, attempts, retryable=True, why="rate-limit budget exhausted")
+                    # with a hint the shared limiter already pauses everyone; without one, back off alone
+                    wait = 0.0 if hint is not None else self.backoff.delay(limited - 1)
+                elif result.kind == "http" and not is_retryable_status(result.status or 0):
+                    limiter.release(lease, outcome="error", est_tokens=est)
+                    released = True
+                    self.counters["failed"] += 1
+                    raise self._fail(result, attempts, retryable=False)
+                else:
+                    errors += 1
+                    self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
+                    limiter.release(lease, outcome="error", est_tokens=est)
+                    released = True
+                    if errors > self.spec.max_retries:
+                        raise self._fail(result, attempts, retryable=True, why="retry budget exhausted")
+                    wait = max(hint or 0.0, self.backoff.delay(errors - 1))
+                self.counters["retries"] += 1
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            finally:
+                if not released:
+                    limiter.release(lease, outcome="cancelled", est_tokens=est)
+
+    def _fail(self, result: _Attempt, attempts: int, *, retryable: bool, why: str = "") -> ProviderError:
+        if retryable:
+            self.counters["failed"] += 1
+        what = f"HTTP {result.status}" if result.status is not None else result.kind
+        detail = self._redact(result.detail)[:300]
+        text = f"{self.endpoint}: {what} after {attempts} attempt(s)"
+        text += f" ({why})" if why else ""
+        text += f": {detail}" if detail else ""
+        return ProviderError(text, status=result.status, attempts=attempts, retryable=retryable)
+
+    def _redact(self, text: str) -> str:
+        if self._key:
+            text = text.replace(self._key, "***")
+        return _KEYLIKE.sub("***", text)
+
+    async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
+        payload: dict[str, Any] = {
+            "model": request.model or self.spec.model,
+            "messages": request.openai_messages(),
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+        }
+        if request.seed is not None:
+            payload["seed"] = request.seed
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
+            async with session.post(self._url, json=payload, headers=headers, timeout=timeout) as resp:
+                body = await resp.read()
+                status, resp_headers = resp.status, dict(resp.headers)
+        except TimeoutError:
+            return _Attempt("timeout", detail=f"no reply within {self.spec.timeout_s} s")
+        except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+            return _Attempt("connection", detail=type(exc).__name__)
+        if status != 200:
+            return _Attempt("http", status, resp_headers, detail=_error_message(body))
+        try:
+            data = json.loads(body)
+            choice = data["choices"][0]
+            content = choice["message"].get("content") or ""
+            if not isinstance(content, str):
+                raise TypeError("content is not a string")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            return _Attempt("malformed", status, resp_headers, detail=f"malformed 200 body ({type(exc).__name__})")
+        usage = _usage(data.get("usage"), request, content)
+        return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
+
+
+def _usage(raw: Any, request: ChatRequest, content: str) -> Usage:
+    """The provider's reported usage; if it reports none, our own count (the sim tokenizer)."""
+    try:
+        return Usage(int(raw["prompt_tokens"]), int(raw["completion_tokens"]))
+    except (TypeError, KeyError, ValueError):
+        return Usage(estimate_prompt_tokens(request), count_tokens(content))
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        msg = err.get("message", "") if isinstance(err, dict) else str(err)
+        return str(msg)
+    except (ValueError, AttributeError):
+        return body[:200].decode("utf-8", "replace")

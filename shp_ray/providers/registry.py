@@ -1,0 +1,47 @@
+"""``make_provider(spec)``: build a provider by kind inside any process (a Ray actor included).
+
+Imports are lazy so that asking for the fake provider never imports aiohttp, and a kind's
+module is loaded only when used (inspect_ai's ``@modelapi`` registry, in miniature).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from .base import Provider, ProviderSpec
+
+# kind -> "module:factory"; every HTTP kind speaks the OpenAI protocol to spec.base_url.
+_FACTORIES: dict[str, str] = {
+    "openai": "shp_ray.providers.client:OpenAICompatProvider",
+    "sim": "shp_ray.providers.client:OpenAICompatProvider",
+    "llama": "shp_ray.providers.client:OpenAICompatProvider",
+    "scripted": "shp_ray.providers.registry:_scripted",
+}
+
+
+def register_provider(kind: str, factory: str | Callable[..., Provider]) -> None:
+    """Add a kind: a "module:callable" path (imported lazily) or a callable(spec, **kw)."""
+    _FACTORIES[kind] = factory  # type: ignore[assignment]
+
+
+def provider_kinds() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_provider(spec: ProviderSpec, **kwargs: Any) -> Provider:
+    """The provider for ``spec``. Extra keyword arguments go to the factory."""
+    factory: Any = _FACTORIES.get(spec.kind)
+    if factory is None:
+        raise ValueError(f"ProviderSpec.kind={spec.kind!r} is unknown; choose from {provider_kinds()}")
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory(spec, **kwargs)
+
+
+def _scripted(spec: ProviderSpec, script: Any = None, **kwargs: Any) -> Provider:
+    from .scripted import ScriptedProvider
+
+    return ScriptedProvider(script, model=spec.model or "scripted", **kwargs)

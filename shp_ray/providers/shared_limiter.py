@@ -1,0 +1,134 @@
+"""Find THE limiter of an endpoint: a named Ray actor when Ray runs, else one per process.
+
+Every client of one (base_url, key) -- in any Ray actor, task or driver, and across the jobs of a
+Hydra multirun that join one Ray instance -- reaches the same detached, named actor
+(``get_if_exists=True``), so N workers never sum to N x the limit. The actor's name carries a
+sha256 of (base_url, key), never the key. Without Ray, one ``RateLimiter`` per process and event
+loop plays the same role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import sys
+from dataclasses import asdict
+from typing import Any, Protocol
+
+from .limiter import RateLimiter, RateLimits
+
+NAMESPACE = "shp_ray"
+_local: dict[str, list[tuple[asyncio.AbstractEventLoop, RateLimiter]]] = {}
+
+
+def limiter_id(base_url: str, api_key: str) -> str:
+    """A stable id of (endpoint, key) that reveals neither beyond the hash."""
+    blob = base_url.rstrip("/").lower() + "\x00" + api_key
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+class LimiterHandle(Protocol):
+    async def acquire(self, est_tokens: int = 0) -> tuple[int, float]: ...
+
+    def release(self, lease: int, **outcome: Any) -> None: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    async def snapshot(self) -> dict[str, Any]: ...
+
+
+class LocalLimiter:
+    """In-process handle: calls the RateLimiter directly."""
+
+    kind = "local"
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        self.limiter = limiter
+
+    async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
+        return await self.limiter.acquire(est_tokens)
+
+    def release(self, lease: int, **outcome: Any) -> None:
+        self.limiter.release(lease, **outcome)
+
+    def pause(self, seconds: float) -> None:
+        self.limiter.pause(seconds)
+
+    async def snapshot(self) -> dict[str, Any]:
+        return self.limiter.snapshot()
+
+
+class RayLimiter:
+    """Handle on the named limiter actor. ``release``/``pause`` are fire-and-forget (no round trip)."""
+
+    kind = "ray"
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
+        return await self.actor.acquire.remote(est_tokens)
+
+    def release(self, lease: int, **outcome: Any) -> None:
+        self.actor.release.remote(lease, **outcome)
+
+    def pause(self, seconds: float) -> None:
+        self.actor.pause.remote(seconds)
+
+    async def snapshot(self) -> dict[str, Any]:
+        return await self.actor.snapshot.remote()
+
+
+@functools.cache
+def _actor_class() -> Any:
+    import ray
+
+    @ray.remote(num_cpus=0, max_concurrency=10_000)
+    class LimiterActor:
+        """Thin async actor over RateLimiter (the logic is tested without Ray)."""
+
+        def __init__(self, limits: dict[str, Any]) -> None:
+            self.limiter = RateLimiter(RateLimits(**limits))
+
+        async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
+            return await self.limiter.acquire(est_tokens)
+
+        async def release(self, lease: int, **outcome: Any) -> None:
+            self.limiter.release(lease, **outcome)
+
+        async def pause(self, seconds: float) -> None:
+            self.limiter.pause(seconds)
+
+        async def snapshot(self) -> dict[str, Any]:
+            return self.limiter.snapshot()
+
+    return LimiterActor
+
+
+def ray_running() -> bool:
+    """True when this process is connected to Ray (importing ray just to ask would cost seconds)."""
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: bool | None = None) -> LimiterHandle:
+    """The shared limiter of (base_url, api_key). The first creator's limits win (named once)."""
+    lid = limiter_id(base_url, api_key)
+    if use_ray if use_ray is not None else ray_running():
+        actor = (
+            _actor_class()
+            .options(name=f"shp-limiter-{lid}", namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
+            .remote(asdict(limits))
+        )
+        return RayLimiter(actor)
+    # asyncio futures belong to one loop: one limiter per (endpoint, live loop) in this process
+    loop = asyncio.get_running_loop()
+    entries = [(lp, lim) for lp, lim in _local.get(lid, []) if not lp.is_closed()]
+    for lp, lim in entries:
+        if lp is loop:
+            _local[lid] = entries
+            return LocalLimiter(lim)
+    limiter = RateLimiter(limits)
+    _local[lid] = [*entries, (loop, limiter)]
+    return LocalLimiter(limiter)
