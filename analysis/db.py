@@ -1,0 +1,327 @@
+"""Open a DuckDB connection on a store: views, replay, the decide UDF.
+
+    con = analysis.connect("runs/store")                  # every policy, paper defaults
+    con.sql("SELECT * FROM policy_summary").show()
+
+The connection is in-memory: the store's Parquet parts are only ever read.
+With ``read_only=True`` (the default) file access outside the store (and the
+temp spill folder) is disabled and the configuration locked, so SQL cannot
+reach other files; :mod:`analysis.query` additionally refuses any statement
+that is not a query (COPY, ATTACH, EXPORT ...), so the store cannot be changed.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shp_ray import halting, weights as weight_strategies
+from shp_ray.halting import HaltConfig
+from shp_ray.policies import Policy
+from shp_ray.scoring import check_weights
+from storage.parts import Store
+from storage.schemas import EMBEDDING_DIM, TABLES
+
+from . import sql
+from .policy_table import default_policies, policies_sql
+
+VIEWS_FILE = "views.sql"
+DEFAULT_DELTA = 0.02
+
+
+class AnalysisError(ValueError):
+    """A store the analysis cannot read as asked (says what and where)."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a connection was opened with; the report prints it."""
+
+    store: str
+    judge: str | None
+    judge_prompt_version: str | None
+    weights: dict[str, float]
+    dim: int
+    delta: float
+    policies: tuple[Policy, ...]
+
+
+def _sqltype(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_float32(t):
+        return "FLOAT"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
+        return _sqltype(t.value_type) + "[]"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    raise TypeError(f"no SQL type for {t}")
+
+
+def _source(store: Store, table: str) -> str:
+    if store.parts(table):
+        return f"SELECT * FROM {sql.read_parquet(store.glob(table))}"
+    return sql.empty_select([(f.name, _sqltype(f.type)) for f in TABLES[table]])
+
+
+def embedding_dim(store: Store) -> int:
+    """The embedding size of the rounds parts, from their Parquet footers (no data scan)."""
+    dims: dict[int, str] = {}
+    for part in store.parts("rounds"):
+        field = pq.read_schema(part, filesystem=store.fs).field("embedding")
+        if not pa.types.is_fixed_size_list(field.type):
+            raise AnalysisError(f"{part}: rounds.embedding is {field.type}, expected a fixed-size float list")
+        dims.setdefault(field.type.list_size, part)
+    if len(dims) > 1:
+        where = "; ".join(f"dim {d} in {p}" for d, p in dims.items())
+        raise AnalysisError(f"store {store.uri} mixes embedding sizes ({where}); use one store per embedder")
+    return next(iter(dims), EMBEDDING_DIM)
+
+
+def _pick_judge(
+    con: duckdb.DuckDBPyConnection, judge: str | None, version: str | None
+) -> tuple[str | None, str | None]:
+    rows = con.sql(
+        "SELECT judge, judge_prompt_version, count(*) FROM judgments_raw GROUP BY ALL ORDER BY 1, 2"
+    ).fetchall()
+    found = [(j, v) for j, v, _ in rows if (judge is None or j == judge) and (version is None or v == version)]
+    if not rows:
+        return judge, version  # nothing judged yet: IS is NULL everywhere
+    if not found:
+        known = ", ".join(f"{j!r} (prompt {v!r}, {n} rows)" for j, v, n in rows)
+        raise AnalysisError(f"no judgments by judge={judge!r} prompt_version={version!r}; the store has: {known}")
+    if len({j for j, _ in found}) > 1 or len({v for _, v in found}) > 1:
+        known = ", ".join(f"{j!r} (prompt {v!r})" for j, v in found)
+        raise AnalysisError(f"several judges in the store ({known}); pass judge= (and judge_prompt_version=)")
+    return found[0]
+
+
+def _judge_where(judge: str | None, version: str | None) -> str:
+    parts = ["true"]
+    if judge is not None:
+        parts.append(f"judge = {sql.quote(judge)}")
+    if version is not None:
+        parts.append(f"judge_prompt_version = {sql.quote(version)}")
+    return " AND ".join(parts)
+
+
+def build_statements(
+    store: Store,
+    *,
+    judge: str | None,
+    judge_prompt_version: str | None,
+    weights: Mapping[str, float],
+    policies: Iterable[Policy],
+    delta: float,
+    dim: int,
+    materialize: bool = True,
+) -> list[str]:
+    """Every statement that sets up the views (shared by connect() and views.sql)."""
+    kind = "TEMP TABLE" if materialize else "VIEW"
+    stmts = [f"CREATE OR REPLACE VIEW {t} AS {_source(store, t)}" for t in ("scenarios", "generations")]
+    stmts += [f"CREATE OR REPLACE VIEW {t} AS {_source(store, t)}" for t in ("failures", "manifests")]
+    stmts += [
+        f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}",
+        f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}",
+        "CREATE OR REPLACE VIEW judgments AS SELECT *, judge_prompt_tokens + judge_completion_tokens AS judge_tokens"
+        f" FROM judgments_raw WHERE {_judge_where(judge, judge_prompt_version)}",
+        f"CREATE OR REPLACE {kind} round_signals AS "
+        + sql.round_signals_sql(dim, _judge_where(judge, judge_prompt_version), weights),
+        "CREATE OR REPLACE VIEW rounds AS SELECT s.gen_id, s.scenario_id, s.round, r.draft, s.feedback, s.draft_hash,"
+        " s.distance, s.is_score, s.faithfulness, s.answer_relevancy, s.context_precision, s.context_recall,"
+        " s.writer_tokens, s.critic_tokens, s.judge_tokens, s.judge, r.writer_latency_s, r.critic_latency_s"
+        " FROM round_signals s JOIN round_parts r"
+        " ON r.gen_id = s.gen_id AND r.scenario_id = s.scenario_id AND r.round = s.round",
+        f"CREATE OR REPLACE {kind} trajectories AS " + sql.trajectories_sql(),
+        policies_sql(policies),
+        sql.t95_table_sql(),
+        "CREATE OR REPLACE VIEW replay AS " + sql.replay_sql("sql"),
+        "CREATE OR REPLACE VIEW policy_summary AS " + sql.policy_summary_sql(delta),
+    ]
+    return stmts
+
+
+def _cascade_udf(d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain):  # noqa: ANN001, ANN202
+    """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code."""
+    codes = {r: c for c, r in sql.REASON_CODES.items()}
+    cols = [c.to_pylist() for c in (d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain)]
+    out = []
+    for d_row, s_row, f_row, e, kk, w, c, cr, en, ga, mg in zip(*cols, strict=True):
+        cfg = HaltConfig(eps=e, k=kk, warmup=w, max_rounds=c, critic=cr, entropy=en, gain=ga, min_gain=mg)
+        dist = [math.nan if v is None else v for v in d_row[1:]]
+        scores = [math.nan if v is None else v for v in s_row]
+        code = None
+        for t in range(1, c + 1):
+            decision = halting.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
+            if decision.halt:
+                code = t * 8 + codes[decision.reason]
+                break
+        out.append(code)
+    return pa.array(out, pa.int64())
+
+
+def register_udfs(con: duckdb.DuckDBPyConnection) -> None:
+    """``shp_cascade``: the cascade through decide(), for the ``replay_udf`` view."""
+    from duckdb import sqltypes as t
+
+    dl, fl = duckdb.list_type(t.DOUBLE), duckdb.list_type(t.VARCHAR)
+    con.create_function(
+        "shp_cascade",
+        _cascade_udf,
+        [dl, dl, fl, t.DOUBLE, t.INTEGER, t.INTEGER, t.INTEGER, t.BOOLEAN, t.BOOLEAN, t.BOOLEAN, t.DOUBLE],
+        t.BIGINT,
+        type="arrow",
+        side_effects=False,
+    )
+    con.execute("CREATE OR REPLACE VIEW replay_udf AS " + sql.replay_sql("udf"))
+
+
+def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """Refuse a store whose rounds are not 1..T once each per trajectory (say which)."""
+    bad = con.sql(
+        "SELECT gen_id, scenario_id, count(*) AS n, count(DISTINCT round) AS distinct_rounds, min(round), max(round)"
+        " FROM round_parts GROUP BY gen_id, scenario_id"
+        " HAVING n <> distinct_rounds OR min(round) <> 1 OR max(round) <> n ORDER BY 1, 2 LIMIT 5"
+    ).fetchall()
+    if bad:
+        lines = "; ".join(
+            f"gen_id={g!r} scenario_id={s!r}: {n} rows, {dn} distinct rounds, rounds {lo}..{hi}"
+            for g, s, n, dn, lo, hi in bad
+        )
+        raise AnalysisError(f"store {store.uri}: trajectories must hold rounds 1..T once each; {lines}")
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    spill = tempfile.mkdtemp(prefix="shp-duckdb-")
+    con.execute(f"SET temp_directory = {sql.quote(spill)}")
+    if store.local:
+        dirs = ", ".join(sql.quote(d) for d in (store.path + "/", spill + "/"))
+        con.execute(f"SET allowed_directories = [{dirs}]")
+        con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, float]:
+    if weights is None or weights == "uniform":
+        return weight_strategies.uniform()
+    if isinstance(weights, str):
+        raise AnalysisError(f"weights {weights!r}: pass a dict metric -> weight (see shp_ray.weights)")
+    return dict(weights)
+
+
+def connect(
+    store_root: str | Path,
+    judge: str | None = None,
+    weights: Mapping[str, float] | str | None = None,
+    policies: Iterable[Policy] | None = None,
+    read_only: bool = True,
+    *,
+    judge_prompt_version: str | None = None,
+    delta: float = DEFAULT_DELTA,
+    materialize: bool = True,
+    validate: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the store's views and the replay.
+
+    ``judge`` selects whose judgments give IS (needed only when the store holds
+    several); ``weights`` a dict over METRICS (default uniform); ``policies``
+    the rows of the ``policies`` table (default: every standard policy and the
+    seven ablation cells). ``materialize`` computes the per-round signals once
+    (one scan of the embeddings) so every later replay is arithmetic only.
+    :func:`setup_of` returns what was resolved (judge, weights, policies).
+    """
+    store = Store(store_root)
+    if store.local and not Path(store.path).is_dir():
+        raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
+    w = check_weights(resolve_weights(weights))
+    pols = tuple(default_policies() if policies is None else policies)
+    con = duckdb.connect(":memory:")
+    con.execute(f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}")
+    con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}")
+    if validate:
+        check_trajectories(con, store)
+    judge, version = _pick_judge(con, judge, judge_prompt_version)
+    dim = embedding_dim(store)
+    stmts = build_statements(
+        store,
+        judge=judge,
+        judge_prompt_version=version,
+        weights=w,
+        policies=pols,
+        delta=delta,
+        dim=dim,
+        materialize=materialize,
+    )
+    for stmt in stmts:
+        con.execute(stmt)
+    register_udfs(con)
+    _SETUPS[id(con)] = Setup(store.uri, judge, version, w, dim, delta, pols)
+    if read_only:
+        _lock_down(con, store)
+    return con
+
+
+_SETUPS: dict[int, Setup] = {}
+
+
+def setup_of(con: duckdb.DuckDBPyConnection) -> Setup:
+    """The judge, weights, delta and policies a connection was opened with."""
+    try:
+        return _SETUPS[id(con)]
+    except KeyError:
+        raise AnalysisError("this connection was not opened by analysis.connect") from None
+
+
+def write_init_script(
+    store_root: str | Path,
+    judge: str | None = None,
+    weights: Mapping[str, float] | str | None = None,
+    policies: Iterable[Policy] | None = None,
+    *,
+    judge_prompt_version: str | None = None,
+    delta: float = DEFAULT_DELTA,
+) -> Path:
+    """Write ``<store>/views.sql`` so the plain DuckDB CLI opens the same views:
+    ``duckdb -init <store>/views.sql``. Regenerate it after new parts arrive
+    (a table that had no parts is an empty view in the script)."""
+    store = Store(store_root)
+    if not store.local:
+        raise AnalysisError(f"views.sql is written only for local stores, not {store.uri}")
+    con = duckdb.connect(":memory:")
+    con.execute(f"CREATE VIEW judgments_raw AS {_source(store, 'judgments')}")
+    judge, version = _pick_judge(con, judge, judge_prompt_version)
+    con.close()
+    stmts = build_statements(
+        store,
+        judge=judge,
+        judge_prompt_version=version,
+        weights=check_weights(resolve_weights(weights)),
+        policies=default_policies() if policies is None else policies,
+        delta=delta,
+        dim=embedding_dim(store),
+    )
+    header = (
+        "-- shp-ray views over this store (generated by analysis.db.write_init_script; do not edit).\n"
+        f"-- judge: {judge!r} prompt {version!r}. Open with: duckdb -init {store.path}/{VIEWS_FILE}\n"
+    )
+    body = "\n".join(s.rstrip().rstrip(";") + ";\n" for s in stmts)
+    path = Path(store.path) / VIEWS_FILE
+    tmp = path.with_suffix(".sql.partial")
+    tmp.write_text(header + body)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,103 @@
+"""The ``policies`` table: one row per policy or sweep cell, with its parameters.
+
+A sweep cell is a row here, never a new generation: the replay crosses this
+table with every stored trajectory in one query.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from shp_ray.halting import HaltConfig
+from shp_ray.policies import NAMED_CASCADES, Policy, cascade_policy, standard_policies
+
+from .sql import double, quote
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("policy", "VARCHAR"),
+    ("kind", "VARCHAR"),
+    ("eps", "DOUBLE"),
+    ("k", "INTEGER"),
+    ("warmup", "INTEGER"),
+    ("max_rounds", "INTEGER"),
+    ("critic", "BOOLEAN"),
+    ("entropy", "BOOLEAN"),
+    ("gain", "BOOLEAN"),
+    ("min_gain", "DOUBLE"),
+    ("seed", "BIGINT"),
+    ("consults_is", "BOOLEAN"),
+)
+
+
+def grid_policies(
+    eps: Sequence[float],
+    k: Sequence[int],
+    *,
+    warmup: Sequence[int] = (2,),
+    max_rounds: Sequence[int] = (6,),
+    cascade: str = "shp",
+    base: HaltConfig | None = None,
+) -> list[Policy]:
+    """Cells of an (eps, k, warmup, max_rounds) grid for one named cascade.
+
+    Names read ``{cascade}@eps=0.06,k=2,w=2,T=6`` so a cell says what it is.
+    """
+    if cascade not in NAMED_CASCADES:
+        raise ValueError(f"grid cascade must be one of {list(NAMED_CASCADES)}, got {cascade!r}")
+    base = base or HaltConfig()
+    cells = []
+    for e, kk, w, t in itertools.product(eps, k, warmup, max_rounds):
+        cfg = replace(base, eps=float(e), k=int(kk), warmup=int(w), max_rounds=int(t))
+        name = f"{cascade}@eps={float(e):g},k={kk},w={w},T={t}"
+        cells.append(cascade_policy(name, cfg, *NAMED_CASCADES[cascade]))
+    return cells
+
+
+def default_policies() -> list[Policy]:
+    """Every policy of DESIGN.md at the paper's defaults (ablation cells included)."""
+    return standard_policies()
+
+
+def policy_row(p: Policy) -> dict[str, object]:
+    h = p.halt
+    return {
+        "policy": p.name,
+        "kind": p.kind,
+        "eps": float(h.eps),
+        "k": h.k,
+        "warmup": h.warmup,
+        "max_rounds": h.max_rounds,
+        "critic": h.critic,
+        "entropy": h.entropy,
+        "gain": h.gain,
+        "min_gain": float(h.min_gain),
+        "seed": p.seed,
+        "consults_is": p.consults_is,
+    }
+
+
+def _literal(value: object, sqltype: str) -> str:
+    if sqltype == "DOUBLE":
+        return double(float(value))  # type: ignore[arg-type]
+    if sqltype == "BOOLEAN":
+        return "true" if value else "false"
+    if sqltype == "VARCHAR":
+        return quote(str(value))
+    return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]
+
+
+def policies_sql(policies: Iterable[Policy]) -> str:
+    """CREATE the ``policies`` temp table from Policy objects (names must be unique)."""
+    rows = [policy_row(p) for p in policies]
+    names = [r["policy"] for r in rows]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"policy names must be unique; repeated: {dupes}")
+    cols = ", ".join(f"{n} {t}" for n, t in COLUMNS)
+    stmt = f"CREATE OR REPLACE TEMP TABLE policies ({cols});"
+    if rows:
+        values = ",\n  ".join("(" + ", ".join(_literal(r[n], t) for n, t in COLUMNS) + ")" for r in rows)
+        stmt += f"\nINSERT INTO policies VALUES\n  {values};"
+    return stmt

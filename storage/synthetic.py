@@ -1,0 +1,183 @@
+"""A SYNTHETIC trajectory store: real schemas, made-up numbers.
+
+Used by the analysis tests and ``shp-bench replay`` to exercise the DuckDB
+layer without a model. Everything it writes is named synthetic (dataset,
+model, judge), so a report over it can never pass for a real experiment.
+
+Embeddings follow a random walk on the unit sphere whose step shrinks with
+the round (drafts settle, as Conjecture 1 expects), so distances span the
+interesting range around eps; a few drafts are empty (zero vector), a few
+metrics are NaN (unparsed judge replies) and the critic sometimes approves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .parts import Store
+from .schemas import EMBEDDING_DIM, METRIC_COLUMNS, rounds_schema
+
+SYNTHETIC_JUDGE = "synthetic-v1 (random metrics, not an LLM; synthetic data)"
+SYNTHETIC_MODEL = "synthetic (no model; generated numbers)"
+SYNTHETIC_DATASET = "synthetic"
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    n_trajectories: int = 100
+    rounds: int = 6
+    dim: int = EMBEDDING_DIM
+    seed: int = 0
+    approve_rate: float = 0.08  # chance that a critique starts with APPROVED
+    empty_draft_rate: float = 0.005  # zero-vector embeddings (d_t = 1.0)
+    nan_metric_rate: float = 0.01  # unparsed judge replies
+    unjudged_rate: float = 0.0  # rounds with no judgment row at all
+    gen_id: str = "synthetic-gen"
+    chunk: int = 20_000  # trajectories per Parquet part (bounds memory)
+    ragged: bool = False  # draw each trajectory's depth uniformly in 1..rounds
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _embeddings(rng: np.random.Generator, n: int, depth: int, dim: int, empty: np.ndarray) -> np.ndarray:
+    """(n, depth, dim) float32 unit vectors: a shrinking random walk per trajectory."""
+    out = np.empty((n, depth, dim), dtype=np.float32)
+    e = rng.standard_normal((n, dim)).astype(np.float32)
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    out[:, 0] = e
+    step = rng.uniform(0.15, 0.8, size=(n, 1)).astype(np.float32)
+    decay = rng.uniform(0.35, 0.95, size=(n, 1)).astype(np.float32)
+    for t in range(1, depth):
+        noise = rng.standard_normal((n, dim)).astype(np.float32) / np.float32(np.sqrt(dim))
+        e = e + step * noise
+        e /= np.linalg.norm(e, axis=1, keepdims=True)
+        out[:, t] = e
+        step = step * decay
+    out[empty] = 0.0
+    return out
+
+
+def write_synthetic_store(root: str | Path, spec: SyntheticSpec | None = None) -> Store:
+    """Write scenarios, generations, rounds and judgments of ``spec`` under ``root``."""
+    spec = spec or SyntheticSpec()
+    if spec.n_trajectories < 1 or spec.rounds < 1 or spec.dim < 1:
+        raise ValueError(f"synthetic store needs n_trajectories, rounds, dim >= 1, got {spec}")
+    store = Store(root)
+    rng = np.random.default_rng(spec.seed)
+    store.write(
+        "generations",
+        pa.table(
+            {
+                "gen_id": [spec.gen_id],
+                "model": [SYNTHETIC_MODEL],
+                "prompt_version": ["synthetic"],
+                "max_rounds": [spec.rounds],
+                "temperature": [0.0],
+                "seed": [spec.seed],
+                "embedder": ["synthetic random walk (no encoder)"],
+                "embedding_dim": [spec.dim],
+                "config_json": [json.dumps({"synthetic": True, "spec": spec.__dict__})],
+                "created_at": [datetime.now(UTC)],
+            }
+        ),
+    )
+    schema = rounds_schema(spec.dim)
+    for start in range(0, spec.n_trajectories, spec.chunk):
+        n = min(spec.chunk, spec.n_trajectories - start)
+        _write_chunk(store, rng, spec, start, n, schema)
+    return store
+
+
+def _write_chunk(
+    store: Store, rng: np.random.Generator, spec: SyntheticSpec, start: int, n: int, schema: pa.Schema
+) -> None:
+    ids = [f"syn-{i:07d}" for i in range(start, start + n)]
+    store.write(
+        "scenarios",
+        pa.table(
+            {
+                "scenario_id": ids,
+                "dataset": [SYNTHETIC_DATASET] * n,
+                "split": ["dev" if int(_hash(s)[:2], 16) < 64 else "test" for s in ids],
+                "question": [f"Synthetic question {s}?" for s in ids],
+                "contexts": [[f"Synthetic context {j} of {s}." for j in range(4)] for s in ids],
+                "ground_truth": [f"answer {s}" for s in ids],
+                "references": [[] for _ in ids],
+                "meta_json": ['{"synthetic": true}'] * n,
+            }
+        ),
+    )
+    depth = spec.rounds
+    depths = rng.integers(1, depth + 1, size=n) if spec.ragged else np.full(n, depth)
+    empty = rng.random((n, depth)) < spec.empty_draft_rate
+    emb = _embeddings(rng, n, depth, spec.dim, empty)
+    keep = np.arange(depth)[None, :] < depths[:, None]  # (n, depth) rounds that exist
+    approve = rng.random((n, depth)) < spec.approve_rate
+    tok = rng.integers(200, 1200, size=(n, depth, 4))
+    lat = rng.uniform(0.2, 3.0, size=(n, depth, 2))
+    # IS drifts up then plateaus, with noise: no_gain and oracle have work to do.
+    base = rng.uniform(0.3, 0.8, size=(n, 1)) + np.cumsum(rng.normal(0.02, 0.05, size=(n, depth)), axis=1)
+    metrics = np.clip(base[:, :, None] + rng.normal(0.0, 0.08, size=(n, depth, 4)), 0.0, 1.0)
+    metrics[rng.random((n, depth, 4)) < spec.nan_metric_rate] = np.nan
+    judged = rng.random((n, depth)) >= spec.unjudged_rate
+
+    ii, tt = np.nonzero(keep)
+    last = tt + 1 == depths[ii]
+    drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}." for i, t in zip(ii, tt, strict=True)]
+    hashes = [_hash(d) for d in drafts]
+    feedback = [
+        "" if is_last else ("APPROVED - looks complete." if approve[i, t] else f"Revise round {t + 1}: add detail.")
+        for i, t, is_last in zip(ii, tt, last, strict=True)
+    ]
+    critic_tok = np.where(last[:, None], 0, tok[ii, tt, 2:4])
+    vectors = emb[ii, tt].reshape(-1)
+    rounds = pa.table(
+        {
+            "gen_id": [spec.gen_id] * len(ii),
+            "scenario_id": [ids[i] for i in ii],
+            "round": (tt + 1).astype(np.int32),
+            "draft": drafts,
+            "feedback": feedback,
+            "draft_hash": hashes,
+            "writer_prompt_tokens": tok[ii, tt, 0],
+            "writer_completion_tokens": tok[ii, tt, 1],
+            "critic_prompt_tokens": critic_tok[:, 0],
+            "critic_completion_tokens": critic_tok[:, 1],
+            "writer_latency_s": lat[ii, tt, 0],
+            "critic_latency_s": np.where(last, 0.0, lat[ii, tt, 1]),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors, pa.float32()), spec.dim),
+        }
+    )
+    store.write("rounds", rounds, schema)
+
+    # One judgment per distinct (scenario, draft): the judge cache key.
+    seen: set[tuple[str, str]] = set()
+    rows: list[int] = []
+    for j, (i, t) in enumerate(zip(ii, tt, strict=True)):
+        key = (ids[i], hashes[j])
+        if judged[i, t] and key not in seen:
+            seen.add(key)
+            rows.append(j)
+    sel = np.asarray(rows, dtype=np.int64)
+    si, st = ii[sel], tt[sel]
+    judgments = {
+        "judge_key": [_hash(f"{SYNTHETIC_JUDGE}|{ids[i]}|{hashes[j]}") for i, j in zip(si, sel, strict=True)],
+        "judge": [SYNTHETIC_JUDGE] * len(sel),
+        "judge_prompt_version": ["synthetic-v1"] * len(sel),
+        "scenario_id": [ids[i] for i in si],
+        "draft_hash": [hashes[j] for j in sel],
+        **{m: metrics[si, st, c] for c, m in enumerate(METRIC_COLUMNS)},
+        "judge_prompt_tokens": rng.integers(800, 2000, size=len(sel)),
+        "judge_completion_tokens": rng.integers(20, 120, size=len(sel)),
+        "error": [""] * len(sel),
+    }
+    store.write("judgments", pa.table(judgments))
