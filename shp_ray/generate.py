@@ -316,3 +316,55 @@ def _run_ray(
             ray.kill(actor)
         if started:
             ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m shp_ray.generate``: generate a dataset's trajectories into a store."""
+    import argparse
+    import json
+
+    from .datasets import DATASETS, load_scenarios
+
+    p = argparse.ArgumentParser(prog="python -m shp_ray.generate", description=main.__doc__)
+    p.add_argument("--store", required=True, help="store root: a local path or a pyarrow filesystem URI")
+    p.add_argument("--dataset", choices=DATASETS, default="shp_paper")
+    p.add_argument("--split", choices=("dev", "test"), default=None)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--provider-kind", default="sim", help="openai | sim | llama | scripted")
+    p.add_argument("--base-url", default="")
+    p.add_argument("--model", default="sim-model")
+    p.add_argument("--api-key-env", default="", help="NAME of the env variable holding the key (never the key)")
+    p.add_argument("--rpm", type=float, default=None)
+    p.add_argument("--tpm", type=float, default=None)
+    p.add_argument("--provider-factory", default=DEFAULT_FACTORY)
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--ray-address", default=None)
+    p.add_argument("--backend", choices=("ray", "local"), default="ray")
+    p.add_argument("--max-rounds", type=int, default=6)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--embedder", default="default", help="default | fake-hash | any sentence-transformers name/path")
+    p.add_argument("--judge", choices=("lexical", "llm", "none"), default="lexical")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--flush-every", type=int, default=32)
+    a = p.parse_args(argv)
+    cfg = GenerationConfig(
+        max_rounds=a.max_rounds, temperature=a.temperature, seed=a.seed, max_tokens=a.max_tokens,
+        embedder=a.embedder, judge=a.judge, workers=a.workers, concurrency=a.concurrency, flush_every=a.flush_every,
+    )  # fmt: skip
+    spec = ProviderSpec(
+        kind=a.provider_kind, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, rpm=a.rpm, tpm=a.tpm
+    )
+    scenarios = load_scenarios(a.dataset, split=a.split, limit=a.limit)
+    summary = generate(
+        scenarios, cfg, a.store, spec, cache_dir=a.cache_dir, provider_factory=a.provider_factory,
+        ray_address=a.ray_address, backend=a.backend, command="python -m shp_ray.generate " + " ".join(argv or []),
+    )  # fmt: skip
+    print(json.dumps(summary.to_dict(), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import numpy as np
+import pyarrow.compute as pc
+
+from storage.parts import Store
 
 from .datasets import Scenario
 from .loop import TrajectoryResult
-from .scoring import METRICS
+from .scoring import METRICS, cosine_distance, information_score
+from .trajectory import Round, Trajectory
+from .weights import uniform
 
 
 def scenario_row(scn: Scenario) -> dict[str, object]:
@@ -88,3 +94,50 @@ def trajectory_rows(result: TrajectoryResult, gen_id: str, dim: int) -> dict[str
         "judgments": judgments,
         "failures": failures,
     }
+
+
+def load_trajectories(
+    store: Store, gen_id: str, judge: str | None = None, weights: Mapping[str, float] | None = None
+) -> dict[str, Trajectory]:
+    """Stored trajectories of one generation, as the reference replay reads them.
+
+    d_t from consecutive stored embeddings (zero vector -> 1.0), IS_t from the
+    judgments of ``judge`` (NaN where unjudged), token counts per call. For
+    tests and small stores; the DuckDB layer does the same in SQL at scale.
+    """
+    weights = weights or uniform()
+    rounds = store.read("rounds")
+    rounds = rounds.filter(pc.equal(rounds["gen_id"], gen_id))
+    judged: dict[tuple[str, str], tuple[float, int]] = {}
+    jt = store.read("judgments")
+    if judge is not None:
+        jt = jt.filter(pc.equal(jt["judge"], judge))
+    for row in jt.to_pylist():
+        metrics = {m: (math.nan if row[m] is None else row[m]) for m in METRICS}
+        tokens = int(row["judge_prompt_tokens"] or 0) + int(row["judge_completion_tokens"] or 0)
+        judged[(row["scenario_id"], row["draft_hash"])] = (information_score(metrics, weights), tokens)
+    by_scenario: dict[str, list[dict]] = {}
+    for row in rounds.to_pylist():
+        by_scenario.setdefault(row["scenario_id"], []).append(row)
+    out = {}
+    for sid, rows in by_scenario.items():
+        rows.sort(key=lambda r: r["round"])
+        built, prev = [], None
+        for row in rows:
+            emb = np.asarray(row["embedding"], dtype=np.float32)
+            is_score, judge_tokens = judged.get((sid, row["draft_hash"]), (math.nan, 0))
+            built.append(
+                Round(
+                    round=row["round"],
+                    distance=math.nan if prev is None else cosine_distance(emb, prev),
+                    is_score=is_score,
+                    feedback=row["feedback"],
+                    writer_tokens=row["writer_prompt_tokens"] + row["writer_completion_tokens"],
+                    critic_tokens=row["critic_prompt_tokens"] + row["critic_completion_tokens"],
+                    judge_tokens=judge_tokens,
+                    draft=row["draft"],
+                )
+            )
+            prev = emb
+        out[sid] = Trajectory(sid, tuple(built), gen_id)
+    return out

@@ -39,6 +39,8 @@ class ScriptedProvider:
             raise ProviderError("scripted permanent failure (HTTP 400)", status=400)
         if role == "Writer" and "[empty-draft]" in user:
             text = ""
+        elif role == "Writer" and "[punct-draft]" in user:
+            text = "?! ... !?"  # no word at all: a zero-norm embedding under fake-hash
         elif role == "judge" and "[bad-judge]" in user:
             text = "I think it is quite good, maybe 0.8?"
         else:
