@@ -97,9 +97,7 @@ def _hotpot_scenario(record: dict[str, Any], where: str, dev_fraction: float) ->
             gold_titles.append(fact[0])
     if not gold_titles:
         raise DatasetError(f"{where}: no supporting paragraph found among the contexts")
-    distractors = sorted(
-        (t for t in paragraphs if t not in gold_titles), key=lambda t: _stable_int(f"{item_id}:{t}")
-    )
+    distractors = sorted((t for t in paragraphs if t not in gold_titles), key=lambda t: _stable_int(f"{item_id}:{t}"))
     chosen = gold_titles + distractors[: max(0, N_CONTEXTS - len(gold_titles))]
     chosen.sort(key=lambda t: _stable_int(f"order:{item_id}:{t}"))  # gold not always first
     answer = str(_field(record, "answer", str, where))

@@ -83,7 +83,8 @@ class Store:
         return sorted(
             info.path
             for info in self.fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and info.base_name.endswith(".parquet")
+            if info.type == pafs.FileType.File
+            and info.base_name.endswith(".parquet")
             and not info.base_name.startswith(TMP_PREFIX)
         )
 
