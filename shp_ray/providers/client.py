@@ -119,6 +119,11 @@ class OpenAICompatProvider:
         """Counters for progress displays and benchmarks (this process's client only)."""
         return dict(self.counters)
 
+    @property
+    def limiter_kind(self) -> str:
+        """ "ray" (the shared named actor), "local" (this process only) or "none" (not used yet)."""
+        return str(getattr(self._limiter, "kind", "none"))
+
     async def limiter_snapshot(self) -> dict[str, Any]:
         """The SHARED limiter's state and counters (all clients of this endpoint and key)."""
         return await self._ensure()[1].snapshot()
