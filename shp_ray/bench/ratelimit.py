@@ -1,0 +1,190 @@
+"""``shp-bench ratelimit``: N chat calls through the rate-limit-aware client (or ``--naive``:
+plain AsyncOpenAI + a semaphore with the SDK's default retries). Prints ONE JSON line last:
+{"requests", "ok", "failed", "elapsed_s", "throughput_rps", "http_429", "retries", ...}.
+
+``--serve`` starts the SIMULATED server (``shp-serve``'s test double) in-process with a
+short-window limit and injected faults, so capacity is known and the server's own counts
+(requests admitted, 429s, faults) are reported next to the client's; ``--side-by-side`` runs the
+naive baseline and the client one after the other against identical fresh servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from ..providers.base import ChatRequest, ProviderError, ProviderSpec
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="shp-bench ratelimit", description=__doc__.split("\n\n")[0])
+    p.add_argument("--base-url", default="", help="OpenAI-compatible base URL (…/v1); omit with --serve")
+    p.add_argument("--model", default="sim-1")
+    p.add_argument("--requests", type=int, default=300)
+    p.add_argument("--rpm", type=float, default=None, help="tell the client the requests/min limit")
+    p.add_argument("--tpm", type=float, default=None, help="tell the client the tokens/min limit")
+    p.add_argument("--concurrency", type=int, default=16, help="max calls in flight")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--max-retries", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--api-key-env", default="", help="NAME of the env var holding the key")
+    p.add_argument("--naive", action="store_true", help="baseline: AsyncOpenAI + semaphore, default retries")
+    p.add_argument("--side-by-side", action="store_true", help="run --naive first, then the client (needs --serve)")
+    g = p.add_argument_group("--serve: an in-process SIMULATED server (test double)")
+    g.add_argument("--serve", action="store_true")
+    g.add_argument("--serve-rpm", type=float, default=None, help="the server's true requests/min")
+    g.add_argument("--serve-tpm", type=float, default=None)
+    g.add_argument("--serve-window", type=float, default=2.0, help="seconds over which the limit is enforced")
+    g.add_argument("--serve-fault-rate", type=float, default=0.0)
+    g.add_argument("--serve-latency", type=float, default=0.0)
+    g.add_argument("--serve-slow", type=float, default=1.0, help="seconds a 'slow' fault adds")
+    g.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _request(i: int, model: str, max_tokens: int) -> ChatRequest:
+    role = ("Writer", "Critic")[i % 2]
+    user = f"Question: Which archive holds record {i} of the survey?\nRound: {1 + i % 6}"
+    return ChatRequest(model, (("system", f"You are the {role}."), ("user", user)), max_tokens)
+
+
+async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
+    from ..providers.registry import make_provider
+
+    spec = ProviderSpec(
+        kind="openai",
+        base_url=base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        max_concurrency=args.concurrency,
+        max_retries=args.max_retries,
+        timeout_s=args.timeout,
+    )
+    provider = make_provider(spec)
+    failed = 0
+    t0 = time.monotonic()
+    async with provider:  # type: ignore[attr-defined]
+        results = await asyncio.gather(
+            *(provider.complete(_request(i, args.model, args.max_tokens)) for i in range(args.requests)),
+            return_exceptions=True,
+        )
+    elapsed = time.monotonic() - t0
+    errors = Counter(type(r).__name__ for r in results if isinstance(r, BaseException))
+    failed = sum(errors.values())
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, ProviderError):
+            raise r
+    stats = provider.stats  # type: ignore[attr-defined]
+    return _summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
+        "errors": dict(errors)
+    }
+
+
+async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
+    import httpx2
+    from openai import AsyncOpenAI
+
+    seen: Counter[str] = Counter()
+
+    async def on_request(request: Any) -> None:
+        seen["attempts"] += 1
+
+    async def on_response(response: Any) -> None:
+        if response.status_code == 429:
+            seen["http_429"] += 1
+
+    http = httpx2.AsyncClient(event_hooks={"request": [on_request], "response": [on_response]})
+    key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
+    client = AsyncOpenAI(base_url=base_url, api_key=key or "no-key", http_client=http, timeout=args.timeout)
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def one(i: int) -> bool:
+        req = _request(i, args.model, args.max_tokens)
+        async with gate:
+            try:
+                await client.chat.completions.create(
+                    model=req.model,
+                    messages=req.openai_messages(),
+                    max_tokens=req.max_tokens,  # type: ignore[arg-type]
+                )
+                return True
+            except Exception:  # the baseline's failures are what we measure
+                return False
+
+    t0 = time.monotonic()
+    oks = await asyncio.gather(*(one(i) for i in range(args.requests)))
+    elapsed = time.monotonic() - t0
+    await client.close()
+    retries = max(0, seen["attempts"] - args.requests)
+    return _summary("naive", args.requests, oks.count(False), elapsed, seen["http_429"], retries)
+
+
+def _summary(mode: str, n: int, failed: int, elapsed: float, http_429: int, retries: int) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "requests": n,
+        "ok": n - failed,
+        "failed": failed,
+        "elapsed_s": round(elapsed, 3),
+        "throughput_rps": round((n - failed) / elapsed, 3) if elapsed > 0 else 0.0,
+        "http_429": http_429,
+        "retries": retries,
+    }
+
+
+def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
+    runner = run_naive if naive else run_client
+    if not args.serve:
+        return asyncio.run(runner(args, args.base_url))
+    from ..providers.sim_server import SimServer
+
+    options = {
+        "rpm": args.serve_rpm,
+        "tpm": args.serve_tpm,
+        "window_s": args.serve_window,
+        "fault_rate": args.serve_fault_rate,
+        "latency_s": args.serve_latency,
+        "slow_s": args.serve_slow,
+        "seed": args.seed,
+    }
+    with SimServer(**options) as sim:
+        result = asyncio.run(runner(args, sim.base_url))
+        stats = sim.stats
+    admitted = stats["requests"] - stats["http_429"]
+    result["server"] = {"simulated": True, **{k: v for k, v in options.items() if v is not None}, **stats}
+    if args.serve_rpm:
+        capacity = args.serve_rpm / 60.0
+        result["capacity_rps"] = round(capacity, 3)
+        # the share of the server's request budget the run used (faulted requests consume it too)
+        result["utilisation"] = round(admitted / result["elapsed_s"] / capacity, 3)
+        result["http_429_share"] = round(stats["http_429"] / args.requests, 3)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.serve and not args.base_url:
+        print("shp-bench ratelimit: give --base-url URL or --serve", file=sys.stderr)
+        return 2
+    if args.requests < 1:
+        print("shp-bench ratelimit: --requests must be >= 1", file=sys.stderr)
+        return 2
+    if args.side_by_side:
+        if not args.serve:
+            print("shp-bench ratelimit: --side-by-side needs --serve (two identical fresh servers)", file=sys.stderr)
+            return 2
+        naive = _measure(args, naive=True)
+        print(json.dumps(naive), flush=True)
+        result = _measure(args, naive=False) | {"naive": naive}
+    else:
+        result = _measure(args, naive=args.naive)
+    print(json.dumps(result), flush=True)
+    return 0
