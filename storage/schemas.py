@@ -6,6 +6,7 @@
 - ``judgments``:   one row per judge key (judge, scenario, draft) -> four metrics + tokens.
 - ``failures``:    a scenario whose calls failed permanently, with the error.
 - ``manifests``:   one row per run: resolved config (secrets redacted), seeds, versions.
+- ``results``:     one row per sweep job x policy cell x trajectory (what ``shp-sweep`` replayed).
 """
 
 from __future__ import annotations
@@ -106,6 +107,34 @@ MANIFESTS = pa.schema(
     ]
 )
 
+# One row per (sweep job, policy cell, trajectory): what each job of a sweep replayed,
+# with the cell's parameters, so a grid's cells can be compared after the fact.
+RESULTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("job", pa.string()),  # the job's overrides, e.g. "halting.eps=0.04,halting.k=2"
+        ("policy", pa.string()),
+        ("eps", pa.float64()),
+        ("k", pa.int32()),
+        ("warmup", pa.int32()),
+        ("max_rounds", pa.int32()),
+        ("critic", pa.bool_()),
+        ("entropy", pa.bool_()),
+        ("gain", pa.bool_()),
+        ("min_gain", pa.float64()),
+        ("judge", pa.string()),
+        ("weights_json", pa.string()),
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("stop_round", pa.int32()),
+        ("reason", pa.string()),
+        ("operational_tokens", pa.int64()),
+        ("evaluation_tokens", pa.int64()),
+        ("final_is", pa.float64()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "scenarios": SCENARIOS,
     "generations": GENERATIONS,
@@ -113,4 +142,5 @@ TABLES: dict[str, pa.Schema] = {
     "judgments": JUDGMENTS,
     "failures": FAILURES,
     "manifests": MANIFESTS,
+    "results": RESULTS,
 }
