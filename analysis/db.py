@@ -22,7 +22,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shp_ray import halting, weights as weight_strategies
+from shp_ray import halting
+from shp_ray import weights as weight_strategies
 from shp_ray.halting import HaltConfig
 from shp_ray.policies import Policy
 from shp_ray.scoring import check_weights
@@ -325,3 +326,52 @@ def write_init_script(
     tmp.write_text(header + body)
     tmp.replace(path)
     return path
+
+
+SIGNAL_COLUMNS = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("round", pa.int32()),
+        ("distance", pa.float64()),
+        ("is_score", pa.float64()),
+        ("feedback", pa.string()),
+        ("writer_tokens", pa.int64()),
+        ("critic_tokens", pa.int64()),
+        ("judge_tokens", pa.int64()),
+    ]
+)
+
+
+def connect_signals(
+    signals: pa.Table, policies: Iterable[Policy] | None = None, *, delta: float = DEFAULT_DELTA
+) -> duckdb.DuckDBPyConnection:
+    """The replay over given per-round signals (no store): the same SQL as :func:`connect`.
+
+    ``signals`` has SIGNAL_COLUMNS (one row per round; distance NaN/NULL at
+    round 1). Property tests feed hypothesis trajectories through it, and the
+    benchmark times the replay apart from the one-time store scan.
+    """
+    try:
+        table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
+    con = duckdb.connect(":memory:")
+    con.register("signals_input", table)
+    con.execute("CREATE TEMP TABLE round_signals AS SELECT * FROM signals_input")
+    con.unregister("signals_input")
+    for stmt in (
+        "CREATE OR REPLACE TEMP TABLE trajectories AS " + sql.trajectories_sql(),
+        policies_sql(default_policies() if policies is None else policies),
+        sql.t95_table_sql(),
+        "CREATE OR REPLACE VIEW replay AS " + sql.replay_sql("sql"),
+        "CREATE OR REPLACE VIEW policy_summary AS " + sql.policy_summary_sql(delta),
+    ):
+        con.execute(stmt)
+    register_udfs(con)
+    return con
+
+
+def set_policies(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy]) -> None:
+    """Replace the rows of ``policies`` (the views follow: a cell is a row, not a generation)."""
+    con.execute(policies_sql(policies))
