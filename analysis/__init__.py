@@ -1,1 +1,20 @@
-"""DuckDB over the store: views, replay SQL + UDFs, statistics, report, the query CLI."""
+"""DuckDB over the store: views, replay SQL + UDFs, statistics, report, the query CLI.
+
+import analysis
+con = analysis.connect("runs/store")
+con.sql("SELECT * FROM policy_summary").show()
+"""
+
+from .db import AnalysisError, connect, connect_signals, set_policies, setup_of, write_init_script
+from .policy_table import default_policies, grid_policies
+
+__all__ = [
+    "AnalysisError",
+    "connect",
+    "connect_signals",
+    "default_policies",
+    "grid_policies",
+    "set_policies",
+    "setup_of",
+    "write_init_script",
+]
