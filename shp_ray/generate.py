@@ -113,8 +113,13 @@ def generate(
     progress: bool | None = None,
     run_id: str | None = None,
     command: str = "",
+    keep_embedder: bool = False,
 ) -> GenerationSummary:
-    """Generate every scenario not yet stored for this config; returns what happened."""
+    """Generate every scenario not yet stored for this config; returns what happened.
+
+    ``keep_embedder`` leaves the named embedding actor (and its loaded model) alive on a Ray
+    that outlives this call, for the next run of a multirun; it holds ``embed_num_cpus`` CPUs.
+    """
     if backend not in ("ray", "local"):
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
     store = Store(store_root)
@@ -144,7 +149,9 @@ def generate(
         if backend == "local":
             asyncio.run(_run_local(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog))
         else:
-            _run_ray(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, ray_address)
+            _run_ray(
+                pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, ray_address, keep_embedder
+            )
     summary.elapsed_s = time.perf_counter() - start
     return summary
 
@@ -241,20 +248,32 @@ def _run_ray(
     summary: GenerationSummary,
     prog: Progress,
     address: str | None,
+    keep_embedder: bool = False,
 ) -> None:
     import ray
 
     from .actors import EmbedActor, JudgeActor, StoreWriterActor, TrajectoryWorker
 
+    first = next(pending, None)
+    if first is None:  # everything is stored already: no Ray, no model load
+        return
+    pending = itertools.chain([first], pending)
     started = start_ray(address)
     actors: list[object] = []
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         threads = min(cfg.embed_num_cpus, cpus)
-        embed = EmbedActor.options(num_cpus=threads, max_concurrency=10_000).remote(
-            cfg.embedder, cfg.embed_batch_size, threads
-        )
-        actors.append(embed)
+        # One embedding actor per model, named so that later runs on the same Ray (a multirun
+        # joining one cluster) reuse the loaded model; it dies with the Ray session.
+        embed = EmbedActor.options(
+            name=f"shp-embed:{cfg.embedder}:{cfg.embed_batch_size}:{threads}",
+            namespace="shp-ray",
+            get_if_exists=True,
+            num_cpus=threads,
+            max_concurrency=10_000,
+        ).remote(cfg.embedder, cfg.embed_batch_size, threads)
+        if not keep_embedder:
+            actors.append(embed)
         info = ray.get(embed.info.remote())
         dim = int(info["dim"])
         writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)
@@ -310,7 +329,7 @@ def _run_ray(
             summary.calls += int(jstats.get("judge_calls", 0))
             summary.cached_calls += int(jstats.get("judge_cached", 0))
             summary.http_429 += int(jstats.get("judge_http_429", 0))
-        summary.embedded_texts = int(ray.get(embed.info.remote())["encoded"])
+        summary.embedded_texts = int(ray.get(embed.info.remote())["encoded"]) - int(info["encoded"])
     finally:
         for actor in actors:
             ray.kill(actor)

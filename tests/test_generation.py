@@ -1,0 +1,151 @@
+"""Generation on real Ray against the simulated server (shp-serve, 127.0.0.1) with the real
+embedding model; and kill -9 mid-run, then resume: exact rows, no duplicates, no repeated paid call."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow.compute as pc
+import pytest
+
+from shp_ray.datasets import load_scenarios
+from shp_ray.generate import GenerationConfig, generate
+from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.sim_server import SimServer
+from storage.parts import Store
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _unique(table, *cols) -> bool:
+    keys = list(zip(*(table[c].to_pylist() for c in cols), strict=True))
+    return len(keys) == len(set(keys))
+
+
+def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_session) -> None:
+    scenarios = load_scenarios("shp_paper", limit=5)
+    cfg = GenerationConfig(max_rounds=3, judge="llm", workers=2, concurrency=4, flush_every=2)
+    with SimServer(latency_s=0.01) as sim:
+        spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
+        s = generate(scenarios, cfg, tmp_path / "store", spec, progress=False)
+        paid = sim.stats["ok"]
+        again = generate(scenarios, cfg, tmp_path / "store", spec, progress=False)
+        assert sim.stats["ok"] == paid  # the rerun found everything stored: no call at all
+    assert (s.generated, s.failed, s.skipped) == (5, 0, 0)
+    assert (again.generated, again.skipped) == (0, 5)
+    # 5 x (3 writer + 2 critic + 3 judge) paid calls, each once.
+    assert paid == 5 * 8 and s.calls == 40 and s.embedded_texts == 15
+    store = Store(tmp_path / "store")
+    rounds = store.read("rounds")
+    assert rounds.num_rows == 15 and _unique(rounds, "gen_id", "scenario_id", "round")
+    emb = np.stack(rounds["embedding"].to_numpy(zero_copy_only=False))
+    assert emb.shape == (15, 384) and np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    last = rounds.filter(pc.equal(rounds["round"], 3))
+    assert set(last["feedback"].to_pylist()) == {""}
+    assert all(f for f in rounds.filter(pc.less(rounds["round"], 3))["feedback"].to_pylist())
+    assert min(rounds["writer_completion_tokens"].to_pylist()) > 0
+    judgments = store.read("judgments")
+    assert judgments.num_rows == 15 and _unique(judgments, "judge_key")
+    assert set(judgments["judge"].to_pylist()) == {"llm:sim-model"} and set(judgments["error"].to_pylist()) == {""}
+    assert min(judgments["judge_prompt_tokens"].to_pylist()) > 0
+    gens = store.read("generations").to_pylist()
+    assert len(gens) == 1 and gens[0]["embedder"].startswith("all-MiniLM-L6-v2") and gens[0]["gen_id"] == s.gen_id
+    assert store.read("scenarios").num_rows == 5 and store.read("manifests").num_rows == 2
+
+
+def _proc(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _count(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        with sqlite3.connect(str(path), timeout=5) as conn:
+            return int(conn.execute("SELECT count(*) FROM responses").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _cmd(store: Path, base_url: str, n: int) -> list[str]:
+    return [
+        sys.executable, "-m", "shp_ray.generate", "--store", str(store), "--dataset", "shp_paper",
+        "--limit", str(n), "--provider-kind", "sim", "--base-url", base_url, "--model", "sim-model",
+        "--max-rounds", "3", "--embedder", "fake-hash", "--workers", "1", "--concurrency", "2", "--flush-every", "1",
+    ]  # fmt: skip
+
+
+def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
+    n, store_dir = 10, tmp_path / "store"
+    cache = store_dir / "_cache" / "responses.sqlite"
+    env = {**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    with SimServer(latency_s=0.15) as sim:
+        proc = subprocess.Popen(
+            _cmd(store_dir, sim.base_url, n), cwd=ROOT, env=env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while _count(cache) < 12 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"finished before the kill: {proc.stderr.read().decode()[-2000:]}"
+        # kill -9 the driver and every process it started (Ray workers sit in their own process
+        # groups, so by pid): nothing of the run may go on writing after this point.
+        family = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(30)
+        proc.stderr.close()
+        psutil.wait_procs([p for p in map(_proc, family) if p is not None], timeout=30)
+        time.sleep(0.5)  # let the server finish replies that were in flight
+        cached_at_kill, paid_before = _count(cache), sim.stats["ok"]
+        assert 12 <= cached_at_kill < n * 5
+        stored = Store(store_dir).read("rounds")
+        assert stored.num_rows % 3 == 0 and stored.num_rows < n * 3  # whole trajectories only
+
+        out = subprocess.run(
+            _cmd(store_dir, sim.base_url, n), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        paid_after = sim.stats["ok"] - paid_before
+    # Exactly the calls that had not completed were paid for; none that had completed was repeated.
+    assert paid_after == n * 5 - cached_at_kill
+    assert summary["skipped"] == stored.num_rows // 3 and summary["generated"] == n - summary["skipped"]
+    store = Store(store_dir)
+    rounds = store.read("rounds")
+    assert rounds.num_rows == n * 3 and _unique(rounds, "gen_id", "scenario_id", "round")
+    assert store.read("scenarios").num_rows == n and _unique(store.read("scenarios"), "scenario_id")
+    judgments = store.read("judgments")
+    assert judgments.num_rows == n * 3 and _unique(judgments, "judge_key")
+    assert store.read("generations").num_rows == 1 and store.read("failures").num_rows == 0
+    leftovers = [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
+    assert leftovers == []  # the killed writer's temp file (if any) was swept
