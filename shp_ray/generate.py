@@ -60,7 +60,8 @@ class GenerationSummary:
     http_429: int = 0
     embedded_texts: int = 0
     rows: dict[str, int] = field(default_factory=dict)
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush
+    generation_s: float = 0.0  # first scenario submitted -> last trajectory stored
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -193,6 +194,7 @@ async def _run_local(
             limit.release()
 
     tasks: set[asyncio.Task[None]] = set()
+    t0 = time.perf_counter()
     for scn in pending:
         summary.submitted += 1
         await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
@@ -202,6 +204,7 @@ async def _run_local(
     if tasks:
         await asyncio.gather(*tasks)
     writer.flush()
+    summary.generation_s = time.perf_counter() - t0
     await batcher.close()
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
@@ -309,6 +312,7 @@ def _run_ray(
             total = {k: sum(int(s[k]) for s in stats) for k in ("calls", "cached", "retries", "tokens", "paid_tokens")}
             _tick(summary, prog, total, sum(int(s["http_429"]) for s in stats))
 
+        t0 = time.perf_counter()
         for scn in pending:
             summary.submitted += 1
             in_flight.append(next(rr).run.remote(scn))
@@ -321,6 +325,7 @@ def _run_ray(
             collect(ready)
             poll()
         summary.rows = ray.get(writer.flush.remote())
+        summary.generation_s = time.perf_counter() - t0
         poll(force=True)
         if judge is not None:
             jstats = ray.get(judge.stats.remote())

@@ -1,0 +1,216 @@
+"""``shp-bench generation {embed|ratelimit|memory} [options]``: one JSON line printed last.
+
+- ``embed``: the same texts through bare sentence-transformers (one batched
+  ``encode``) and through the pipeline's embedding actor (one Ray call per
+  draft, as the trajectory workers make them, micro-batched inside the actor).
+  Target: pipeline >= 80% of bare texts/s.
+- ``ratelimit``: a generation against the simulated server (``shp-serve``,
+  a test double) enforcing a known RPM; R requests cannot finish before
+  R / RPM minutes. Target: generation time <= 1.15 x that bound.
+- ``memory``: peak RSS summed over the driver and every Ray process while
+  generating N streamed scenarios (sim server, lexical judge, and by default
+  the ``fake-hash`` embedder -- NOT a language model, so that the run measures
+  the pipeline's memory, not the model's). Target: no growth with N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _texts(n: int) -> list[str]:
+    """n distinct draft-like paragraphs (the sim server's Writer replies to real HotpotQA questions)."""
+    from shp_ray.datasets import load_scenarios
+    from shp_ray.providers.sim_replies import ReplyOptions, writer_draft
+
+    qs = [s.question for s in load_scenarios("hotpotqa", limit=max(1, n // 6 + 1))]
+    out = [writer_draft(ReplyOptions(seed=0), q, t) for q in qs for t in range(1, 7)]
+    return list(dict.fromkeys(out))[:n]
+
+
+def bench_embed(a: argparse.Namespace) -> dict[str, object]:
+    import ray
+
+    from shp_ray.actors import EmbedActor
+    from shp_ray.embedder import Embedder, resolve_model
+    from shp_ray.generate import start_ray
+
+    texts = _texts(a.texts)
+    # Bare: the model in this process, both threads, one batched encode of every text.
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(2)
+    model = SentenceTransformer(resolve_model(a.model), device="cpu")
+    model.encode(texts[:8], batch_size=a.batch_size)
+    t = time.perf_counter()
+    model.encode(texts, batch_size=a.batch_size, convert_to_numpy=True, show_progress_bar=False)
+    bare_s = time.perf_counter() - t
+    del model
+    started = start_ray(None)
+    try:
+        actor = EmbedActor.options(num_cpus=2, max_concurrency=10_000).remote(a.model, a.batch_size, 2)
+        info = ray.get(actor.info.remote())
+        t = time.perf_counter()
+        ray.get([actor.embed.remote(x) for x in texts])  # one call per draft, all in flight
+        pipe_s = time.perf_counter() - t
+        after = ray.get(actor.info.remote())
+        ray.get([actor.embed.remote(x) for x in texts[:50]])  # cached: must not encode again
+        again = ray.get(actor.info.remote())
+    finally:
+        if started:
+            ray.shutdown()
+    return {
+        "bench": "generation.embed",
+        "model": Embedder(a.model).name,
+        "texts": len(texts),
+        "bare_texts_per_s": round(len(texts) / bare_s, 2),
+        "pipeline_texts_per_s": round(len(texts) / pipe_s, 2),
+        "ratio": round(bare_s / pipe_s, 3),
+        "pipeline_batches": int(after["batches"]) - int(info["batches"]),
+        "encoded": int(after["encoded"]) - int(info["encoded"]),
+        "re_encoded_on_repeat": int(again["encoded"]) - int(after["encoded"]),
+    }
+
+
+def _stream(n: int) -> Iterator[object]:
+    """n distinct scenarios, streamed (never a list): HotpotQA questions, reused with a variant tag."""
+    from dataclasses import replace
+
+    from shp_ray.datasets import load_scenarios
+
+    base = load_scenarios("hotpotqa")
+    for i in range(n):
+        s = base[i % len(base)]
+        k = i // len(base)
+        yield s if k == 0 else replace(s, scenario_id=f"{s.scenario_id}#v{k}", question=f"{s.question} (variant {k})")
+
+
+def _run(a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str) -> tuple[dict, dict, float]:
+    from shp_ray.generate import GenerationConfig, generate
+    from shp_ray.providers.base import ProviderSpec
+    from shp_ray.providers.sim_server import SimServer
+
+    root = tempfile.mkdtemp(prefix="shp-bench-gen-")
+    try:
+        cfg = GenerationConfig(
+            max_rounds=a.rounds, embedder=embedder, judge="lexical", workers=a.workers, concurrency=a.concurrency,
+            flush_every=a.flush_every,
+        )  # fmt: skip
+        with SimServer(**sim_opts) as sim:
+            spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
+            peak = _PeakRss()
+            with peak:
+                s = generate(_stream(n), cfg, root, spec, total=n, progress=False)
+            stats = sim.stats
+        return s.to_dict(), stats, peak.peak_mb
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class _PeakRss:
+    """Peak of the summed RSS of this process and all its descendants (Ray's included), sampled."""
+
+    def __init__(self, every_s: float = 0.25) -> None:
+        self.every_s, self.peak_mb = every_s, 0.0
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+            self.peak_mb = max(self.peak_mb, total / 2**20)
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> _PeakRss:
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
+    summary, stats, _ = _run(a, {"rpm": a.rpm, "window_s": a.window_s, "latency_s": a.latency_s}, a.scenarios, a.model)
+    requests = a.scenarios * (2 * a.rounds - 1)  # writer every round, critic all but the last
+    bound_s = requests / a.rpm * 60.0
+    return {
+        "bench": "generation.ratelimit",
+        "scenarios": a.scenarios,
+        "rounds": a.rounds,
+        "requests": requests,
+        "rpm": a.rpm,
+        "bound_s": round(bound_s, 2),
+        "generation_s": round(float(summary["generation_s"]), 2),
+        "elapsed_s": round(float(summary["elapsed_s"]), 2),
+        "ratio": round(float(summary["generation_s"]) / bound_s, 3),
+        "server_ok": stats["ok"],
+        "server_429": stats["http_429"],
+        "failed": summary["failed"],
+        "embedder": summary["embedder"],
+    }
+
+
+def bench_memory(a: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {"bench": "generation.memory", "rounds": a.rounds, "embedder": None, "runs": []}
+    for n in a.sizes:
+        summary, stats, peak = _run(a, {"latency_s": a.latency_s}, n, a.model)
+        out["embedder"] = summary["embedder"]
+        out["runs"].append(  # type: ignore[union-attr]
+            {
+                "scenarios": n,
+                "generated": summary["generated"],
+                "requests": stats["ok"],
+                "peak_rss_mb": round(peak, 1),
+                "generation_s": round(float(summary["generation_s"]), 1),
+            }
+        )
+    runs = out["runs"]  # type: ignore[assignment]
+    out["growth"] = round(runs[-1]["peak_rss_mb"] / runs[0]["peak_rss_mb"], 3) if len(runs) > 1 else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="shp-bench generation")
+    sub = p.add_subparsers(dest="mode", required=True)
+    e = sub.add_parser("embed", help="pipeline embedding throughput vs bare sentence-transformers")
+    e.add_argument("--texts", type=int, default=600)
+    e.add_argument("--model", default="default")
+    e.add_argument("--batch-size", type=int, default=64)
+    for name, helptext in (("ratelimit", "generation time vs R/RPM"), ("memory", "peak RSS at several sizes")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("--rounds", type=int, default=6 if name == "ratelimit" else 3)
+        s.add_argument("--workers", type=int, default=2)
+        s.add_argument("--concurrency", type=int, default=32)
+        s.add_argument("--flush-every", type=int, default=64)
+        s.add_argument("--latency-s", type=float, default=0.05 if name == "ratelimit" else 0.0)
+        s.add_argument("--model", default="default" if name == "ratelimit" else "fake-hash")
+    r = sub.choices["ratelimit"]
+    r.add_argument("--scenarios", type=int, default=200)
+    r.add_argument("--rpm", type=float, default=1200.0)
+    r.add_argument("--window-s", type=float, default=2.0)
+    sub.choices["memory"].add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    a = p.parse_args(argv)
+    result = {"embed": bench_embed, "ratelimit": bench_ratelimit, "memory": bench_memory}[a.mode](a)
+    print(json.dumps(result, sort_keys=True))
+    return 0
