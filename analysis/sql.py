@@ -142,29 +142,44 @@ WITH x AS (
     FROM {signals}
     WINDOW w AS (PARTITION BY gen_id, scenario_id ORDER BY round ROWS UNBOUNDED PRECEDING)
 )
-SELECT gen_id, scenario_id, count(*)::INTEGER AS depth,
-       list(d_inf ORDER BY round) AS d_inf, list(s ORDER BY round) AS s,
-       list(fb ORDER BY round) AS fb, list(a ORDER BY round) AS a,
-       list(cw::BIGINT ORDER BY round) AS cw, list(cc::BIGINT ORDER BY round) AS cc,
-       list(cj::BIGINT ORDER BY round) AS cj, list(j::BIGINT ORDER BY round) AS j
-FROM x
-GROUP BY gen_id, scenario_id
+SELECT *,
+       -- critic: the first round t >= 2 whose previous critique approved (policy-independent)
+       list_position(a, true) + 1 AS crit,
+       -- entropy: mk[k][t] = max of d over rounds t-k+1..t, +inf while t <= k (fewer than k distances)
+       list_transform(range(1, depth), lambda kk: list_transform(range(1, depth + 1), lambda t:
+           CASE WHEN t > kk THEN list_max(d_inf[t - kk + 1 : t]) ELSE 'inf'::DOUBLE END)) AS mk,
+       -- no_gain: g[t] = IS at t minus IS at t-1 (NULL at t = 1 or when either is unknown)
+       list_transform(range(1, depth + 1), lambda t: CASE WHEN t > 1 THEN s[t] - s[t - 1] END) AS g
+FROM (
+    SELECT gen_id, scenario_id, count(*)::INTEGER AS depth,
+           list(d_inf ORDER BY round) AS d_inf, list(s ORDER BY round) AS s,
+           list(fb ORDER BY round) AS fb, list(a ORDER BY round) AS a,
+           list(cw::BIGINT ORDER BY round) AS cw, list(cc::BIGINT ORDER BY round) AS cc,
+           list(cj::BIGINT ORDER BY round) AS cj, list(j::BIGINT ORDER BY round) AS j
+    FROM x
+    GROUP BY gen_id, scenario_id
+)
 """
 
 
 def cascade_code_sql() -> str:
-    """min over t <= cap of t*8 + reason code where decide halts at t (pure SQL).
+    """tau*8 + reason code of the cascade (pure SQL), from per-trajectory first-hit rounds.
 
-    Reads the flattened (policy x trajectory) row: critic, entropy, gain, eps, k,
-    warmup, min_gain, cap and the trajectory lists a, d_inf, s.
+    Each signal's first halting round is found on its own (critic: ``crit``;
+    entropy: first t with mk[k][t] < eps; no_gain: first t >= max(warmup, 2)
+    with g[t] <= min_gain); ``least`` of (round*8 + code) then picks the
+    earliest round and, on a tie, the cascade's priority (critic < entropy <
+    no_gain < failsafe). Candidates past ``cap`` lose to the failsafe at cap.
+    NULL (unknown signal) never halts: least() skips NULLs.
     """
-    return """list_min(list_transform(range(1, cap + 1), lambda t:
-            CASE
-                WHEN critic AND t > 1 AND a[t - 1] THEN t * 8 + 1
-                WHEN entropy AND t > k AND list_max(d_inf[t - k + 1 : t]) < eps THEN t * 8 + 2
-                WHEN gain AND t >= warmup AND t >= 2 AND s[t] - s[t - 1] <= min_gain THEN t * 8 + 3
-                WHEN t >= cap THEN t * 8 + 4
-            END))"""
+    return """least(
+                CASE WHEN critic THEN crit * 8 + 1 END,
+                CASE WHEN entropy AND k < depth
+                     THEN list_position(list_transform(mk[k], lambda v: v < eps), true) * 8 + 2 END,
+                CASE WHEN gain AND greatest(warmup, 2) <= depth
+                     THEN (list_position(list_transform(g[greatest(warmup, 2):], lambda v: v <= min_gain), true)
+                           + greatest(warmup, 2) - 1) * 8 + 3 END,
+                cap * 8 + 4)"""
 
 
 def replay_sql(executor: str = "sql") -> str:
@@ -174,9 +189,10 @@ def replay_sql(executor: str = "sql") -> str:
     loops :func:`shp_ray.halting.decide` (registered by analysis.db.connect).
     """
     if executor == "sql":
-        code = cascade_code_sql()
+        code, inputs = cascade_code_sql(), "x.crit, x.mk, x.g"
     elif executor == "udf":
         code = "shp_cascade(d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain)"
+        inputs = "x.d_inf, x.fb"
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
@@ -184,7 +200,7 @@ def replay_sql(executor: str = "sql") -> str:
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
-           x.gen_id, x.scenario_id, x.depth, x.d_inf, x.s, x.fb, x.a, x.cw, x.cc, x.cj, x.j
+           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, {inputs}
     FROM policies p CROSS JOIN trajectories x
 ), decided AS (
     SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap,
