@@ -92,8 +92,8 @@ WITH r AS (
            embedding::FLOAT[{dim}] AS e
     FROM round_parts
 ), paired AS (
-    SELECT r.*, lag(e) OVER (PARTITION BY gen_id, scenario_id ORDER BY round) AS e_prev
-    FROM r
+    SELECT * EXCLUDE (e, e_prev), array_cosine_distance(e, e_prev)::DOUBLE AS cos_d
+    FROM (SELECT r.*, lag(e) OVER (PARTITION BY gen_id, scenario_id ORDER BY round) AS e_prev FROM r)
 ), j AS (
     SELECT scenario_id, draft_hash, judge, {", ".join(METRICS)},
            judge_prompt_tokens + judge_completion_tokens AS judge_tokens
@@ -103,11 +103,10 @@ WITH r AS (
 )
 SELECT p.gen_id, p.scenario_id, p.round, p.draft_hash, p.feedback,
        CASE
-           WHEN p.e_prev IS NULL THEN NULL
-           WHEN NOT (array_inner_product(p.e, p.e) > 0 AND isfinite(array_inner_product(p.e, p.e))
-                     AND array_inner_product(p.e_prev, p.e_prev) > 0
-                     AND isfinite(array_inner_product(p.e_prev, p.e_prev))) THEN 1.0::DOUBLE
-           ELSE least(2.0, greatest(0.0, array_cosine_distance(p.e, p.e_prev)::DOUBLE))
+           WHEN p.cos_d IS NULL THEN NULL  -- round 1: no previous draft
+           -- a zero-norm (or non-finite) vector makes the cosine NaN: no evidence, 1.0
+           WHEN isnan(p.cos_d) OR NOT isfinite(p.cos_d) THEN 1.0::DOUBLE
+           ELSE least(2.0, greatest(0.0, p.cos_d))
        END AS distance,
        {is_expression(weights, "j.")} AS is_score,
        {metrics},
