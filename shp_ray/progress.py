@@ -57,8 +57,11 @@ class ProgressState:
 class Progress:
     """``with Progress(total) as p: p.update(done=..., tokens=...)``; draws only when interactive."""
 
-    def __init__(self, total: int | None, enabled: bool | None = None, label: str = "generate") -> None:
+    def __init__(
+        self, total: int | None, enabled: bool | None = None, label: str = "generate", console: object = None
+    ) -> None:
         self.state = ProgressState(total)
+        self.console = console
         self.enabled = interactive() if enabled is None else enabled
         self.label = label
         self._live = None
@@ -68,7 +71,8 @@ class Progress:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(self.state.line(), console=Console(stderr=True), refresh_per_second=4, transient=False)
+            console = self.console or Console(stderr=True)
+            self._live = Live(self.state.line(), console=console, refresh_per_second=4, transient=False)
             self._live.__enter__()
         return self
 

@@ -126,3 +126,22 @@ def recover(store: Store) -> int:
             store.fs.delete_file(info.path)
             settled += 1
     return settled
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m storage.compact ROOT [TABLE ...]``: merge small parts; prints one JSON line."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m storage.compact", description=main.__doc__)
+    p.add_argument("root", help="store root (local path or pyarrow filesystem URI)")
+    p.add_argument("tables", nargs="*", help=f"tables (default: all of {', '.join(TABLES)})")
+    a = p.parse_args(argv)
+    unknown = [t for t in a.tables if t not in TABLES]
+    if unknown:
+        p.error(f"unknown table(s) {unknown}; known: {list(TABLES)}")
+    print(json.dumps(compact(Store(a.root), tuple(a.tables) or None), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""GenerationConfig validation, gen_id, and the progress display's quiet mode."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+
+from shp_ray.genconfig import GenerationConfig
+from shp_ray.progress import Progress, ProgressState, interactive
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"max_rounds": 0}, {"max_rounds": True}, {"temperature": -0.1}, {"temperature": float("nan")},
+     {"judge": "gpt"}, {"concurrency": 0}, {"embedder": ""}, {"seed": -1}, {"flush_every": 1.5}],
+)  # fmt: skip
+def test_invalid_config_is_refused_with_the_field_named(bad) -> None:
+    field = next(iter(bad))
+    with pytest.raises(ValueError, match=f"GenerationConfig.{field}"):
+        GenerationConfig(**bad)
+
+
+def test_gen_id_hashes_what_changes_the_drafts_only() -> None:
+    base = GenerationConfig()
+    gid = base.gen_id("sim", "m")
+    for change in ({"max_rounds": 7}, {"temperature": 0.5}, {"seed": 1}, {"prompt_version": "v2"},
+                   {"embedder": "fake-hash"}, {"max_tokens": 100}):  # fmt: skip
+        assert replace(base, **change).gen_id("sim", "m") != gid, change
+    assert base.gen_id("sim", "other") != gid and base.gen_id("openai", "m") != gid
+    for same in ({"concurrency": 3}, {"workers": 5}, {"judge": "llm"}, {"flush_every": 1}, {"retry_failed": False}):
+        assert replace(base, **same).gen_id("sim", "m") == gid, same
+
+
+def test_progress_is_quiet_in_ci(monkeypatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    assert not interactive()
+    with Progress(10) as p:
+        p.update(done=4, tokens=1200, retries=2, http_429=1)
+        assert p._live is None  # nothing drawn
+    assert p.state.done == 4
+
+
+def test_progress_line_reports_rate_tokens_retries_and_eta() -> None:
+    s = ProgressState(total=110, done=50, skipped=10, tokens=12345, retries=3, http_429=2, failed=1)
+    s.started -= 10.0  # 10 s in: 5 trajectories/s, 50 left -> ETA 10 s
+    line = s.line()
+    assert "50/100" in line and "12,345" in line and "retries=3" in line and "429s=2" in line
+    assert s.eta_s == pytest.approx(10.0, rel=0.05) and "1 failed" in line
+
+
+def test_progress_draws_on_a_terminal() -> None:
+    from rich.console import Console
+
+    out = io.StringIO()
+    with Progress(3, enabled=True, console=Console(file=out, force_terminal=True, color_system=None, width=200)) as p:
+        p.update(done=1, tokens=77)
+    assert "1/3 trajectories" in out.getvalue() and "tokens=77" in out.getvalue()
