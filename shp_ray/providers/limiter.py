@@ -103,6 +103,16 @@ class RateLimiter:
                 raise
             if len(self._leases) < self._window():
                 break
+        return self._reserve(est_tokens)
+
+    def try_acquire(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        """``acquire`` if a slot is free right now (nobody waiting ahead), else None."""
+        self._reclaim(time.monotonic())
+        if len(self._leases) >= self._window() or self._waiters_ahead():
+            return None
+        return self._reserve(est_tokens)
+
+    def _reserve(self, est_tokens: int) -> tuple[int, float]:
         now = time.monotonic()
         start = max(now, self._pause_until)
         lim = self.limits

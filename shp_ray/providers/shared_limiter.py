@@ -13,6 +13,7 @@ import asyncio
 import functools
 import hashlib
 import sys
+import time
 from dataclasses import asdict
 from typing import Any, Protocol
 
@@ -60,18 +61,66 @@ class LocalLimiter:
 
 
 class RayLimiter:
-    """Handle on the named limiter actor. ``release``/``pause`` are fire-and-forget (no round trip)."""
+    """Handle on the named limiter actor.
+
+    Calls are micro-batched per event-loop tick: every ``acquire`` issued in one tick travels in
+    ONE actor call, and releases/pauses are sent fire-and-forget in batches, so a process with
+    hundreds of calls in flight costs the actor a few round trips, not hundreds.
+    """
 
     kind = "ray"
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
+        self._acquires: list[tuple[asyncio.Future[tuple[int, float]], int]] = []
+        self._releases: list[tuple[int, dict[str, Any]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
-        return await self.actor.acquire.remote(est_tokens)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[tuple[int, float]] = loop.create_future()
+        if not self._acquires:
+            loop.call_soon(self._flush_acquires)
+        self._acquires.append((fut, est_tokens))
+        return await fut
+
+    def _flush_acquires(self) -> None:
+        batch, self._acquires = self._acquires, []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._send_acquires(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send_acquires(self, batch: list[tuple[asyncio.Future[tuple[int, float]], int]]) -> None:
+        sent = time.monotonic()
+        try:
+            grants = await self.actor.acquire_many.remote([est for _, est in batch])
+        except BaseException as exc:
+            for fut, _ in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        lag = time.monotonic() - sent  # the round trip already waited part of each delay
+        for (fut, _), (lease, delay) in zip(batch, grants, strict=False):
+            if fut.done():  # the caller was cancelled meanwhile: give the slot back
+                self.release(lease, outcome="cancelled")
+            else:
+                fut.set_result((lease, max(0.0, delay - lag / 2)))
+        rest = [(fut, est) for fut, est in batch[len(grants) :] if not fut.done()]
+        if rest:  # not granted yet: back to the front of the queue, asked for in the next batch
+            if not self._acquires:
+                asyncio.get_running_loop().call_soon(self._flush_acquires)
+            self._acquires[:0] = rest
 
     def release(self, lease: int, **outcome: Any) -> None:
-        self.actor.release.remote(lease, **outcome)
+        if not self._releases:
+            asyncio.get_running_loop().call_soon(self._flush_releases)
+        self._releases.append((lease, outcome))
+
+    def _flush_releases(self) -> None:
+        batch, self._releases = self._releases, []
+        if batch:
+            self.actor.release_many.remote(batch)
 
     def pause(self, seconds: float) -> None:
         self.actor.pause.remote(seconds)
@@ -94,8 +143,22 @@ def _actor_class() -> Any:
         async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
             return await self.limiter.acquire(est_tokens)
 
+        async def acquire_many(self, est_tokens: list[int]) -> list[tuple[int, float]]:
+            """Wait for the first slot, then grant what is free NOW (never hold slots hostage)."""
+            grants = [await self.limiter.acquire(est_tokens[0])]
+            for est in est_tokens[1:]:
+                grant = self.limiter.try_acquire(est)
+                if grant is None:
+                    break
+                grants.append(grant)
+            return grants
+
         async def release(self, lease: int, **outcome: Any) -> None:
             self.limiter.release(lease, **outcome)
+
+        async def release_many(self, batch: list[tuple[int, dict[str, Any]]]) -> None:
+            for lease, outcome in batch:
+                self.limiter.release(lease, **outcome)
 
         async def pause(self, seconds: float) -> None:
             self.limiter.pause(seconds)
