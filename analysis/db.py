@@ -54,6 +54,12 @@ class Setup:
     policies: tuple[Policy, ...]
 
 
+def _new_connection() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # no progress noise on stderr in scripts and tests
+    return con
+
+
 def _sqltype(t: pa.DataType) -> str:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "VARCHAR"
@@ -251,7 +257,7 @@ def connect(
         raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
-    con = duckdb.connect(":memory:")
+    con = _new_connection()
     con.execute(f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}")
     con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}")
     if validate:
@@ -303,7 +309,7 @@ def write_init_script(
     store = Store(store_root)
     if not store.local:
         raise AnalysisError(f"views.sql is written only for local stores, not {store.uri}")
-    con = duckdb.connect(":memory:")
+    con = _new_connection()
     con.execute(f"CREATE VIEW judgments_raw AS {_source(store, 'judgments')}")
     judge, version = _pick_judge(con, judge, judge_prompt_version)
     con.close()
@@ -356,7 +362,7 @@ def connect_signals(
         table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
     except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
-    con = duckdb.connect(":memory:")
+    con = _new_connection()
     con.register("signals_input", table)
     con.execute("CREATE TEMP TABLE round_signals AS SELECT * FROM signals_input")
     con.unregister("signals_input")

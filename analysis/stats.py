@@ -1,0 +1,271 @@
+"""Paired statistics of the replay (scipy): every policy against fixed_k{depth}.
+
+Per policy and generation, on the trajectories both ran (strictly paired:
+identical drafts): paired t-test and Wilcoxon signed-rank on rounds,
+operational tokens and IS; Cohen's d_z; a bootstrap 95% CI of the mean
+difference; TOST non-inferiority of IS with margin delta (and a sensitivity
+table over delta); Holm correction across policies. Conjecture 1 (distances
+shrink) and the distance summary come from the ``rounds`` view.
+
+Degenerate samples get defined answers rather than NaN warnings: a difference
+that is identically zero has p = 1; a constant non-zero difference has p = 0.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import duckdb
+import numpy as np
+from scipy import stats as st
+
+METRICS_COMPARED = ("rounds", "operational_tokens", "is")
+DEFAULT_DELTAS = (0.005, 0.01, 0.02, 0.03, 0.05)
+
+
+def cohens_dz(diff: np.ndarray) -> float:
+    """Mean paired difference over its standard deviation (NaN if undefined)."""
+    diff = np.asarray(diff, dtype=float)
+    if len(diff) < 2:
+        return math.nan
+    sd = float(np.std(diff, ddof=1))
+    if sd == 0.0:
+        return 0.0 if float(np.mean(diff)) == 0.0 else math.copysign(math.inf, float(np.mean(diff)))
+    return float(np.mean(diff)) / sd
+
+
+def bootstrap_ci(
+    values: np.ndarray, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (deterministic in ``seed``)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan
+    if len(x) == 1 or float(np.ptp(x)) == 0.0:
+        return float(x[0]), float(x[0])
+    res = st.bootstrap((x,), np.mean, confidence_level=level, n_resamples=n_resamples, method="percentile", rng=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_t(diff: np.ndarray) -> tuple[float, float]:
+    """(t, two-sided p) of the paired t-test on differences."""
+    diff = np.asarray(diff, dtype=float)
+    if len(diff) < 2:
+        return math.nan, math.nan
+    if float(np.ptp(diff)) == 0.0:
+        return (0.0, 1.0) if diff[0] == 0.0 else (math.copysign(math.inf, diff[0]), 0.0)
+    res = st.ttest_1samp(diff, 0.0)
+    return float(res.statistic), float(res.pvalue)
+
+
+def wilcoxon(diff: np.ndarray, alternative: str = "two-sided") -> tuple[float, float]:
+    """(W, p) of the Wilcoxon signed-rank test; zero differences are dropped (Wilcoxon's rule)."""
+    diff = np.asarray(diff, dtype=float)
+    nz = diff[diff != 0.0]
+    if len(nz) == 0:
+        return 0.0, 1.0
+    with warnings.catch_warnings():  # scipy warns on small samples (exact vs normal)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        res = st.wilcoxon(nz, alternative=alternative)
+    return float(res.statistic), float(res.pvalue)
+
+
+@dataclass(frozen=True)
+class Tost:
+    """One-sided test of H0: mean(policy - baseline) <= -delta (non-inferiority)."""
+
+    delta: float
+    n: int
+    mean_diff: float
+    lower95: float  # one-sided 95% lower confidence bound of the mean difference
+    t: float
+    p: float
+
+    @property
+    def non_inferior(self) -> bool:
+        return self.p < 0.05
+
+
+def tost_noninferiority(diff: np.ndarray, delta: float) -> Tost:
+    """The lower one-sided test of TOST with margin ``delta`` (alpha 0.05)."""
+    diff = np.asarray(diff, dtype=float)
+    n = len(diff)
+    if n < 2:
+        return Tost(delta, n, float(np.mean(diff)) if n else math.nan, math.nan, math.nan, math.nan)
+    mean, sd = float(np.mean(diff)), float(np.std(diff, ddof=1))
+    if sd == 0.0:
+        p = 0.0 if mean > -delta else 1.0
+        return Tost(delta, n, mean, mean, math.copysign(math.inf, mean + delta) if mean != -delta else 0.0, p)
+    se = sd / math.sqrt(n)
+    t = (mean + delta) / se
+    return Tost(delta, n, mean, mean - float(st.t.ppf(0.95, n - 1)) * se, t, float(st.t.sf(t, n - 1)))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (NaN stays NaN and is not counted)."""
+    idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
+    m = len(idx)
+    out = [math.nan] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    tb = con.sql(
+        "SELECT gen_id, policy, stop_round, depth, operational_tokens, baseline_tokens, final_is, baseline_is"
+        " FROM replay ORDER BY gen_id, policy, scenario_id"
+    ).to_arrow_table()
+    cols = {c: tb.column(c).to_numpy(zero_copy_only=False) for c in tb.column_names}
+    out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    keys = list(zip(cols["gen_id"], cols["policy"], strict=True))
+    start = 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or keys[i] != keys[start]:
+            sl = slice(start, i)
+            out[keys[start]] = {
+                c: np.asarray(cols[c][sl], dtype=float)
+                for c in ("stop_round", "depth", "operational_tokens", "baseline_tokens", "final_is", "baseline_is")
+            }
+            start = i
+    return out
+
+
+def compare_policies(
+    con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
+) -> list[dict[str, object]]:
+    """One row per (gen_id, policy, metric) against the baseline fixed_k{depth}.
+
+    Holm adjusts the t-test and Wilcoxon p-values across the policies of one
+    generation and metric; ``tost_p`` (IS only) is the non-inferiority p.
+    """
+    rows: list[dict[str, object]] = []
+    for (gen, policy), a in _pairs(con).items():
+        series = {
+            "rounds": (a["stop_round"], a["depth"]),
+            "operational_tokens": (a["operational_tokens"], a["baseline_tokens"]),
+            "is": (a["final_is"], a["baseline_is"]),
+        }
+        for metric, (x, base) in series.items():
+            keep = ~(np.isnan(x) | np.isnan(base))
+            x, base = x[keep], base[keep]
+            diff = x - base
+            t, p_t = paired_t(diff)
+            w, p_w = wilcoxon(diff)
+            lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
+            row: dict[str, object] = {
+                "gen_id": gen,
+                "policy": policy,
+                "metric": metric,
+                "n": int(len(diff)),
+                "mean": float(np.mean(x)) if len(x) else math.nan,
+                "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
+                "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
+                "ci95_low": lo,
+                "ci95_high": hi,
+                "t": t,
+                "p_t": p_t,
+                "wilcoxon_w": w,
+                "p_wilcoxon": p_w,
+                "d_z": cohens_dz(diff),
+            }
+            if metric == "is":
+                tost = tost_noninferiority(diff, delta)
+                row.update({"tost_delta": delta, "tost_p": tost.p, "is_lower95": tost.lower95})
+                row["non_inferior"] = tost.non_inferior
+            rows.append(row)
+    for gen in {r["gen_id"] for r in rows}:
+        for metric in METRICS_COMPARED:
+            group = [r for r in rows if r["gen_id"] == gen and r["metric"] == metric]
+            for col in ("p_t", "p_wilcoxon"):
+                for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):  # type: ignore[arg-type]
+                    r[col + "_holm"] = adj
+    return rows
+
+
+def tost_sensitivity(
+    con: duckdb.DuckDBPyConnection, deltas: Iterable[float] = DEFAULT_DELTAS
+) -> list[dict[str, object]]:
+    """Non-inferiority of IS per policy over a range of margins delta."""
+    out: list[dict[str, object]] = []
+    for (gen, policy), a in _pairs(con).items():
+        keep = ~(np.isnan(a["final_is"]) | np.isnan(a["baseline_is"]))
+        diff = a["final_is"][keep] - a["baseline_is"][keep]
+        for d in deltas:
+            res = asdict(tost_noninferiority(diff, d))
+            out.append({"gen_id": gen, "policy": policy, **res, "non_inferior": res["p"] < 0.05})
+    return out
+
+
+def _distances(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], np.ndarray]:
+    tb = con.sql(
+        "SELECT gen_id, scenario_id, list(distance ORDER BY round) AS d FROM rounds WHERE round > 1"
+        " GROUP BY gen_id, scenario_id"
+    ).to_arrow_table()
+    return {
+        (g, s): np.asarray([math.nan if v is None else v for v in d], dtype=float)
+        for g, s, d in zip(*(tb.column(c).to_pylist() for c in ("gen_id", "scenario_id", "d")), strict=True)
+    }
+
+
+def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, float]:
+    """Do distances shrink on average? Over trajectories with >= 2 distances (T >= 3).
+
+    - ``frac_strictly_decreasing``: share with d_2 > d_3 > ... > d_T;
+    - ``mean_slope`` (+ bootstrap CI): mean per-trajectory OLS slope of d_t on t;
+    - ``wilcoxon_p``: one-sided Wilcoxon (alternative: less than 0) on each
+      trajectory's mean successive difference d_t - d_{t-1} (one value per
+      trajectory, so the observations are independent).
+    """
+    slopes, steps, mono = [], [], []
+    for d in _distances(con).values():
+        d = d[~np.isnan(d)]
+        if len(d) < 2:
+            continue
+        t = np.arange(len(d), dtype=float)
+        slopes.append(float(np.polyfit(t, d, 1)[0]))
+        steps.append(float(np.mean(np.diff(d))))
+        mono.append(bool(np.all(np.diff(d) < 0)))
+    if not slopes:
+        return {"n": 0}
+    lo, hi = bootstrap_ci(np.asarray(slopes), seed=seed)
+    w, p = wilcoxon(np.asarray(steps), alternative="less")
+    return {
+        "n": len(slopes),
+        "frac_strictly_decreasing": float(np.mean(mono)),
+        "mean_slope": float(np.mean(slopes)),
+        "slope_ci95_low": lo,
+        "slope_ci95_high": hi,
+        "mean_step": float(np.mean(steps)),
+        "wilcoxon_w": w,
+        "wilcoxon_p": p,
+    }
+
+
+def distance_summary(con: duckdb.DuckDBPyConnection, eps: float = 0.06) -> dict[str, float]:
+    """Mean, median, max and share below eps of every d_t (t >= 2)."""
+    (n, mean, median, mx, below) = con.execute(
+        "SELECT count(distance), avg(distance), median(distance), max(distance), avg((distance < ?)::INTEGER)"
+        " FROM rounds WHERE distance IS NOT NULL AND NOT isnan(distance)",
+        [eps],
+    ).fetchone()
+    return {"n": n, "mean": mean, "median": median, "max": mx, "eps": eps, "share_below_eps": below}
+
+
+def distance_by_round(con: duckdb.DuckDBPyConnection) -> list[dict[str, float]]:
+    """Mean d_t per round with a t-based 95% CI (the figure's band)."""
+    rows = con.execute(
+        "SELECT gen_id, round, count(distance), avg(distance), stddev_samp(distance) FROM rounds"
+        " WHERE distance IS NOT NULL AND NOT isnan(distance) GROUP BY gen_id, round ORDER BY gen_id, round"
+    ).fetchall()
+    out = []
+    for gen, t, n, mean, sd in rows:
+        half = float(st.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) if n > 1 and sd is not None else math.nan
+        out.append({"gen_id": gen, "round": t, "n": n, "mean": mean, "ci95_low": mean - half, "ci95_high": mean + half})
+    return out

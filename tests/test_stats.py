@@ -1,0 +1,107 @@
+"""analysis.stats against independent implementations (statsmodels, scipy) and on a synthetic store."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_paired
+
+import analysis
+from analysis import stats
+from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("delta", [0.005, 0.02, 0.05])
+def test_tost_equals_statsmodels_ttost_paired(seed: int, delta: float) -> None:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.4, 0.9, 40)
+    policy = base + rng.normal(-0.01, 0.03, 40)
+    ours = stats.tost_noninferiority(policy - base, delta)
+    _, (t_low, p_low, df_low), _ = ttost_paired(policy, base, -delta, 10.0)
+    assert ours.t == pytest.approx(t_low, rel=1e-10)
+    assert ours.p == pytest.approx(p_low, rel=1e-9, abs=1e-15)
+    assert ours.n - 1 == df_low
+    assert ours.non_inferior == (p_low < 0.05)
+
+
+def test_holm_equals_statsmodels() -> None:
+    p = [0.01, 0.04, 0.03, 0.2, 0.001, 0.049]
+    assert stats.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    assert math.isnan(stats.holm([0.01, math.nan])[1])
+
+
+def test_paired_tests_and_effect_size() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(10, 2, 30), rng.normal(9, 2, 30)
+    t, p = stats.paired_t(a - b)
+    ref = st.ttest_rel(a, b)
+    assert (t, p) == pytest.approx((ref.statistic, ref.pvalue))
+    assert stats.cohens_dz(a - b) == pytest.approx(np.mean(a - b) / np.std(a - b, ddof=1))
+    w, pw = stats.wilcoxon(a - b)
+    assert pw == pytest.approx(st.wilcoxon(a, b).pvalue)
+    lo, hi = stats.bootstrap_ci(a - b)
+    assert lo < np.mean(a - b) < hi
+
+
+def test_degenerate_samples_are_defined() -> None:
+    zeros = np.zeros(10)
+    assert stats.paired_t(zeros) == (0.0, 1.0)
+    assert stats.wilcoxon(zeros) == (0.0, 1.0)
+    assert stats.bootstrap_ci(zeros) == (0.0, 0.0)
+    assert stats.paired_t(np.full(5, -2.0))[1] == 0.0
+    assert stats.tost_noninferiority(zeros, 0.02).non_inferior
+    assert not stats.tost_noninferiority(np.full(5, -0.5), 0.02).non_inferior
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stats-store")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=120, rounds=6, seed=11))
+    c = analysis.connect(root)
+    yield c
+    c.close()
+
+
+def test_compare_policies_matches_sql_summary(con) -> None:
+    rows = stats.compare_policies(con, delta=0.02, n_resamples=300)
+    is_rows = {r["policy"]: r for r in rows if r["metric"] == "is"}
+    summary = con.execute("SELECT policy, delta_is, delta_is_lower95, non_inferior FROM policy_summary").fetchall()
+    assert set(is_rows) == {p for p, *_ in summary}
+    for policy, delta_is, lower, non_inf in summary:
+        r = is_rows[policy]
+        assert r["mean_diff"] == pytest.approx(delta_is, abs=1e-12)
+        assert r["is_lower95"] == pytest.approx(lower, abs=1e-9)
+        assert r["non_inferior"] == non_inf, policy
+    base = [r for r in rows if r["policy"] == "fixed_k6"]
+    assert all(r["mean_diff"] == 0.0 and r["p_t"] == 1.0 for r in base)
+    rounds = {r["policy"]: r for r in rows if r["metric"] == "rounds"}
+    assert rounds["fixed_k1"]["mean_diff"] == -5.0 and rounds["fixed_k1"]["p_t_holm"] == 0.0
+    assert all(0.0 <= r["p_t_holm"] <= 1.0 for r in rows if not math.isnan(r["p_t_holm"]))
+
+
+def test_tost_sensitivity_is_monotone_in_delta(con) -> None:
+    rows = stats.tost_sensitivity(con, deltas=(0.001, 0.02, 0.1))
+    by_policy: dict[str, list[bool]] = {}
+    for r in rows:
+        by_policy.setdefault(r["policy"], []).append(r["non_inferior"])
+    for flags in by_policy.values():
+        assert flags == sorted(flags)  # a wider margin never turns non-inferior into inferior
+
+
+def test_conjecture1_and_distance_summary(con) -> None:
+    c1 = stats.conjecture1(con)
+    assert c1["n"] == 120
+    assert c1["mean_slope"] < 0 and c1["slope_ci95_high"] < 0  # the synthetic walk settles
+    assert c1["wilcoxon_p"] < 0.01
+    assert 0.0 <= c1["frac_strictly_decreasing"] <= 1.0
+    summary = stats.distance_summary(con, eps=0.06)
+    (n, below) = con.execute("SELECT count(distance), avg((distance < 0.06)::INTEGER) FROM rounds").fetchone()
+    assert summary["n"] == n == 600 and summary["share_below_eps"] == pytest.approx(below)
+    by_round = stats.distance_by_round(con)
+    assert [r["round"] for r in by_round] == [2, 3, 4, 5, 6]
+    assert all(r["ci95_low"] <= r["mean"] <= r["ci95_high"] for r in by_round)
