@@ -141,3 +141,30 @@ def test_scripted_provider_replies_counts_and_failures():
         assert (await echo.complete(ChatRequest("m", (("user", "abc"),)))).content == "ABC"
 
     asyncio.run(run())
+
+
+def test_should_retry_honours_server_overrides_and_quota():
+    from shp_ray.providers.client import _should_retry
+
+    assert _should_retry(503, {}, "")
+    assert not _should_retry(503, {"x-should-retry": "false"}, "")
+    assert not _should_retry(429, {}, "You exceeded your current quota [insufficient_quota]")
+    assert _should_retry(409, {"X-Should-Retry": "true"}, "")
+    assert not _should_retry(401, {"x-should-retry": "true"}, "")
+
+
+def test_told_limit_that_draws_429s_is_paced_lower_then_recovers():
+    async def run():
+        lim = RateLimiter(RateLimits(rpm=600, headroom=1.0))
+        lease, _ = await lim.acquire()
+        lim.release(lease, outcome="rate_limited")
+        assert lim.snapshot()["rate_scale"] < 1.0
+        _, d1 = await lim.acquire()
+        _, d2 = await lim.acquire()
+        assert d2 - d1 > 0.1  # slower than the told 0.1 s per request
+        for _ in range(30):
+            lease, _ = await lim.acquire()
+            lim.release(lease, outcome="ok", latency_s=0.01)
+        assert lim.snapshot()["rate_scale"] == 1.0
+
+    asyncio.run(run())

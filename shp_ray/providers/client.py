@@ -170,6 +170,11 @@ class OpenAICompatProvider:
                 hint = parse_retry_after(headers)
                 if hint is None:
                     hint = exhausted_window(headers)
+                if result.kind == "http" and not _should_retry(result.status or 0, headers, result.detail):
+                    limiter.release(lease, outcome="error", est_tokens=est)
+                    released = True
+                    self.counters["failed"] += 1
+                    raise self._fail(result, attempts, retryable=False)
                 if result.status == 429:
                     limited += 1
                     self.counters["http_429"] += 1
@@ -177,13 +182,8 @@ class OpenAICompatProvider:
                     released = True
                     if time.monotonic() - t0 + (hint or 0.0) > self.rate_limit_budget_s:
                         raise self._fail(result, attempts, retryable=True, why="rate-limit budget exhausted")
-                    # with a hint the shared limiter already pauses everyone; without one, back off alone
-                    wait = 0.0 if hint is not None else self.backoff.delay(limited - 1)
-                elif result.kind == "http" and not is_retryable_status(result.status or 0):
-                    limiter.release(lease, outcome="error", est_tokens=est)
-                    released = True
-                    self.counters["failed"] += 1
-                    raise self._fail(result, attempts, retryable=False)
+                    # a real hint pauses every caller in the shared limiter; without one (or "0"), back off alone
+                    wait = 0.0 if hint is not None and hint >= 0.05 else self.backoff.delay(limited - 1)
                 else:
                     errors += 1
                     self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
@@ -249,6 +249,19 @@ class OpenAICompatProvider:
         return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
 
 
+def _should_retry(status: int, headers: dict[str, str], detail: str) -> bool:
+    """Transient statuses are retried unless the server says ``x-should-retry: false`` or the
+    429 is an exhausted quota (billing), which no amount of waiting fixes."""
+    lower = {k.lower(): v.strip().lower() for k, v in headers.items()}
+    if lower.get("x-should-retry") == "false":
+        return False
+    if status == 429 and "insufficient_quota" in detail:
+        return False
+    if lower.get("x-should-retry") == "true" and status not in (400, 401, 403, 404):
+        return True
+    return is_retryable_status(status)
+
+
 def _usage(raw: Any, request: ChatRequest, content: str) -> Usage:
     """The provider's reported usage; if it reports none, our own count (the sim tokenizer)."""
     try:
@@ -262,6 +275,7 @@ def _error_message(body: bytes) -> str:
         data = json.loads(body)
         err = data.get("error", data) if isinstance(data, dict) else data
         msg = err.get("message", "") if isinstance(err, dict) else str(err)
-        return str(msg)
+        code = err.get("code") or err.get("type") or "" if isinstance(err, dict) else ""
+        return f"{msg} [{code}]" if code and str(code) not in str(msg) else str(msg)
     except (ValueError, AttributeError):
         return body[:200].decode("utf-8", "replace")

@@ -63,6 +63,7 @@ class RateLimiter:
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
         self._last_decrease = 0.0
+        self._rate_scale = 1.0  # a told limit that still draws 429s is paced lower, then recovers
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -118,10 +119,10 @@ class RateLimiter:
         lim = self.limits
         if lim.rpm is not None:
             start = max(start, self._tat_req)
-            self._tat_req = start + 60.0 / (lim.rpm * lim.headroom)
+            self._tat_req = start + 60.0 / (lim.rpm * lim.headroom * self._rate_scale)
         if lim.tpm is not None:
             start = max(start, self._tat_tok)
-            self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom)
+            self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
         lease = next(self._ids)
         self._leases[lease] = (start, start + lim.lease_ttl_s)
         self.counters["acquired"] += 1
@@ -154,10 +155,12 @@ class RateLimiter:
             self._pause(now, wait_hint_s)
         if outcome == "rate_limited" and started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
+            self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
             self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
         elif outcome == "ok" and latency_s is not None:
+            self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
             congested = latency_s > 3.0 * self._best_latency and latency_s > 0.05
             if not congested:
@@ -181,6 +184,7 @@ class RateLimiter:
             "in_flight": len(self._leases),
             "waiting": sum(not f.done() for f in self._waiters),
             "concurrency_window": self._window(),
+            "rate_scale": round(self._rate_scale, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),
         }
