@@ -31,7 +31,7 @@ from .db import DEFAULT_DELTA, AnalysisError, connect, setup_of
 BEST_QUERY = (
     "SELECT gen_id, policy, token_saving, mean_is, delta_is, delta_is_lower95 FROM policy_summary "
     "WHERE non_inferior AND policy NOT LIKE 'fixed_k%' AND policy <> 'oracle_is' "
-    "ORDER BY token_saving DESC LIMIT 1"
+    "ORDER BY token_saving DESC, policy LIMIT 1"
 )
 
 
