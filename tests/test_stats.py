@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import duckdb
 import numpy as np
 import pytest
 from scipy import stats as st
@@ -105,3 +106,13 @@ def test_conjecture1_and_distance_summary(con) -> None:
     by_round = stats.distance_by_round(con)
     assert [r["round"] for r in by_round] == [2, 3, 4, 5, 6]
     assert all(r["ci95_low"] <= r["mean"] <= r["ci95_high"] for r in by_round)
+
+
+def test_sql_t_quantile_matches_scipy() -> None:
+    from analysis import sql
+
+    c = duckdb.connect()
+    c.execute(sql.t95_table_sql())
+    for df in (1, 2, 29, 300, 301, 450, 1000, 10**5):
+        (got,) = c.execute(f"SELECT {sql.t95_sql(str(df))}").fetchone()
+        assert got == pytest.approx(st.t.ppf(0.95, df), rel=1e-9), df
