@@ -168,3 +168,21 @@ def test_told_limit_that_draws_429s_is_paced_lower_then_recovers():
         assert lim.snapshot()["rate_scale"] == 1.0
 
     asyncio.run(run())
+
+
+def test_unknown_limit_learns_a_rate_from_429s():
+    async def run():
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=64))
+        for _ in range(10):
+            lease, delay = await lim.acquire()
+            assert delay == 0.0  # nothing learned yet: no pacing
+            lim.release(lease, outcome="ok", latency_s=0.001)
+        lease, _ = await lim.acquire()
+        lim.release(lease, outcome="rate_limited")
+        learned = lim.snapshot()["learned_rps"]
+        assert learned == pytest.approx(10.0, rel=0.05)  # 10 admitted over the 1 s floor of the horizon
+        delays = [(await lim.acquire())[1] for _ in range(4)]
+        gaps = [b - a for a, b in zip(delays, delays[1:], strict=False)]
+        assert all(0.08 <= g <= 0.1 for g in gaps)  # paced at the learned rate (+5 %/s growth)
+
+    asyncio.run(run())

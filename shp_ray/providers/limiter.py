@@ -24,6 +24,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+_RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
+
 
 @dataclass(frozen=True)
 class RateLimits:
@@ -64,6 +66,12 @@ class RateLimiter:
         self._slow_start = True
         self._last_decrease = 0.0
         self._rate_scale = 1.0  # a told limit that still draws 429s is paced lower, then recovers
+        # unknown limits: a request rate learned from 429s (the admitted rate when they came)
+        self._learned_rps: float | None = None
+        self._tat_learned = 0.0
+        self._last_rate_cut = -math.inf
+        self._admitted: collections.deque[float] = collections.deque()
+        self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -123,6 +131,11 @@ class RateLimiter:
         if lim.tpm is not None:
             start = max(start, self._tat_tok)
             self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
+        if not lim.told and self._learned_rps is not None:
+            # additive increase in time: +5 % of the learned rate per second without a 429
+            rate = self._learned_rps * (1.0 + 0.05 * max(0.0, now - self._last_rate_cut))
+            start = max(start, self._tat_learned)
+            self._tat_learned = start + 1.0 / rate
         lease = next(self._ids)
         self._leases[lease] = (start, start + lim.lease_ttl_s)
         self.counters["acquired"] += 1
@@ -153,6 +166,14 @@ class RateLimiter:
             )
         if wait_hint_s is not None and wait_hint_s > 0:
             self._pause(now, wait_hint_s)
+        if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
+            self._admitted.append(now)
+            if self._first_admitted is None:
+                self._first_admitted = now
+        while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
+            self._admitted.popleft()
+        if outcome == "rate_limited" and not lim.told and now - self._last_rate_cut >= 1.0:
+            self._cut_learned_rate(now)
         if outcome == "rate_limited" and started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
             self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
@@ -167,6 +188,20 @@ class RateLimiter:
                 self._cwnd += 1.0 if self._slow_start else 1.0 / max(1.0, self._cwnd)
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
+
+    def _cut_learned_rate(self, now: float) -> None:
+        """Multiplicative decrease to what the server actually admitted lately (at most once a second)."""
+        if self._first_admitted is None:
+            return
+        span = min(_RATE_HORIZON_S, max(1.0, now - self._first_admitted))
+        measured = max(len(self._admitted) / span, 0.1)
+        if self._learned_rps is None:
+            self._learned_rps = measured
+        else:
+            current = self._learned_rps * (1.0 + 0.05 * max(0.0, now - self._last_rate_cut))
+            self._learned_rps = max(0.1, min(current * 0.9, measured))
+        self._last_rate_cut = now
+        self.counters["rate_cuts"] += 1
 
     def pause(self, seconds: float) -> None:
         """A server hint (e.g. x-ratelimit-remaining = 0): nobody starts before now + seconds."""
@@ -185,6 +220,7 @@ class RateLimiter:
             "waiting": sum(not f.done() for f in self._waiters),
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
+            "learned_rps": None if self._learned_rps is None else round(self._learned_rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),
         }

@@ -49,6 +49,7 @@ class SimOptions:
     faults: tuple[str, ...] = FAULT_KINDS
     slow_s: float = 1.5  # extra delay of a "slow" fault
     retry_after: str = "seconds"  # seconds (+ retry-after-ms) | http-date | ms | none
+    ratelimit_headers: bool = True  # send x-ratelimit-{limit,remaining,reset}-{requests,tokens}
     api_key_env: str = ""  # if set, requests must carry "Bearer $value-of-that-env-var" (else 401)
     models: tuple[str, ...] = ()  # if set, other models get 404; empty = any model is served
     approve_rate: float = 0.3
@@ -145,6 +146,8 @@ class SimApp:
 
     def _limit_headers(self, now: float) -> dict[str, str]:
         h: dict[str, str] = {}
+        if not self.o.ratelimit_headers:
+            return h
         for name, win, per_min in (("requests", self.req_win, self.o.rpm), ("tokens", self.tok_win, self.o.tpm)):
             if win is None:
                 continue
@@ -361,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--faults", default=",".join(FAULT_KINDS), help=f"comma list of {','.join(FAULT_KINDS)}")
     p.add_argument("--slow", type=float, default=1.5, help="extra seconds of a 'slow' fault")
     p.add_argument("--retry-after", default="seconds", choices=RETRY_AFTER_STYLES)
+    p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--api-key-env", default="", help="require 'Bearer $VAR' (the NAME of an env var)")
     p.add_argument("--approve-rate", type=float, default=0.3)
     return p
@@ -371,6 +375,7 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         host=args.host, port=args.port, seed=args.seed, latency_s=args.latency, jitter_s=args.jitter,
         rpm=args.rpm, tpm=args.tpm, window_s=args.window, fault_rate=args.fault_rate,
         faults=tuple(f for f in args.faults.split(",") if f), slow_s=args.slow, retry_after=args.retry_after,
+        ratelimit_headers=not args.no_ratelimit_headers,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,
     )  # fmt: skip
 
