@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
+_RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,14 @@ class RateLimiter:
         self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
+
+    def configure(self, limits: RateLimits) -> None:
+        """New limits for the same endpoint (the latest client's spec wins); pacing state is kept."""
+        if limits != self.limits:
+            self.limits = limits
+            self._cwnd = min(self._cwnd, float(limits.max_concurrency))
+            self.counters["reconfigured"] += 1
+            self._wake()
 
     # -- concurrency -------------------------------------------------------------------------
     def _window(self) -> int:
@@ -132,8 +141,7 @@ class RateLimiter:
             start = max(start, self._tat_tok)
             self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
         if not lim.told and self._learned_rps is not None:
-            # additive increase in time: +5 % of the learned rate per second without a 429
-            rate = self._learned_rps * (1.0 + 0.05 * max(0.0, now - self._last_rate_cut))
+            rate = self._learned_now(now)
             start = max(start, self._tat_learned)
             self._tat_learned = start + 1.0 / rate
         lease = next(self._ids)
@@ -172,7 +180,12 @@ class RateLimiter:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
-        if outcome == "rate_limited" and not lim.told and now - self._last_rate_cut >= 1.0:
+        if (
+            outcome == "rate_limited"
+            and not lim.told
+            and now - self._last_rate_cut >= 1.0
+            and started >= self._last_rate_cut  # evidence about the CURRENT rate, not a stale request
+        ):
             self._cut_learned_rate(now)
         if outcome == "rate_limited" and started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
@@ -189,6 +202,11 @@ class RateLimiter:
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
 
+    def _learned_now(self, now: float) -> float:
+        """The learned rate probes upwards while no 429 comes: x2 every 10 s since the last cut."""
+        assert self._learned_rps is not None
+        return self._learned_rps * 2.0 ** (min(600.0, max(0.0, now - self._last_rate_cut)) / _RATE_DOUBLING_S)
+
     def _cut_learned_rate(self, now: float) -> None:
         """Multiplicative decrease to what the server actually admitted lately (at most once a second)."""
         if self._first_admitted is None:
@@ -197,9 +215,9 @@ class RateLimiter:
         measured = max(len(self._admitted) / span, 0.1)
         if self._learned_rps is None:
             self._learned_rps = measured
-        else:
-            current = self._learned_rps * (1.0 + 0.05 * max(0.0, now - self._last_rate_cut))
-            self._learned_rps = max(0.1, min(current * 0.9, measured))
+        else:  # never below half of the current rate in one cut: a paused spell admits nothing
+            current = self._learned_now(now)
+            self._learned_rps = max(0.05, current * 0.5, min(current * 0.9, measured))
         self._last_rate_cut = now
         self.counters["rate_cuts"] += 1
 

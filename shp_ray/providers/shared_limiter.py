@@ -163,6 +163,9 @@ def _actor_class() -> Any:
         async def pause(self, seconds: float) -> None:
             self.limiter.pause(seconds)
 
+        async def configure(self, limits: dict[str, Any]) -> None:
+            self.limiter.configure(RateLimits(**limits))
+
         async def snapshot(self) -> dict[str, Any]:
             return self.limiter.snapshot()
 
@@ -176,7 +179,7 @@ def ray_running() -> bool:
 
 
 def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: bool | None = None) -> LimiterHandle:
-    """The shared limiter of (base_url, api_key). The first creator's limits win (named once)."""
+    """The shared limiter of (base_url, api_key); the latest caller's limits apply to all of them."""
     lid = limiter_id(base_url, api_key)
     if use_ray if use_ray is not None else ray_running():
         actor = (
@@ -184,6 +187,7 @@ def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: boo
             .options(name=f"shp-limiter-{lid}", namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
             .remote(asdict(limits))
         )
+        actor.configure.remote(asdict(limits))  # an existing actor takes the latest spec's limits
         return RayLimiter(actor)
     # asyncio futures belong to one loop: one limiter per (endpoint, live loop) in this process
     loop = asyncio.get_running_loop()
@@ -191,6 +195,7 @@ def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: boo
     for lp, lim in entries:
         if lp is loop:
             _local[lid] = entries
+            lim.configure(limits)
             return LocalLimiter(lim)
     limiter = RateLimiter(limits)
     _local[lid] = [*entries, (loop, limiter)]
