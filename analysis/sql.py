@@ -147,8 +147,11 @@ SELECT *,
        -- entropy: mk[k][t] = max of d over rounds t-k+1..t, +inf while t <= k (fewer than k distances)
        list_transform(range(1, depth), lambda kk: list_transform(range(1, depth + 1), lambda t:
            CASE WHEN t > kk THEN list_max(d_inf[t - kk + 1 : t]) ELSE 'inf'::DOUBLE END)) AS mk,
-       -- no_gain: g[t] = IS at t minus IS at t-1 (NULL at t = 1 or when either is unknown)
-       list_transform(range(1, depth + 1), lambda t: CASE WHEN t > 1 THEN s[t] - s[t - 1] END) AS g
+       -- no_gain: gw[w][t] = IS_t - IS_(t-1) for t >= max(w, 2), else NULL (NULL also when either is unknown)
+       list_transform(range(1, depth + 1), lambda w: list_transform(range(1, depth + 1), lambda t:
+           CASE WHEN t >= greatest(w, 2) THEN s[t] - s[t - 1] END)) AS gw,
+       -- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
+       cw[depth] + coalesce(cc[depth - 1], 0) AS baseline_tokens, s[depth] AS baseline_is
 FROM (
     SELECT gen_id, scenario_id, count(*)::INTEGER AS depth,
            list(d_inf ORDER BY round) AS d_inf, list(s ORDER BY round) AS s,
@@ -165,8 +168,8 @@ def cascade_code_sql() -> str:
     """tau*8 + reason code of the cascade (pure SQL), from per-trajectory first-hit rounds.
 
     Each signal's first halting round is found on its own (critic: ``crit``;
-    entropy: first t with mk[k][t] < eps; no_gain: first t >= max(warmup, 2)
-    with g[t] <= min_gain); ``least`` of (round*8 + code) then picks the
+    entropy: first t with mk[k][t] < eps; no_gain: first t with
+    gw[warmup][t] <= min_gain); ``least`` of (round*8 + code) then picks the
     earliest round and, on a tie, the cascade's priority (critic < entropy <
     no_gain < failsafe). Candidates past ``cap`` lose to the failsafe at cap.
     NULL (unknown signal) never halts: least() skips NULLs.
@@ -175,9 +178,8 @@ def cascade_code_sql() -> str:
                 CASE WHEN critic THEN crit * 8 + 1 END,
                 CASE WHEN entropy AND k < depth
                      THEN list_position(list_transform(mk[k], lambda v: v < eps), true) * 8 + 2 END,
-                CASE WHEN gain AND greatest(warmup, 2) <= depth
-                     THEN (list_position(list_transform(g[greatest(warmup, 2):], lambda v: v <= min_gain), true)
-                           + greatest(warmup, 2) - 1) * 8 + 3 END,
+                CASE WHEN gain AND warmup <= depth
+                     THEN list_position(list_transform(gw[warmup], lambda v: v <= min_gain), true) * 8 + 3 END,
                 cap * 8 + 4)"""
 
 
@@ -188,7 +190,7 @@ def replay_sql(executor: str = "sql") -> str:
     loops :func:`shp_ray.halting.decide` (registered by analysis.db.connect).
     """
     if executor == "sql":
-        code, inputs = cascade_code_sql(), "x.crit, x.mk, x.g"
+        code, inputs = cascade_code_sql(), "x.crit, x.mk, x.gw"
     elif executor == "udf":
         code = "shp_cascade(d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain)"
         inputs = "x.d_inf, x.fb"
@@ -199,10 +201,10 @@ def replay_sql(executor: str = "sql") -> str:
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
-           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, {inputs}
+           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.baseline_tokens, x.baseline_is, {inputs}
     FROM policies p CROSS JOIN trajectories x
 ), decided AS (
-    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap,
+    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap, baseline_tokens, baseline_is,
            CASE kind
                WHEN 'cascade' THEN {code}
                WHEN 'random' THEN
@@ -222,9 +224,7 @@ SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
            + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
        j[stop_round]::BIGINT AS evaluation_tokens,
        s[stop_round] AS final_is,
-       depth,
-       (cw[depth] + CASE WHEN depth > 1 THEN cc[depth - 1] ELSE 0 END)::BIGINT AS baseline_tokens,
-       s[depth] AS baseline_is
+       depth, baseline_tokens::BIGINT AS baseline_tokens, baseline_is
 FROM stopped
 """
 
