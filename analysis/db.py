@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -258,28 +258,32 @@ def connect(
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection()
-    con.execute(f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}")
-    con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}")
-    if validate:
-        check_trajectories(con, store)
-    judge, version = _pick_judge(con, judge, judge_prompt_version)
-    dim = embedding_dim(store)
-    stmts = build_statements(
-        store,
-        judge=judge,
-        judge_prompt_version=version,
-        weights=w,
-        policies=pols,
-        delta=delta,
-        dim=dim,
-        materialize=materialize,
-    )
-    for stmt in stmts:
-        con.execute(stmt)
-    register_udfs(con)
+    try:
+        con.execute(f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}")
+        con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}")
+        if validate:
+            check_trajectories(con, store)
+        judge, version = _pick_judge(con, judge, judge_prompt_version)
+        dim = embedding_dim(store)
+        stmts = build_statements(
+            store,
+            judge=judge,
+            judge_prompt_version=version,
+            weights=w,
+            policies=pols,
+            delta=delta,
+            dim=dim,
+            materialize=materialize,
+        )
+        for stmt in stmts:
+            con.execute(stmt)
+        register_udfs(con)
+        if read_only:
+            _lock_down(con, store)
+    except BaseException:
+        con.close()  # never hand back (or leak) a half-built connection
+        raise
     _SETUPS[id(con)] = Setup(store.uri, judge, version, w, dim, delta, pols)
-    if read_only:
-        _lock_down(con, store)
     return con
 
 
@@ -380,4 +384,7 @@ def connect_signals(
 
 def set_policies(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy]) -> None:
     """Replace the rows of ``policies`` (the views follow: a cell is a row, not a generation)."""
+    policies = tuple(policies)
     con.execute(policies_sql(policies))
+    if id(con) in _SETUPS:
+        _SETUPS[id(con)] = replace(_SETUPS[id(con)], policies=policies)
