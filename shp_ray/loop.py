@@ -122,35 +122,49 @@ async def _judge(
 
 
 async def generate_trajectory(scn: Scenario, cfg: GenerationConfig, model: str, services: Services) -> TrajectoryResult:
-    """GENERATE mode: all cfg.max_rounds rounds, with embeddings and judgments."""
+    """GENERATE mode: all cfg.max_rounds rounds, with embeddings and judgments.
+
+    Nothing in generate mode decides, so round t+1's Writer needs only f_t: the
+    embedding and the judgment of x_t run in the background while the loop
+    goes on, and the trajectory is bound by the provider, not by phi's batches.
+    """
     start = time.perf_counter()
     out = TrajectoryResult(scn)
+    side: list[tuple[RoundRecord, asyncio.Task, asyncio.Task]] = []
     prev, feedback = "", ""
-    for t in range(1, cfg.max_rounds + 1):
-        try:
-            writer = await services.chat(writer_request(scn, cfg, model, t, prev, feedback))
-        except Exception as exc:  # noqa: BLE001 - a failed scenario is a row, the run goes on
-            out.failures.append(_failure(scn, t, "writer", exc))
-            out.failed = True
-            break
-        draft = writer.content or ""
-        last = t == cfg.max_rounds
-        jobs = [_embed(services, scn, t, draft, out.failures), _judge(services, scn, t, draft, out.failures)]
-        if not last:
-            jobs.append(services.chat(critic_request(scn, cfg, model, t, draft)))
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        rec = RoundRecord(t, draft, writer=writer, embedding=results[0])
-        if results[1] is not None:
-            rec.judge_key, rec.judgment = results[1]
-        if not last:
-            critic = results[2]
-            if isinstance(critic, BaseException):
-                out.failures.append(_failure(scn, t, "critic", critic))
+    try:
+        for t in range(1, cfg.max_rounds + 1):
+            try:
+                writer = await services.chat(writer_request(scn, cfg, model, t, prev, feedback))
+            except Exception as exc:  # noqa: BLE001 - a failed scenario is a row, the run goes on
+                out.failures.append(_failure(scn, t, "writer", exc))
                 out.failed = True
                 break
-            rec.critic, rec.feedback = critic, critic.content or ""
-        out.rounds.append(rec)
-        prev, feedback = draft, rec.feedback
+            draft = writer.content or ""
+            rec = RoundRecord(t, draft, writer=writer)
+            side.append(
+                (
+                    rec,
+                    asyncio.ensure_future(_embed(services, scn, t, draft, out.failures)),
+                    asyncio.ensure_future(_judge(services, scn, t, draft, out.failures)),
+                )
+            )
+            if t < cfg.max_rounds:  # the last critique is never read: no critic at the last round
+                try:
+                    critic = await services.chat(critic_request(scn, cfg, model, t, draft))
+                except Exception as exc:  # noqa: BLE001
+                    out.failures.append(_failure(scn, t, "critic", exc))
+                    out.failed = True
+                    break
+                rec.critic, rec.feedback = critic, critic.content or ""
+            out.rounds.append(rec)
+            prev, feedback = draft, rec.feedback
+    finally:
+        for rec, emb, judged in side:
+            rec.embedding = await emb
+            got = await judged
+            if got is not None:
+                rec.judge_key, rec.judgment = got
     out.elapsed_s = time.perf_counter() - start
     if out.failed:
         out.rounds = []  # whole trajectories only: replay never sees a truncated one
