@@ -187,7 +187,7 @@ class OpenAICompatProvider:
                 else:
                     errors += 1
                     self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
-                    limiter.release(lease, outcome="error", est_tokens=est)
+                    limiter.release(lease, outcome="error", est_tokens=est, wait_hint_s=hint)  # e.g. 503 + Retry-After
                     released = True
                     if errors > self.spec.max_retries:
                         raise self._fail(result, attempts, retryable=True, why="retry budget exhausted")
