@@ -35,3 +35,10 @@ def test_two_calls_through_the_embedded_llm():
         assert c.content.strip()
         assert 0 < c.usage.completion_tokens <= 8 and c.usage.prompt_tokens > 3
         assert c.attempts == 1 and c.latency_s > 0
+
+
+def test_a_missing_model_file_is_a_clear_error(tmp_path):
+    from shp_ray.providers.llama import EmbeddedLLMError
+
+    with pytest.raises(EmbeddedLLMError, match="does not exist"):
+        LlamaServer(model=tmp_path / "nope.gguf").start()

@@ -6,6 +6,9 @@ the only one): 429 / 408 / 5xx / timeouts / connection resets / malformed bodies
 server's hint (Retry-After, retry-after-ms, x-ratelimit-reset-*) or exponential backoff with
 full jitter; never a permanent 4xx (400/401/403/404). A call that finally fails raises
 ``ProviderError`` -- with no key, header or query string in its text.
+
+``Completion.latency_s`` is the wall time the caller waited (pacing, retries and backoff included);
+``attempts`` counts HTTP attempts.
 """
 
 from __future__ import annotations
