@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -70,6 +71,7 @@ def distance_by_round(rows: Sequence[dict], path: Path, title: str, eps: float) 
         ax.plot(t, [r["mean"] for r in g], marker="o", label=str(gen))
         ax.fill_between(t, [r["ci95_low"] for r in g], [r["ci95_high"] for r in g], alpha=0.25)
     ax.axhline(eps, c="tab:red", ls="--", lw=1, label=f"eps = {eps:g}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("round t")
     ax.set_ylabel("mean d_t (cosine distance to the previous draft)")
     ax.set_title(title, fontsize=9)

@@ -108,6 +108,8 @@ def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, max_rows: int |
 def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) -> int:
     tty = sys.stdin.isatty()
     if tty:
+        import readline  # noqa: F401  (line editing and history for input())
+
         print("shp-query (read-only). Views: scenarios, rounds, judgments, policies, replay, policy_summary.")
         print("End a statement with ';'. .tables lists views; .quit leaves.")
     buf: list[str] = []
