@@ -131,6 +131,13 @@ class TrajectoryWorker:
         self.chat = _chat_for(spec, factory, cache_dir)
         self.services = _RayServices(self.chat, embed, judge)
 
+    async def warm(self) -> bool:
+        """Ready the provider before the clock starts (the shared limiter actor, if it has one)."""
+        snapshot = getattr(self.chat.provider, "limiter_snapshot", None)
+        if snapshot is not None:
+            await snapshot()
+        return True
+
     async def run(self, scenario: Scenario) -> dict[str, object]:
         result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
         rows = trajectory_rows(result, self.gen_id, self.dim)

@@ -57,7 +57,7 @@ def embedder_name(model: str) -> str:
 class Embedder:
     """Encodes batches; never encodes the same text twice while it is in the LRU cache."""
 
-    def __init__(self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64, cache_size: int = 50_000) -> None:
+    def __init__(self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64, cache_size: int = 8192) -> None:
         self.model_spec = model
         self.name = embedder_name(model)
         self.batch_size = batch_size

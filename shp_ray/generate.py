@@ -38,7 +38,7 @@ from .providers.base import ProviderSpec
 from .records import trajectory_rows
 from .services import DEFAULT_FACTORY, CachedChat, EmbedBatcher, JudgeService, LocalServices, load_factory
 
-__all__ = ["GenerationConfig", "GenerationSummary", "generate"]
+__all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
 
 
 @dataclass
@@ -94,7 +94,8 @@ def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationS
         yield scn
 
 
-def _judge_label(cfg: GenerationConfig, spec: ProviderSpec) -> str:
+def judge_label(cfg: GenerationConfig, spec: ProviderSpec) -> str:
+    """The judge's name as stored in judgments.judge (what the replay selects IS by)."""
     if cfg.judge == "none":
         return "none"
     return JudgeService(cfg.judge, None, chat=lambda r: r, model=cfg.judge_model or spec.model).name
@@ -135,7 +136,7 @@ def generate(
     if total is None and hasattr(scenarios, "__len__"):
         total = len(scenarios)  # type: ignore[arg-type]
     summary = GenerationSummary(
-        run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), _judge_label(cfg, provider_spec)
+        run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), judge_label(cfg, provider_spec)
     )
     write_manifest(
         store,
@@ -206,6 +207,9 @@ async def _run_local(
     writer.flush()
     summary.generation_s = time.perf_counter() - t0
     await batcher.close()
+    aclose = getattr(chat.provider, "aclose", None)
+    if aclose is not None:
+        await aclose()
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
     _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
@@ -293,6 +297,7 @@ def _run_ray(
             for _ in range(cfg.workers)
         ]
         actors.extend(workers)
+        ray.get([w.warm.remote() for w in workers])  # actor processes up, provider ready
         cap = cfg.workers * cfg.concurrency
         in_flight: list[ray.ObjectRef] = []
         rr = itertools.cycle(workers)

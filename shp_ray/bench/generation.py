@@ -99,10 +99,43 @@ def _stream(n: int) -> Iterator[object]:
         yield s if k == 0 else replace(s, scenario_id=f"{s.scenario_id}#v{k}", question=f"{s.question} (variant {k})")
 
 
+def _serve(conn, opts: dict[str, object]) -> None:  # noqa: ANN001 - runs in a child process
+    from shp_ray.providers.sim_server import SimServer
+
+    with SimServer(**opts) as sim:
+        conn.send(sim.base_url)
+        conn.recv()  # until the parent asks for the stats
+        conn.send(sim.stats)
+
+
+class _SimProcess:
+    """The simulated server in its own process, so its memory is not counted as the pipeline's."""
+
+    def __init__(self, opts: dict[str, object]) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, opts), daemon=True)
+
+    def __enter__(self) -> _SimProcess:
+        self.proc.start()
+        self.base_url = self._conn.recv()
+        return self
+
+    def finish(self) -> dict[str, object]:
+        self._conn.send("stats")
+        return self._conn.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
 def _run(a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str) -> tuple[dict, dict, float]:
     from shp_ray.generate import GenerationConfig, generate
     from shp_ray.providers.base import ProviderSpec
-    from shp_ray.providers.sim_server import SimServer
 
     root = tempfile.mkdtemp(prefix="shp-bench-gen-")
     try:
@@ -110,22 +143,25 @@ def _run(a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: s
             max_rounds=a.rounds, embedder=embedder, judge="lexical", workers=a.workers, concurrency=a.concurrency,
             flush_every=a.flush_every,
         )  # fmt: skip
-        with SimServer(**sim_opts) as sim:
+        with _SimProcess(sim_opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
-            peak = _PeakRss()
+            peak = _PeakRss(exclude=sim.proc.pid)
             with peak:
                 s = generate(_stream(n), cfg, root, spec, total=n, progress=False)
-            stats = sim.stats
+            stats = sim.finish()
         return s.to_dict(), stats, peak.peak_mb
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 class _PeakRss:
-    """Peak of the summed RSS of this process and all its descendants (Ray's included), sampled."""
+    """Peak of the summed RSS of this process and all its descendants (Ray's included), sampled.
 
-    def __init__(self, every_s: float = 0.25) -> None:
-        self.every_s, self.peak_mb = every_s, 0.0
+    The simulated server's process is excluded: it is the "provider", not the pipeline.
+    """
+
+    def __init__(self, every_s: float = 0.25, exclude: int | None = None) -> None:
+        self.every_s, self.peak_mb, self.exclude = every_s, 0.0, exclude
         self._stop = threading.Event()
 
     def _sample(self) -> None:
@@ -135,6 +171,8 @@ class _PeakRss:
         while not self._stop.is_set():
             total = 0
             for p in [me, *me.children(recursive=True)]:
+                if p.pid == self.exclude:
+                    continue
                 with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
             self.peak_mb = max(self.peak_mb, total / 2**20)
