@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--serve-fault-rate", type=float, default=0.0)
     g.add_argument("--serve-latency", type=float, default=0.0)
     g.add_argument("--serve-slow", type=float, default=1.0, help="seconds a 'slow' fault adds")
+    g.add_argument("--serve-window-kind", default="sliding", help="sliding | fixed")
+    g.add_argument("--serve-count-rejected", action="store_true", help="429'd requests use quota too")
     g.add_argument("--serve-retry-after", default="seconds", help="seconds | http-date | ms | none")
     g.add_argument("--serve-no-ratelimit-headers", action="store_true", help="a terse server: no x-ratelimit-*")
     g.add_argument("--seed", type=int, default=0)
@@ -157,6 +159,8 @@ def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
         "slow_s": args.serve_slow,
         "seed": args.seed,
         "retry_after": args.serve_retry_after,
+        "window_kind": args.serve_window_kind,
+        "count_rejected": args.serve_count_rejected,
         "ratelimit_headers": not args.serve_no_ratelimit_headers,
     }
     with SimServer(**options) as sim:

@@ -45,6 +45,8 @@ class SimOptions:
     rpm: float | None = None  # requests per minute, enforced per window_s
     tpm: float | None = None  # tokens per minute (prompt + completion), enforced per window_s
     window_s: float = 2.0
+    window_kind: str = "sliding"  # sliding (a log of the last window_s) | fixed (resets at boundaries)
+    count_rejected: bool = False  # a 429'd request still uses quota (punishes clients that hammer)
     fault_rate: float = 0.0
     faults: tuple[str, ...] = FAULT_KINDS
     slow_s: float = 1.5  # extra delay of a "slow" fault
@@ -62,6 +64,8 @@ class SimOptions:
             raise ValueError(f"SimOptions.retry_after={self.retry_after!r}; choose from {RETRY_AFTER_STYLES}")
         if not 0.0 <= self.fault_rate <= 1.0:
             raise ValueError(f"SimOptions.fault_rate={self.fault_rate} is not in [0, 1]")
+        if self.window_kind not in ("sliding", "fixed"):
+            raise ValueError(f"SimOptions.window_kind={self.window_kind!r}; choose sliding or fixed")
         if self.window_s <= 0:
             raise ValueError(f"SimOptions.window_s={self.window_s} must be > 0")
 
@@ -119,6 +123,40 @@ class _Window:
         self._expire(now)
         return max(0, int(self.cap - self.used))
 
+    def reset_in(self, now: float) -> float:
+        self._expire(now)
+        return max(0.0, self.log[0][0] + self.window_s - now) if self.log else 0.0
+
+
+class _FixedWindow:
+    """Fixed windows [k*W, (k+1)*W): the quota resets at each boundary (bursts at the edges pass)."""
+
+    def __init__(self, cap: float, window_s: float) -> None:
+        self.cap, self.window_s = cap, window_s
+        self.index, self.used = -1, 0.0
+
+    def _roll(self, now: float) -> None:
+        index = int(now // self.window_s)
+        if index != self.index:
+            self.index, self.used = index, 0.0
+
+    def wait_for(self, amount: float, now: float) -> float:
+        self._roll(now)
+        if self.used + amount <= self.cap or self.used == 0:
+            return 0.0
+        return max(0.001, self.reset_in(now))
+
+    def add(self, amount: float, now: float) -> None:
+        self._roll(now)
+        self.used += amount
+
+    def remaining(self, now: float) -> int:
+        self._roll(now)
+        return max(0, int(self.cap - self.used))
+
+    def reset_in(self, now: float) -> float:
+        return (int(now // self.window_s) + 1) * self.window_s - now
+
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> web.Response:
     body = {"error": {"message": message, "type": kind, "code": status}}
@@ -136,8 +174,9 @@ class SimApp:
         self.o = options
         self.replies = ReplyOptions(seed=options.seed, approve_rate=options.approve_rate)
         per_window = options.window_s / 60.0
-        self.req_win = _Window(max(1.0, options.rpm * per_window), options.window_s) if options.rpm else None
-        self.tok_win = _Window(max(1.0, options.tpm * per_window), options.window_s) if options.tpm else None
+        window = _FixedWindow if options.window_kind == "fixed" else _Window
+        self.req_win = window(max(1.0, options.rpm * per_window), options.window_s) if options.rpm else None
+        self.tok_win = window(max(1.0, options.tpm * per_window), options.window_s) if options.tpm else None
         self.seen: collections.Counter[str] = collections.Counter()
         self.stats = SimStats()
         self.app = web.Application()
@@ -153,8 +192,7 @@ class SimApp:
                 continue
             h[f"x-ratelimit-limit-{name}"] = str(int(per_min or 0))
             h[f"x-ratelimit-remaining-{name}"] = str(win.remaining(now))
-            reset = win.log[0][0] + win.window_s - now if win.log else 0.0
-            h[f"x-ratelimit-reset-{name}"] = _duration(max(0.0, reset))
+            h[f"x-ratelimit-reset-{name}"] = _duration(win.reset_in(now))
         return h
 
     def _retry_headers(self, wait: float) -> dict[str, str]:
@@ -208,6 +246,8 @@ class SimApp:
             wait = max(wait, self.tok_win.wait_for(n_prompt, now))
         if wait > 0:
             self.stats.http_429 += 1
+            if self.o.count_rejected and self.req_win is not None:
+                self.req_win.add(1, now)
             headers = {**self._retry_headers(wait), **self._limit_headers(now)}
             return _error(429, "rate limit reached (simulated)", "rate_limit_error", headers)
 
@@ -360,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rpm", type=float, default=None, help="requests per minute (enforced per --window)")
     p.add_argument("--tpm", type=float, default=None, help="tokens per minute (enforced per --window)")
     p.add_argument("--window", type=float, default=2.0, help="limit window in seconds")
+    p.add_argument("--window-kind", default="sliding", choices=("sliding", "fixed"))
+    p.add_argument("--count-rejected", action="store_true", help="429'd requests use quota too")
     p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that get a fault")
     p.add_argument("--faults", default=",".join(FAULT_KINDS), help=f"comma list of {','.join(FAULT_KINDS)}")
     p.add_argument("--slow", type=float, default=1.5, help="extra seconds of a 'slow' fault")
@@ -373,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
 def options_from_args(args: argparse.Namespace) -> SimOptions:
     return SimOptions(
         host=args.host, port=args.port, seed=args.seed, latency_s=args.latency, jitter_s=args.jitter,
-        rpm=args.rpm, tpm=args.tpm, window_s=args.window, fault_rate=args.fault_rate,
+        rpm=args.rpm, tpm=args.tpm, window_s=args.window,
+        window_kind=args.window_kind, count_rejected=args.count_rejected, fault_rate=args.fault_rate,
         faults=tuple(f for f in args.faults.split(",") if f), slow_s=args.slow, retry_after=args.retry_after,
         ratelimit_headers=not args.no_ratelimit_headers,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,
