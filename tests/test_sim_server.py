@@ -113,3 +113,10 @@ def test_auth_and_unknown_model(monkeypatch):
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="faults"):
         SimOptions(faults=("boom",))
+
+
+def test_fixed_window_and_rejected_requests_that_count():
+    with SimServer(rpm=60, window_s=2.0, window_kind="fixed", count_rejected=True) as s:
+        codes = [_post(s.base_url, _chat("x", f"f{i}"))[0] for i in range(4)]
+        assert codes.count(200) <= 2 and codes[-1] == 429
+        assert float(_post(s.base_url, _chat("x", "g"))[1]["retry-after-ms"]) <= 2000
