@@ -39,7 +39,7 @@ def test_workers_share_one_named_limiter(ray_session):
             from shp_ray.providers.base import ChatRequest
             from shp_ray.providers.registry import make_provider
 
-            provider = make_provider(spec)  # built INSIDE the actor from the spec alone
+            provider = make_provider(spec, headroom=0.9)  # built INSIDE the actor from the spec alone
             async with provider:
                 msgs = lambda i: (("system", "You are the Critic."), ("user", f"Question: w{tag}-{i}\nRound: 1"))  # noqa: E731
                 done = await asyncio.gather(
