@@ -133,7 +133,9 @@ class _SimProcess:
             self.proc.kill()
 
 
-def _run(a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str) -> tuple[dict, dict, float]:
+def _run(
+    a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str
+) -> tuple[dict, dict, float, dict[str, float]]:
     from shp_ray.generate import GenerationConfig, generate
     from shp_ray.providers.base import ProviderSpec
 
@@ -149,7 +151,7 @@ def _run(a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: s
             with peak:
                 s = generate(_stream(n), cfg, root, spec, total=n, progress=False)
             stats = sim.finish()
-        return s.to_dict(), stats, peak.peak_mb
+        return s.to_dict(), stats, peak.peak_mb, peak.at_peak
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -162,6 +164,7 @@ class _PeakRss:
 
     def __init__(self, every_s: float = 0.25, exclude: int | None = None) -> None:
         self.every_s, self.peak_mb, self.exclude = every_s, 0.0, exclude
+        self.at_peak: dict[str, float] = {}
         self._stop = threading.Event()
 
     def _sample(self) -> None:
@@ -169,13 +172,18 @@ class _PeakRss:
 
         me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
+            total, parts = 0, {}
             for p in [me, *me.children(recursive=True)]:
                 if p.pid == self.exclude:
                     continue
                 with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-            self.peak_mb = max(self.peak_mb, total / 2**20)
+                    rss = p.memory_info().rss
+                    total += rss
+                    name = p.name() if p.pid != me.pid else "driver"
+                    parts[name] = parts.get(name, 0.0) + rss / 2**20
+            if total / 2**20 > self.peak_mb:
+                self.peak_mb = total / 2**20
+                self.at_peak = {k: round(v, 1) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:8]}
             self._stop.wait(self.every_s)
 
     def __enter__(self) -> _PeakRss:
@@ -189,7 +197,9 @@ class _PeakRss:
 
 
 def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
-    summary, stats, _ = _run(a, {"rpm": a.rpm, "window_s": a.window_s, "latency_s": a.latency_s}, a.scenarios, a.model)
+    summary, stats, _, _ = _run(
+        a, {"rpm": a.rpm, "window_s": a.window_s, "latency_s": a.latency_s}, a.scenarios, a.model
+    )
     requests = a.scenarios * (2 * a.rounds - 1)  # writer every round, critic all but the last
     bound_s = requests / a.rpm * 60.0
     return {
@@ -212,7 +222,7 @@ def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
 def bench_memory(a: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {"bench": "generation.memory", "rounds": a.rounds, "embedder": None, "runs": []}
     for n in a.sizes:
-        summary, stats, peak = _run(a, {"latency_s": a.latency_s}, n, a.model)
+        summary, stats, peak, at_peak = _run(a, {"latency_s": a.latency_s}, n, a.model)
         out["embedder"] = summary["embedder"]
         out["runs"].append(  # type: ignore[union-attr]
             {
@@ -221,6 +231,7 @@ def bench_memory(a: argparse.Namespace) -> dict[str, object]:
                 "requests": stats["ok"],
                 "peak_rss_mb": round(peak, 1),
                 "generation_s": round(float(summary["generation_s"]), 1),
+                "rss_mb_at_peak": at_peak,
             }
         )
     runs = out["runs"]  # type: ignore[assignment]
