@@ -12,7 +12,7 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: demo test check theory clean
 
 demo: $(STAMP)
-	$(PY) -m shp_ray.demo
+	$(VENV)/bin/shp-sweep +sweep=demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

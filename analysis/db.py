@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -86,6 +86,17 @@ def _source(store: Store, table: str) -> str:
     return sql.empty_select([(f.name, _sqltype(f.type)) for f in TABLES[table]])
 
 
+def _rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+    """The rounds parts, optionally narrowed to one generation and a set of scenarios (a sweep job's scope)."""
+    where = ["true"]
+    if gen_id is not None:
+        where.append(f"gen_id = {sql.quote(gen_id)}")
+    if scenario_ids is not None:
+        where.append(f"scenario_id IN ({', '.join(sql.quote(s) for s in scenario_ids) or 'NULL'})")
+    source = _source(store, "rounds")
+    return source if len(where) == 1 else f"SELECT * FROM ({source}) WHERE {' AND '.join(where)}"
+
+
 def embedding_dim(store: Store) -> int:
     """The embedding size of the rounds parts, from their Parquet footers (no data scan)."""
     dims: dict[int, str] = {}
@@ -137,13 +148,15 @@ def build_statements(
     delta: float,
     dim: int,
     materialize: bool = True,
+    gen_id: str | None = None,
+    scenario_ids: Sequence[str] | None = None,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql)."""
     kind = "TEMP TABLE" if materialize else "VIEW"
     stmts = [f"CREATE OR REPLACE VIEW {t} AS {_source(store, t)}" for t in ("scenarios", "generations")]
-    stmts += [f"CREATE OR REPLACE VIEW {t} AS {_source(store, t)}" for t in ("failures", "manifests")]
+    stmts += [f"CREATE OR REPLACE VIEW {t} AS {_source(store, t)}" for t in ("failures", "manifests", "results")]
     stmts += [
-        f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}",
+        f"CREATE OR REPLACE VIEW round_parts AS {_rounds_source(store, gen_id, scenario_ids)}",
         f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}",
         "CREATE OR REPLACE VIEW judgments AS SELECT *, judge_prompt_tokens + judge_completion_tokens AS judge_tokens"
         f" FROM judgments_raw WHERE {_judge_where(judge, judge_prompt_version)}",
@@ -242,8 +255,13 @@ def connect(
     delta: float = DEFAULT_DELTA,
     materialize: bool = True,
     validate: bool = True,
+    gen_id: str | None = None,
+    scenario_ids: Sequence[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
+
+    ``gen_id`` / ``scenario_ids`` narrow the trajectories to one generation and a
+    set of scenarios (what one sweep job generated and replays); default: all.
 
     ``judge`` selects whose judgments give IS (needed only when the store holds
     several); ``weights`` a dict over METRICS (default uniform); ``policies``
@@ -260,7 +278,7 @@ def connect(
     con = _new_connection()
     try:
         con.execute(f"CREATE OR REPLACE VIEW judgments_raw AS {_source(store, 'judgments')}")
-        con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_source(store, 'rounds')}")
+        con.execute(f"CREATE OR REPLACE VIEW round_parts AS {_rounds_source(store, gen_id, scenario_ids)}")
         if validate:
             check_trajectories(con, store)
         judge, version = _pick_judge(con, judge, judge_prompt_version)
@@ -274,6 +292,8 @@ def connect(
             delta=delta,
             dim=dim,
             materialize=materialize,
+            gen_id=gen_id,
+            scenario_ids=scenario_ids,
         )
         for stmt in stmts:
             con.execute(stmt)

@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 
 from shp_ray.policies import ABLATION_CELLS, Policy
+from shp_ray.providers.registry import describe_provider
 
 from . import figures, stats
 from .db import DEFAULT_DELTA, AnalysisError, connect, setup_of
@@ -67,7 +68,12 @@ def _p(x: object) -> str:
 
 def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
     datasets = [r[0] for r in con.execute("SELECT DISTINCT dataset FROM scenarios ORDER BY 1").fetchall()]
-    gens = _rows(con, "SELECT gen_id, model, embedder, max_rounds, prompt_version FROM generations ORDER BY gen_id")
+    gens = _rows(
+        con,
+        "SELECT DISTINCT gen_id, model, embedder, max_rounds, prompt_version,"
+        " json_extract_string(config_json, '$.gen_id_parts.provider_kind') AS provider_kind FROM generations"
+        " WHERE gen_id IN (SELECT DISTINCT gen_id FROM trajectories) ORDER BY gen_id",
+    )
     judges = [r[0] for r in con.execute("SELECT DISTINCT judge FROM judgments ORDER BY 1").fetchall()]
     text = json.dumps([datasets, gens, judges], default=str).lower()
     return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
@@ -104,10 +110,18 @@ def write_report(
     eps: float = 0.06,
     seed: int = 0,
     n_resamples: int = 2000,
+    gen_id: str | None = None,
+    scenario_ids: Sequence[str] | None = None,
 ) -> Path:
-    """Write report.md, CSVs and PNG figures for the store into ``out_dir``; returns report.md."""
+    """Write report.md, CSVs and PNG figures for the store into ``out_dir``; returns report.md.
+
+    ``gen_id`` / ``scenario_ids`` restrict it to one generation and scenario set (a sweep job).
+    """
     out = Path(out_dir)
-    con = connect(store_root, judge=judge, weights=weights, policies=policies, delta=delta)
+    con = connect(
+        store_root, judge=judge, weights=weights, policies=policies, delta=delta, gen_id=gen_id,
+        scenario_ids=scenario_ids,
+    )  # fmt: skip
     try:
         setup = setup_of(con)
         prov = _provenance(con)
@@ -166,7 +180,8 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         f"- Datasets: {', '.join(map(str, prov['datasets'])) or '–'}",
         "- Generations: "
         + "; ".join(
-            f"`{g['gen_id']}` model {g['model']}, embedder {g['embedder']}, T={g['max_rounds']}"
+            f"`{g['gen_id']}` model {g['model']} via **{describe_provider(str(g['provider_kind']))}**, "
+            f"embedder {g['embedder']}, T={g['max_rounds']}"
             for g in prov["generations"]
         ),
         f"- IS weights: {w}. Baseline: fixed_k{{depth}} (every generated round).",

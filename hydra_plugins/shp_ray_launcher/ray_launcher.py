@@ -17,7 +17,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
@@ -103,7 +103,12 @@ class RayLauncher(Launcher):
             if started:
                 ray.shutdown()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        return [r for r in results if r is not None]
+        done = [r for r in results if r is not None]
+        for i, ret in enumerate(done):
+            # Jobs print in their Ray workers; say here where each one's output went.
+            outcome = "done" if ret.status == JobStatus.COMPLETED else f"FAILED: {ret._return_value!r}"
+            print(f"job #{initial_job_idx + i} ({','.join(ret.overrides or [])}): {outcome} -> {ret.working_dir}")
+        return done
 
     @staticmethod
     def _collect(ray: Any, refs: dict[Any, int], results: list[JobReturn | None], wait_for: int) -> None:

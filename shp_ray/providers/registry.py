@@ -21,6 +21,20 @@ _FACTORIES: dict[str, str] = {
 }
 
 
+# Said in every output (console, report), so a pipeline check is never mistaken for a model evaluation.
+PROVIDER_NOTES: dict[str, str] = {
+    "llama": "the embedded llama.cpp server with SmolLM2-135M-Instruct (a tiny local model: often wrong)",
+    "sim": "the simulated OpenAI-compatible server (a test double: no model at all)",
+    "scripted": "a scripted fake provider (a test double: no model at all)",
+    "openai": "an OpenAI-compatible endpoint",
+}
+
+
+def describe_provider(kind: str) -> str:
+    """What produced the drafts, honestly named."""
+    return PROVIDER_NOTES.get(kind, f"provider kind {kind!r}")
+
+
 def register_provider(kind: str, factory: str | Callable[..., Provider]) -> None:
     """Add a kind: a "module:callable" path (imported lazily) or a callable(spec, **kw)."""
     _FACTORIES[kind] = factory  # type: ignore[assignment]

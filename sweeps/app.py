@@ -1,0 +1,79 @@
+"""``shp-sweep``: the Hydra app. One job = generate what is missing, replay its cells, report.
+
+    shp-sweep                                   # the embedded default: llama.cpp + SmolLM2-135M
+    shp-sweep -m halting.eps=0.02,0.04,0.06 halting.k=1,2,3
+    shp-sweep -m +sweep=ablation7 provider=sim
+    shp-sweep provider=openai provider.base_url=http://127.0.0.1:8000/v1 provider.model=M \\
+              provider.api_key_env=MY_KEY provider.rpm=600
+
+Add ``hydra/launcher=ray`` to run the jobs of a multirun concurrently on Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+import conf.schema  # noqa: F401  (registers the config tree)
+from conf.resolve import ConfigError, snapshot, to_job
+from shp_ray.providers.registry import describe_provider
+
+from . import job as sweep_job
+
+log = logging.getLogger("shp_ray.sweep")
+
+
+def _job_tag() -> tuple[str, Path]:
+    hc = HydraConfig.get()
+    overrides = ",".join(hc.overrides.task) or "(defaults)"
+    return overrides, Path(hc.runtime.output_dir)
+
+
+def _num(value: object, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _print_table(result: sweep_job.JobResult) -> None:
+    head = f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'saving':>8}{'IS':>7}{'dIS':>8}  non-inferior"
+    print("\n" + head + "\n" + "-" * len(head))
+    for row in result.summary:
+        print(
+            f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
+            f"{_num(row['mean_operational_tokens'], '.0f'):>11}{_num(row['token_saving'], '.0%'):>8}"
+            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}  {_num(row['non_inferior'], '')}"
+        )
+    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}")
+
+
+@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
+def main(cfg: DictConfig) -> dict:
+    try:
+        job = to_job(cfg)
+    except ConfigError as exc:
+        log.error("invalid config: %s", exc)
+        raise SystemExit(f"shp-sweep: invalid config: {exc}") from None
+    tag, output_dir = _job_tag()
+    command = "shp-sweep " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snapshot(cfg), command=command)
+    print(
+        f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
+        f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
+    )
+    print(f"drafts by: {describe_provider(job.provider.kind)} (model {job.provider.model})")
+    _print_table(result)
+    if result.report:
+        print(f"report: {result.report}")
+    print(f"store:  {result.store}")
+    query = "SELECT policy, avg(stop_round), avg(operational_tokens) FROM replay GROUP BY policy ORDER BY 3"
+    print(f'explore: shp-query --store {result.store} "{query}"')
+    return sweep_job.as_dict(result)
+
+
+def entry() -> None:
+    main()  # hydra.main reads sys.argv itself

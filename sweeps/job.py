@@ -1,0 +1,206 @@
+"""One sweep job: make sure its generation is stored, replay its cells, record rows, report.
+
+Generation never depends on a policy, so jobs that differ only in halting,
+weights or replay cells share one stored generation; it is produced once
+(under a lock, even when jobs run concurrently) and every later job replays
+it with zero generation calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from conf.resolve import JobSpec
+from shp_ray.datasets import Scenario, load_scenarios
+from shp_ray.generate import GenerationSummary, generate, judge_label
+from shp_ray.providers.base import ProviderSpec
+from storage.cache import default_cache_dir
+from storage.lock import generation_lock
+from storage.manifest import new_run_id, write_manifest
+from storage.parts import Store
+from storage.resume import done_scenarios
+from storage.schemas import RESULTS
+
+log = logging.getLogger("shp_ray.sweep")
+
+
+@dataclass
+class JobResult:
+    run_id: str
+    gen_id: str
+    judge: str
+    store: str
+    scenarios: int
+    trajectories: int
+    generated: int = 0
+    failed: int = 0
+    generation_calls: int = 0
+    report: str | None = None
+    summary: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def endpoint(job: JobSpec) -> Iterator[ProviderSpec]:
+    """The provider spec to generate with, starting a local server when the config asks for one."""
+    spec, opts = job.provider, job.provider_options
+    if spec.kind == "llama" and not spec.base_url:
+        from shp_ray.providers.llama import LlamaServer
+
+        with LlamaServer(
+            alias=spec.model, n_threads=int(opts.get("n_threads", 1)), n_ctx=int(opts.get("n_ctx", 4096))
+        ) as llm:
+            log.info("embedded llama.cpp server (SmolLM2-135M-Instruct, a tiny local model) at %s", llm.base_url)
+            yield replace(spec, base_url=llm.base_url)
+    elif spec.kind == "sim" and not spec.base_url:
+        from shp_ray.providers.sim_server import SimServer
+
+        with SimServer(
+            seed=int(opts.get("sim_seed", 0)),
+            rpm=opts.get("sim_rpm"),
+            fault_rate=float(opts.get("sim_fault_rate", 0.0)),
+            latency_s=float(opts.get("sim_latency_s", 0.0)),
+        ) as sim:
+            log.info("simulated OpenAI-compatible server (a test double, not a model) at %s", sim.base_url)
+            yield replace(spec, base_url=sim.base_url)
+    else:
+        yield spec
+
+
+def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, command: str) -> GenerationSummary | None:
+    """Generate the trajectories of ``scenarios`` that the store lacks; None if it has them all."""
+    store = Store(job.store)
+    gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+    wanted = {s.scenario_id for s in scenarios}
+    if wanted <= done_scenarios(store, gen_id):
+        return None
+    with generation_lock(default_cache_dir(job.store), gen_id) as waited:
+        missing = [s for s in scenarios if s.scenario_id not in done_scenarios(store, gen_id)]
+        if not missing:
+            log.info("generation %s was produced by a concurrent job (waited %.1f s)", gen_id[:12], waited)
+            return None
+        with endpoint(job) as spec:
+            return generate(
+                missing,
+                job.generation,
+                job.store,
+                spec,
+                ray_address=job.ray_address,
+                progress=job.progress,
+                run_id=run_id,
+                command=command,
+            )
+
+
+def result_rows(
+    table: pa.Table, job: JobSpec, run_id: str, job_tag: str, judge: str, weights: dict[str, float]
+) -> pa.Table:
+    """The replay rows of this job, tagged with what produced them."""
+    n = table.num_rows
+    by_name = {p.name: p for p in job.policies}
+    halts = [by_name[name].halt for name in table["policy"].to_pylist()]
+    cols: dict[str, Any] = {
+        "run_id": [run_id] * n,
+        "job": [job_tag] * n,
+        "policy": table["policy"],
+        "eps": [h.eps for h in halts],
+        "k": [h.k for h in halts],
+        "warmup": [h.warmup for h in halts],
+        "max_rounds": [h.max_rounds for h in halts],
+        "critic": [h.critic for h in halts],
+        "entropy": [h.entropy for h in halts],
+        "gain": [h.gain for h in halts],
+        "min_gain": [h.min_gain for h in halts],
+        "judge": [judge] * n,
+        "weights_json": [json.dumps({"strategy": job.weights["strategy"], **weights}, sort_keys=True)] * n,
+        "created_at": pa.array([datetime.now(UTC)] * n, pa.timestamp("us", tz="UTC")),
+    }
+    for name in (
+        "gen_id",
+        "scenario_id",
+        "stop_round",
+        "reason",
+        "operational_tokens",
+        "evaluation_tokens",
+        "final_is",
+    ):
+        cols[name] = table[name]
+    return pa.table(cols).select(RESULTS.names).cast(RESULTS)
+
+
+def resolve_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
+    """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
+    from analysis import connect
+    from shp_ray import weights
+
+    w = job.weights
+    if w["strategy"] == "ahp":
+        return weights.ahp(w["pairwise"], force=bool(w["force"]))
+    if w["strategy"] == "entropy":
+        con = connect(job.store, judge=judge, gen_id=gen_id, scenario_ids=ids)
+        try:
+            matrix = con.execute(
+                "SELECT faithfulness, answer_relevancy, context_precision, context_recall FROM rounds"
+            ).fetchall()
+        finally:
+            con.close()
+        return weights.entropy(matrix)
+    return weights.uniform()
+
+
+def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
+    from analysis import connect
+    from analysis.report import write_report
+
+    scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
+    if not scenarios:
+        raise ValueError(f"dataset {job.dataset} split={job.split} has no scenarios")
+    run_id = new_run_id()
+    store = Store(job.store)
+    write_manifest(store, run_id, config_snapshot, {"generation.seed": job.generation.seed}, command)
+    summary = ensure_generation(job, scenarios, run_id, command)
+    gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+    label = judge_label(job.generation, job.provider)
+    judge = None if job.generation.judge == "none" else label
+    ids = [s.scenario_id for s in scenarios]
+    weights = resolve_weights(job, judge, gen_id, ids)
+    scope = {"judge": judge, "weights": weights, "policies": job.policies, "gen_id": gen_id, "scenario_ids": ids}
+    con = connect(job.store, delta=job.report["delta"], **scope)
+    try:
+        table = con.sql("SELECT * FROM replay ORDER BY policy, scenario_id").to_arrow_table()
+        store.write("results", result_rows(table, job, run_id, job_tag, label, weights))
+        result = JobResult(
+            run_id=run_id,
+            gen_id=gen_id,
+            judge=label,
+            store=store.uri,
+            scenarios=len(scenarios),
+            trajectories=len(set(table["scenario_id"].to_pylist())),
+            generated=summary.generated if summary else 0,
+            failed=summary.failed if summary else 0,
+            generation_calls=(summary.calls - summary.cached_calls) if summary else 0,
+            summary=con.sql(
+                "SELECT policy, n, mean_rounds, mean_operational_tokens, token_saving, mean_is, delta_is, non_inferior"
+                " FROM policy_summary ORDER BY policy"
+            )
+            .to_arrow_table()
+            .to_pylist(),
+        )
+    finally:
+        con.close()
+    if job.report.get("enabled", True) and result.trajectories:
+        out = Path(job.report.get("out") or output_dir / "report")
+        result.report = str(write_report(job.store, out, delta=job.report["delta"], **scope))
+    return result
+
+
+def as_dict(result: JobResult) -> dict[str, Any]:
+    return asdict(result)

@@ -1,0 +1,154 @@
+"""The Hydra app end to end on real parts: the simulated server over real HTTP, real Ray,
+the real embedding model, the Parquet store and DuckDB, in-process and as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+from hydra import compose, initialize_config_module
+
+import conf.schema  # noqa: F401
+from conf.resolve import snapshot, to_job
+from shp_ray.providers.sim_server import SimServer
+from storage import Store
+from sweeps import job as sweep_job
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+SMALL = ["dataset.limit=3", "generation.max_rounds=3", "generation.concurrency=4"]
+
+
+def shp_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "shp-sweep"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "CI": "true", **(env or {})},
+    )
+
+
+def rounds_of(store: Path):
+    return Store(store).read("rounds", columns=["gen_id", "scenario_id", "round"])
+
+
+def test_job_in_process_generates_once_then_replays_for_free(tmp_path):
+    store = tmp_path / "store"
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["provider=sim", *SMALL, f"store.path={store}"])
+    job = to_job(cfg)
+    first = sweep_job.run(job, output_dir=tmp_path / "a", job_tag="t1", config_snapshot=snapshot(cfg), command="t")
+    assert (first.trajectories, first.generated, first.failed) == (3, 3, 0)
+    assert first.generation_calls > 0
+    assert rounds_of(store).num_rows == 3 * 3
+
+    again = sweep_job.run(job, output_dir=tmp_path / "b", job_tag="t2", config_snapshot=snapshot(cfg), command="t")
+    assert (again.generated, again.generation_calls) == (0, 0)  # zero generation calls on a rerun
+    assert rounds_of(store).num_rows == 3 * 3
+
+    results = Store(store).read("results")
+    n_policies = len(job.policies)
+    assert results.num_rows == 2 * n_policies * 3  # two jobs x every policy x three trajectories
+    assert set(results["job"].to_pylist()) == {"t1", "t2"}
+    assert set(results["policy"].to_pylist()) == {p.name for p in job.policies}
+    assert pc.max(results["stop_round"]).as_py() <= 3
+
+    report = Path(first.report).read_text()
+    assert "simulated OpenAI-compatible server" in report and "not an LLM" in report
+    manifests = Store(store).read("manifests")
+    assert manifests.num_rows >= 2
+    assert json.loads(manifests["config_json"][0].as_py())["provider"]["kind"] == "sim"
+
+
+def test_ablation7_multirun_generates_once_and_replays_seven_cells(tmp_path):
+    store = tmp_path / "store"
+    done = shp_sweep(
+        "-m", "+sweep=ablation7", "provider=sim", *SMALL, f"store.path={store}",
+        f"hydra.sweep.dir={tmp_path / 'multi'}", "report.enabled=false",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rounds_of(store).num_rows == 3 * 3  # one generation shared by the seven jobs
+    results = Store(store).read("results")
+    assert sorted(set(results["policy"].to_pylist())) == sorted(
+        ["abl_full", "abl_no_critic", "abl_no_entropy", "abl_no_gain", "abl_critic_only", "abl_entropy_only",
+         "abl_gain_only"]
+    )  # fmt: skip
+    assert results.num_rows == 7 * 3
+    assert done.stdout.count("0 generated now") == 6  # only the first job generated
+
+    # The cells replay in seconds from the store: zero generation calls.
+    again = shp_sweep("-m", "+sweep=ablation7", "provider=sim", *SMALL, f"store.path={store}",
+                      f"hydra.sweep.dir={tmp_path / 'multi2'}", "report.enabled=false")  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("0 generated now (0 paid calls)") == 7
+
+
+def test_ray_launcher_runs_jobs_concurrently_and_generates_a_shared_generation_once(tmp_path):
+    store = tmp_path / "store"
+    done = shp_sweep(
+        "-m", "hydra/launcher=ray", "provider=sim", *SMALL, f"store.path={store}", "halting.eps=0.04,0.06",
+        f"hydra.sweep.dir={tmp_path / 'multi'}", "report.enabled=false",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count(": done ->") == 2
+    rows = rounds_of(store)
+    keys = {
+        (g, s, r) for g, s, r in zip(*(rows[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)
+    }
+    assert rows.num_rows == len(keys) == 3 * 3  # no duplicate rows: generated once under the lock
+    assert Store(store).read("generations").num_rows == 1
+    results = Store(store).read("results")
+    assert sorted(set(results["eps"].to_pylist())) == [0.04, 0.06]
+
+
+def test_openai_provider_journey_and_shp_query(tmp_path):
+    store = tmp_path / "store"
+    secret = "sk-test-0123456789abcdefSECRET"
+    env = {"SHP_TEST_KEY": secret}
+    os.environ["SHP_TEST_KEY"] = secret  # the in-process server checks the same variable
+    try:
+        with SimServer(api_key_env="SHP_TEST_KEY", models=("m-1",)) as sim:
+            done = shp_sweep(
+                "provider=openai", f"provider.base_url={sim.base_url}", "provider.model=m-1",
+                "provider.api_key_env=SHP_TEST_KEY", "provider.rpm=6000", "judge=lexical", *SMALL,
+                f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
+                env=env,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert sim.stats["requests"] > 0
+    finally:
+        del os.environ["SHP_TEST_KEY"]
+    assert "3/3 trajectories" in done.stdout
+    # The key is never written anywhere: store, run folder, output.
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert secret not in done.stdout + done.stderr
+
+    q = subprocess.run(
+        [str(BIN / "shp-query"), "--store", str(store), "--format", "json",
+         "select policy, avg(stop_round) as r from replay group by policy"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert q.returncode == 0, q.stderr
+    rows = json.loads(q.stdout)
+    by_policy = {r["policy"]: r["r"] for r in rows}
+    assert by_policy["fixed_k1"] == 1.0 and by_policy["fixed_k3"] == 3.0
+    assert 1.0 <= by_policy["shp"] <= 3.0
+
+
+def test_a_typo_fails_before_any_call(tmp_path):
+    store = tmp_path / "store"
+    done = shp_sweep("provider=sim", "provider.bse_url=http://x", f"store.path={store}")
+    assert done.returncode != 0
+    assert "bse_url" in done.stderr
+    bad = shp_sweep("provider=sim", "halting.eps=5", f"store.path={store}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert bad.returncode != 0 and "halting" in bad.stderr and "eps" in bad.stderr
+    assert not store.exists()  # nothing written, no server started, no call made
