@@ -237,6 +237,9 @@ def start_ray(address: str | None = None, num_cpus: int = 2) -> bool:
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray keeps a record of every task in the GCS for its dashboard (off here): cap it low so the
+    # GCS's memory stays flat however many calls a long generation makes.
+    os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", "10000")
     kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
     if address:
         ray.init(address=address, **kwargs)
