@@ -20,11 +20,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from . import halting
+from . import halting, stoppers
 from .halting import HaltConfig
 from .trajectory import Trajectory
 
-Kind = Literal["cascade", "random", "oracle"]
+Kind = Literal["cascade", "random", "oracle", "semantic", "gain_model", "verifier"]
 
 # The seven non-empty subsets of {critic, entropy, gain}.
 ABLATION_CELLS: dict[str, tuple[bool, bool, bool]] = {
@@ -58,6 +58,17 @@ class Policy:
     kind: Kind
     halt: HaltConfig
     seed: int = 0
+    # Parameters of a stopping family (shp_ray.stoppers), as sorted (key, value) pairs; () for SHP's kinds.
+    params: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def family(self) -> bool:
+        """Whether this is one of the other stopping systems (semantic, gain_model, verifier)."""
+        return self.kind in stoppers.FAMILY_KINDS
+
+    @property
+    def param_dict(self) -> dict[str, object]:
+        return dict(self.params)
 
     @property
     def consults_is(self) -> bool:
@@ -95,7 +106,9 @@ def policy_by_name(name: str, base: HaltConfig | None = None) -> Policy:
         return Policy(name, "random", base, seed=int(m.group(1)))
     if name == "oracle_is":
         return Policy(name, "oracle", base)
-    known = [*NAMED_CASCADES, "fixed_k{k}", "random_s{seed}", "oracle_is", *ABLATION_CELLS]
+    if spec := stoppers.family_spec(name):
+        return Policy(name, spec[0], base, params=tuple(sorted(spec[1].items())))  # type: ignore[arg-type]
+    known = [*NAMED_CASCADES, "fixed_k{k}", "random_s{seed}", "oracle_is", *ABLATION_CELLS, *stoppers.family_names()]
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
 
 
@@ -111,6 +124,40 @@ def standard_policies(base: HaltConfig | None = None, random_seeds: tuple[int, .
         *ABLATION_CELLS,
     ]
     return [policy_by_name(n, base) for n in names]
+
+
+def family_policies(base: HaltConfig | None = None) -> list[Policy]:
+    """The other stopping systems at their defaults, capped at ``base.max_rounds``."""
+    return [policy_by_name(n, base) for n in stoppers.family_names()]
+
+
+def with_params(policy: Policy, **params: object) -> Policy:
+    """A family policy with some parameters replaced (e.g. ``model=`` a fitted gain model's JSON)."""
+    if not policy.family:
+        raise ValueError(f"{policy.name} is not a stopping family; it has no params")
+    merged = {**policy.param_dict, **params}
+    stoppers.registry.check_params(policy.kind, merged, policy.name)
+    return replace(policy, params=tuple(sorted(merged.items())))
+
+
+def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str, int, bool]:
+    """(tau, reason, selected round, verified_final) of a family policy over one stored trajectory."""
+    rounds = traj.rounds
+    missing = [r.round for r in rounds[:cap] if r.embedding is None]
+    if missing:
+        raise ValueError(f"trajectory {traj.scenario_id!r}: {policy.name} needs draft embeddings; rounds {missing}")
+    return stoppers.run_trajectory(
+        policy.kind,
+        policy.param_dict,
+        drafts=[r.draft for r in rounds],
+        embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
+        # round t reads g_{t-1}, the embedding of the critique the Writer saw before drafting it
+        critiques=[None, *(r.feedback_embedding for r in rounds[:-1])],
+        tokens=[r.writer_tokens + (rounds[i - 1].critic_tokens if i else 0) for i, r in enumerate(rounds)],
+        cap=cap,
+        horizon=policy.halt.max_rounds,
+        contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
+    )
 
 
 def random_stop_round(seed: int, scenario_id: str, max_rounds: int) -> int:
@@ -146,7 +193,10 @@ def replay(policy: Policy, traj: Trajectory) -> Outcome:
     # A policy cannot run past what was generated: cap its T_max at the depth.
     cap = min(policy.halt.max_rounds, traj.depth)
     rounds = traj.rounds
-    if policy.kind == "cascade":
+    selected = None
+    if policy.family:
+        tau, reason, selected, _ = family_replay(policy, traj, cap)
+    elif policy.kind == "cascade":
         tau, reason = cascade_stop(traj, replace(policy.halt, max_rounds=cap))
     elif policy.kind == "random":
         tau, reason = random_stop_round(policy.seed, traj.scenario_id, cap), "random"
@@ -157,5 +207,5 @@ def replay(policy: Policy, traj: Trajectory) -> Outcome:
     operational = sum(r.writer_tokens for r in rounds[:paid]) + sum(r.critic_tokens for r in rounds[: paid - 1])
     if policy.consults_is:
         operational += sum(r.judge_tokens for r in rounds[:paid])
-    final = rounds[tau - 1]
+    final = rounds[(selected or tau) - 1]  # best-round variants return an earlier draft
     return Outcome(tau, reason, operational, final.judge_tokens, final.is_score)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Round:
@@ -24,6 +26,10 @@ class Round:
     critic_tokens: int = 0
     judge_tokens: int = 0
     draft: str = ""
+    # Optional inputs of the other stopping families (shp_ray.stoppers): the draft's
+    # embedding e_t and the embedding of THIS round's critique f_t (None when unknown).
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    feedback_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,131 @@
+"""The live library API: a :class:`Stopper` for a user's own Writer -> Critic loop.
+
+    stopper = Stopper("sim_threshold", max_rounds=6)
+    for t in range(1, 7):
+        draft = writer(question, feedback)
+        decision = stopper.observe(draft, feedback)   # feedback = the critique this draft answered
+        if decision.halt:
+            break
+        feedback = critic(draft)
+    answer = decision.draft                           # best-round variants may return an earlier one
+
+Any policy name works: SHP's cascades (``shp``, ``entropy_only``, ``fixed_k3`` ...;
+pass ``score=`` IS_t when the policy consults the judge) and the other stopping
+families (:mod:`shp_ray.stoppers`). Embeddings are handled: by default the
+project's :class:`shp_ray.embedder.Embedder` (loaded on first use), or any
+``encode(list[str]) -> (n, dim) array`` you inject. Decisions equal the
+replay's on the same drafts (a property test holds the three executors equal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .halting import HaltConfig, HaltTracker
+from .policies import Policy, policy_by_name
+from .scoring import cosine_distance
+from .stoppers.engine import FamilyRun
+from .stoppers.text import clean_text
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class StopDecision:
+    halt: bool
+    reason: str | None  # why it halted (None: continue)
+    round: int
+    selected_round: int  # the round whose draft to return
+    draft: str
+    outcome: str | None = None  # verifier-first: verified | oscillation | budget | cap
+    verified: bool = False  # the returned draft passed the verifier (never claimed otherwise)
+
+
+class Stopper:
+    """Feed drafts in round by round; get halt/continue and the reason out."""
+
+    def __init__(
+        self,
+        policy: str | Policy = "shp",
+        *,
+        max_rounds: int | None = None,
+        halt: HaltConfig | None = None,
+        contexts: Sequence[str] = (),
+        encode: Encode | None = None,
+        clean: bool = False,
+    ) -> None:
+        base = halt or HaltConfig()
+        if max_rounds is not None:
+            base = replace(base, max_rounds=max_rounds)
+        self.policy = policy if isinstance(policy, Policy) else policy_by_name(policy, base)
+        if self.policy.kind in ("random", "oracle"):
+            raise ValueError(f"{self.policy.name}: a {self.policy.kind} policy cannot run live (replay only)")
+        self.contexts = tuple(contexts)
+        self.clean = clean
+        self._encode = encode
+        self._embedder = None
+        self.drafts: list[str] = []
+        self._prev: np.ndarray | None = None
+        self.decision: StopDecision | None = None
+        cap = self.policy.halt.max_rounds
+        if self.policy.family:
+            self._run: FamilyRun | None = FamilyRun(
+                self.policy.kind, self.policy.param_dict, cap=cap, horizon=cap, contexts=self.contexts
+            )
+            self._tracker = None
+        else:
+            self._run, self._tracker = None, HaltTracker(self.policy.halt)
+
+    @property
+    def needs_critique_embedding(self) -> bool:
+        p = self.policy
+        return p.kind == "gain_model" or (p.kind == "semantic" and p.param_dict.get("mode") == "consensus")
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        texts = [clean_text(t) for t in texts] if self.clean else texts
+        if self._encode is not None:
+            return np.asarray(self._encode(texts), dtype=np.float32)
+        if self._embedder is None:
+            from .embedder import Embedder
+
+            self._embedder = Embedder()
+        return self._embedder.encode(texts)
+
+    def observe(
+        self, draft: str, feedback: str | None = None, *, tokens: int = 0, score: float = math.nan
+    ) -> StopDecision:
+        """Round t's draft, the critique f_{t-1} the Writer answered, the tokens this round cost
+        (writer_t + critic_{t-1}; for budgets) and IS_t (only cascades that consult the judge read it)."""
+        if self.decision is not None and self.decision.halt:
+            raise RuntimeError(f"the loop already halted at round {self.decision.round} ({self.decision.reason})")
+        t = len(self.drafts) + 1
+        fb = feedback or ""
+        want_fb = self.needs_critique_embedding and t >= 2 and bool(fb.strip())
+        vecs = self.encode([draft, fb] if want_fb else [draft])
+        emb, crit = vecs[0], (vecs[1] if want_fb else None)
+        self.drafts.append(draft)
+        if self._run is not None:
+            reason = self._run.step(draft, emb, crit, tokens)
+            sel = self._run.selected
+            verifier_kind = self.policy.kind == "verifier"
+            self.decision = StopDecision(
+                halt=reason is not None,
+                reason=reason,
+                round=t,
+                selected_round=sel,
+                draft=self.drafts[sel - 1],
+                outcome=reason if verifier_kind else None,
+                verified=self._run.verified_final,
+            )
+        else:
+            assert self._tracker is not None
+            self._tracker.record_feedback(fb)
+            d = None if self._prev is None else cosine_distance(emb, self._prev)
+            dec = self._tracker.observe(d, score)
+            self.decision = StopDecision(dec.halt, dec.reason, t, t, draft)
+        self._prev = emb
+        return self.decision

@@ -1,0 +1,30 @@
+"""Other stopping systems, replayable next to SHP: semantic, learned gain, verifier-first, best-round.
+
+One module per family holds pure functions over :class:`.signals.RoundSignal`
+histories; :mod:`.engine` runs any of them round by round for the live
+Stopper, the reference executor and the DuckDB UDF alike.
+"""
+
+from .engine import FAMILY_KINDS, FamilyRun, params_json, run_trajectory
+from .gain_model import GainModel
+from .registry import FAMILY_BASES, family_names, family_spec
+from .signals import RoundSignal, SignalState, qa_verifier, register_verifier
+from .text import canonical, canonical_hash, clean_text
+
+__all__ = [
+    "FAMILY_BASES",
+    "FAMILY_KINDS",
+    "FamilyRun",
+    "GainModel",
+    "RoundSignal",
+    "SignalState",
+    "canonical",
+    "canonical_hash",
+    "clean_text",
+    "family_names",
+    "family_spec",
+    "params_json",
+    "qa_verifier",
+    "register_verifier",
+    "run_trajectory",
+]

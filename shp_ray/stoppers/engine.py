@@ -1,0 +1,103 @@
+"""One round-by-round executor for every stopping family (live, reference and DuckDB share it).
+
+:class:`FamilyRun` turns round inputs into :class:`.signals.RoundSignal` and asks
+the policy's family whether to halt; the failsafe halts at ``cap``. The live
+Stopper feeds it as drafts arrive, the reference executor and the DuckDB UDF
+feed it a stored trajectory, so all three reach the same (tau, reason, selected).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from . import best_round, gain_model, semantic, verifier
+from .signals import RoundSignal, SignalState
+
+FAMILY_KINDS = ("semantic", "gain_model", "verifier")
+
+
+@lru_cache(maxsize=64)
+def _model(text: str) -> gain_model.GainModel:
+    return gain_model.GainModel.from_json(text)
+
+
+class FamilyRun:
+    """The state of one family policy over one trajectory."""
+
+    def __init__(
+        self, kind: str, params: Mapping[str, object], *, cap: int, horizon: int, contexts: Sequence[str] = ()
+    ) -> None:
+        if kind not in FAMILY_KINDS:
+            raise ValueError(f"not a stopping family: {kind!r}; known: {', '.join(FAMILY_KINDS)}")
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
+        self.kind, self.params, self.cap, self.horizon = kind, dict(params), cap, horizon
+        self.signals = SignalState(contexts, verifier=str(self.params.get("verifier", "qa")))
+        model = self.params.get("model")
+        self.model = _model(model) if kind == "gain_model" and model else None
+        self.reason: str | None = None
+
+    @property
+    def history(self) -> list[RoundSignal]:
+        return self.signals.history
+
+    def step(
+        self, draft: str, embedding: np.ndarray, critique: np.ndarray | None = None, tokens: int = 0
+    ) -> str | None:
+        """Feed round t; the halting reason (outcome for verifier-first), or None to continue."""
+        if self.reason is not None:
+            raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
+        sig = self.signals.push(draft, embedding, critique, tokens)
+        h = self.history
+        if self.kind == "semantic":
+            reason = semantic.check(str(self.params["mode"]), self.params, h, self.horizon)  # type: ignore[arg-type]
+        elif self.kind == "gain_model":
+            reason = gain_model.check(self.model, self.params, h)  # type: ignore[arg-type]
+        else:
+            reason = verifier.check(self.params, h)
+        if reason is None and sig.t >= self.cap:
+            if self.kind == "verifier":
+                reason = "cap"
+            elif self.kind == "gain_model" and self.model is None:
+                reason = "unfitted"  # loud: an unfitted model only ever runs to the cap
+            else:
+                reason = "failsafe"
+        self.reason = reason
+        return reason
+
+    @property
+    def selected(self) -> int:
+        """The round whose draft is returned (best-round selection; verifier-first returns the last)."""
+        return best_round.select(str(self.params.get("select", "last")), self.history)
+
+    @property
+    def verified_final(self) -> bool:
+        return bool(self.history and self.history[self.selected - 1].verified)
+
+
+def run_trajectory(
+    kind: str,
+    params: Mapping[str, object],
+    *,
+    drafts: Sequence[str],
+    embeddings: Sequence[np.ndarray],
+    critiques: Sequence[np.ndarray | None],
+    tokens: Sequence[int],
+    cap: int,
+    horizon: int,
+    contexts: Sequence[str] = (),
+) -> tuple[int, str, int, bool]:
+    """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth)."""
+    run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=contexts)
+    for t in range(cap):
+        if run.step(drafts[t], embeddings[t], critiques[t], tokens[t]) is not None:
+            break
+    return len(run.history), str(run.reason), run.selected, run.verified_final
+
+
+def params_json(params: Mapping[str, object]) -> str:
+    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"))

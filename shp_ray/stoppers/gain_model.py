@@ -1,0 +1,161 @@
+"""A learned one-step gain predictor (optimal stopping): continue iff E[IS_{t+1} - IS_t] >= c.
+
+Judge-free features of round t: d_t, the distance from the first draft, the
+relative change in draft length, the word-level edit ratio to the previous
+draft, the round index, and the critique embedding g_{t-1} reduced by PCA to a
+few components. A ridge regression (closed form, numpy) predicts
+IS_{t+1} - IS_t. It is fitted on the DEV split only and stored as a versioned
+JSON artefact; the policy reads no judge at run time (consults_is is false).
+
+Rule at round t: never before one refinement (t >= 2), halt ``low_gain`` when
+the prediction < c, failsafe at T_max.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .signals import RoundSignal
+
+VERSION = "gain-ridge-v1"
+BASE_FEATURES = ("distance", "drift", "length_change", "edit", "round")
+
+
+@dataclass(frozen=True)
+class GainModel:
+    version: str
+    features: tuple[str, ...]
+    pca_mean: tuple[float, ...]
+    pca_components: tuple[tuple[float, ...], ...]
+    x_mean: tuple[float, ...]
+    x_scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    lam: float
+    n_train: int
+    meta: dict[str, object] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_json(cls, text: str) -> GainModel:
+        try:
+            d = json.loads(text)
+            if d.get("version") != VERSION:
+                raise ValueError(f"artefact version {d.get('version')!r}, this code reads {VERSION!r}")
+            return cls(
+                version=d["version"],
+                features=tuple(d["features"]),
+                pca_mean=tuple(d["pca_mean"]),
+                pca_components=tuple(tuple(c) for c in d["pca_components"]),
+                x_mean=tuple(d["x_mean"]),
+                x_scale=tuple(d["x_scale"]),
+                coef=tuple(d["coef"]),
+                intercept=float(d["intercept"]),
+                lam=float(d["lam"]),
+                n_train=int(d["n_train"]),
+                meta=dict(d.get("meta", {})),
+            )
+        except (KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not a gain-model artefact: {exc}") from None
+
+    def raw_features(self, sig: RoundSignal) -> np.ndarray:
+        return feature_vector(sig, np.asarray(self.pca_mean), np.asarray(self.pca_components))
+
+    def predict(self, sig: RoundSignal) -> float:
+        x = (self.raw_features(sig) - np.asarray(self.x_mean)) / np.asarray(self.x_scale)
+        return float(x @ np.asarray(self.coef) + self.intercept)
+
+
+def feature_vector(sig: RoundSignal, pca_mean: np.ndarray, components: np.ndarray) -> np.ndarray:
+    """Judge-free features of one round; unknown values (NaN) become 0."""
+    base = [sig.distance, sig.drift, sig.length_change, sig.edit, float(sig.t)]
+    k = len(components)
+    known = k and sig.critique is not None
+    pcs = (sig.critique.astype(np.float64) - pca_mean) @ components.T if known else np.zeros(k)  # type: ignore[union-attr]
+    x = np.asarray([*base, *pcs], dtype=np.float64)
+    return np.where(np.isfinite(x), x, 0.0)
+
+
+def fit(
+    histories: Sequence[Sequence[RoundSignal]],
+    scores: Sequence[Sequence[float]],
+    *,
+    n_components: int = 3,
+    lam: float = 1.0,
+    meta: Mapping[str, object] | None = None,
+) -> GainModel:
+    """Ridge on rounds t >= 2 with IS_t and IS_{t+1} known (dev split only: the caller's duty)."""
+    crit = [s.critique.astype(np.float64) for h in histories for s in h if s.critique is not None]
+    if len(crit) > n_components and n_components > 0:
+        c = np.stack(crit)
+        pca_mean = c.mean(axis=0)
+        _, _, vt = np.linalg.svd(c - pca_mean, full_matrices=False)
+        components = vt[:n_components]
+    else:
+        pca_mean, components = np.zeros(0), np.zeros((0, 0))
+    xs, ys = [], []
+    for h, s in zip(histories, scores, strict=True):
+        for i in range(1, len(h) - 1):  # round t = i + 1 >= 2 with a next round
+            y = s[i + 1] - s[i]
+            if math.isfinite(y):
+                xs.append(feature_vector(h[i], pca_mean, components))
+                ys.append(y)
+    if len(xs) < 2:
+        raise ValueError(f"gain model: {len(xs)} training rounds with known IS_t and IS_(t+1); need >= 2")
+    x, y = np.stack(xs), np.asarray(ys)
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    z = (x - mu) / sd
+    y0 = y.mean()
+    coef = np.linalg.solve(z.T @ z + lam * np.eye(z.shape[1]), z.T @ (y - y0))
+    names = (*BASE_FEATURES, *(f"critique_pc{i + 1}" for i in range(len(components))))
+    return GainModel(
+        version=VERSION,
+        features=names,
+        pca_mean=tuple(map(float, pca_mean)),
+        pca_components=tuple(tuple(map(float, row)) for row in components),
+        x_mean=tuple(map(float, mu)),
+        x_scale=tuple(map(float, sd)),
+        coef=tuple(map(float, coef)),
+        intercept=float(y0),
+        lam=float(lam),
+        n_train=len(ys),
+        meta=dict(meta or {}),
+    )
+
+
+def save(model: GainModel, path: str | Path) -> Path:
+    """Write the artefact atomically (never half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".partial")
+    tmp.write_text(model.to_json())
+    tmp.replace(path)
+    return path
+
+
+def load(path: str | Path) -> GainModel:
+    path = Path(path)
+    try:
+        return GainModel.from_json(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def check(model: GainModel | None, params: Mapping[str, float], history: Sequence[RoundSignal]) -> str | None:
+    if model is None or history[-1].t < 2:
+        return None
+    return "low_gain" if model.predict(history[-1]) < params["c"] else None

@@ -1,0 +1,90 @@
+"""Semantic early stopping: halt when successive drafts stop changing in embedding space.
+
+Modes (each a policy name; NaN never halts, as in the SHP cascade):
+
+- ``sim_threshold``     cosine similarity to the previous draft >= threshold for the last n rounds
+- ``window_mean``       mean distance over the last n rounds < threshold
+- ``dynamic_threshold`` similarity >= a threshold that rises with t (looser early, stricter late)
+- ``drift``             the distance from the FIRST draft changed by < tol over each of the last n rounds
+- ``consensus``         like sim_threshold, over consensus vectors (mean of draft and critique embeddings)
+
+``cap`` halts nothing; the executor's failsafe does (used for best-round runs to T_max).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from .signals import RoundSignal
+
+MODES = ("sim_threshold", "window_mean", "dynamic_threshold", "drift", "consensus", "cap")
+DEFAULTS: dict[str, dict[str, float]] = {
+    "sim_threshold": {"threshold": 0.95, "n": 1},
+    "window_mean": {"threshold": 0.06, "n": 2},
+    "dynamic_threshold": {"start": 0.90, "end": 0.97, "n": 1},
+    "drift": {"tol": 0.02, "n": 2},
+    "consensus": {"threshold": 0.95, "n": 1},
+    "cap": {},
+}
+REASONS = {
+    "sim_threshold": "similar",
+    "window_mean": "window_mean",
+    "dynamic_threshold": "dynamic",
+    "drift": "drift",
+    "consensus": "consensus",
+}
+
+
+def check_params(mode: str, params: Mapping[str, object]) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown semantic mode {mode!r}; known: {', '.join(MODES)}")
+    n = params.get("n", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{mode}: n must be an integer >= 1, got {n!r}")
+    for key in ("threshold", "start", "end", "tol"):
+        if key in params:
+            v = params[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{mode}: {key} must be a finite number, got {v!r}")
+
+
+def dynamic_schedule(t: int, start: float, end: float, horizon: int) -> float:
+    """Similarity threshold at round t: ``start`` at t = 2 rising linearly to ``end`` at t = horizon."""
+    if horizon <= 2:
+        return end
+    frac = min(1.0, max(0.0, (t - 2) / (horizon - 2)))
+    return start + (end - start) * frac
+
+
+def _last(values: Sequence[float], n: int) -> list[float] | None:
+    return list(values[-n:]) if len(values) >= n else None
+
+
+def check(mode: str, params: Mapping[str, float], history: Sequence[RoundSignal], horizon: int) -> str | None:
+    """The reason this mode halts at the last round of ``history``, or None."""
+    if mode == "cap" or len(history) < 2:
+        return None
+    n = int(params.get("n", 1))
+    dists = [s.distance for s in history[1:]]  # d_2..d_t
+    if mode == "sim_threshold":
+        last = _last(dists, n)
+        hit = last is not None and all(1.0 - d >= params["threshold"] for d in last)
+    elif mode == "window_mean":
+        last = _last(dists, n)
+        hit = last is not None and sum(last) / n < params["threshold"]  # NaN mean compares false
+    elif mode == "dynamic_threshold":
+        t = history[-1].t
+        last = _last(list(zip(range(t - len(dists) + 1, t + 1), dists, strict=True)), n)
+        hit = last is not None and all(
+            1.0 - d >= dynamic_schedule(r, params["start"], params["end"], horizon) for r, d in last
+        )
+    elif mode == "drift":
+        drifts = [s.drift for s in history]
+        changes = [abs(b - a) for a, b in zip(drifts[:-1], drifts[1:], strict=True)]
+        last = _last(changes, n)
+        hit = last is not None and all(c < params["tol"] for c in last)
+    else:  # consensus
+        last = _last([s.consensus_distance for s in history[1:]], n)
+        hit = last is not None and all(1.0 - d >= params["threshold"] for d in last)
+    return REASONS[mode] if hit else None

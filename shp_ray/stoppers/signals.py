@@ -1,0 +1,155 @@
+"""Per-round judge-free signals, computed ONE way for every executor.
+
+The live :class:`shp_ray.stopper.Stopper`, the reference executor
+(:func:`shp_ray.policies.replay`) and the DuckDB UDF all push the same round
+inputs through :class:`SignalState`, so the floats they compare against
+thresholds are bit-identical and their decisions cannot drift apart.
+
+Round t's inputs: the draft, its embedding e_t, the embedding g_{t-1} of the
+critique the Writer saw before drafting it (None at t = 1 or when unknown) and
+the operational tokens charged for the round (writer_t + critic_{t-1}).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..scoring import cosine_distance
+from .text import canonical_hash, content_words, token_edit_ratio, words
+
+Verifier = Callable[[str, Sequence[str]], bool]
+_MARKER = ("final answer:", "answer:")
+
+
+def final_answer(draft: str, fmt: str = "plain") -> str | None:
+    """The answer a draft states, or None if it states none in the required format.
+
+    ``marker``: the text after the last "Final answer:" / "Answer:" line prefix.
+    ``plain``: the project's Writer replies with the answer only, so the whole draft.
+    """
+    text = draft.strip()
+    if fmt == "marker":
+        found = None
+        for line in text.splitlines():
+            low = line.strip().casefold()
+            for m in _MARKER:
+                if low.startswith(m):
+                    found = line.strip()[len(m) :].strip()
+                    break
+        return found or None
+    if fmt == "plain":
+        return text or None
+    raise ValueError(f"unknown answer format {fmt!r}; choose 'plain' or 'marker'")
+
+
+def grounded_share(answer: str, contexts: Sequence[str]) -> float:
+    """Share of the answer's content words that occur in the contexts (NaN if it has none)."""
+    cw = content_words(answer)
+    if not cw:
+        return math.nan
+    vocab = {w for c in contexts for w in words(c)}
+    return sum(w in vocab for w in cw) / len(cw)
+
+
+def qa_verifier(fmt: str = "plain") -> Verifier:
+    """Deterministic QA verifier: a final answer in the format, every content word in the contexts."""
+
+    def verify(draft: str, contexts: Sequence[str]) -> bool:
+        answer = final_answer(draft, fmt)
+        return answer is not None and grounded_share(answer, contexts) == 1.0
+
+    return verify
+
+
+VERIFIERS: dict[str, Verifier] = {"qa": qa_verifier("plain"), "qa_marker": qa_verifier("marker")}
+
+
+def register_verifier(name: str, fn: Verifier) -> None:
+    """Plug in a verifier for another task (a test runner, a parser...) under a policy param name."""
+    if not callable(fn):
+        raise ValueError(f"verifier {name!r} must be callable(draft, contexts) -> bool")
+    VERIFIERS[name] = fn
+
+
+def get_verifier(name: str) -> Verifier:
+    try:
+        return VERIFIERS[name]
+    except KeyError:
+        raise ValueError(f"unknown verifier {name!r}; known: {sorted(VERIFIERS)}") from None
+
+
+@dataclass(frozen=True)
+class RoundSignal:
+    t: int
+    distance: float  # d_t to the previous draft (NaN at t = 1)
+    drift: float  # distance of draft t from draft 1 (0 at t = 1)
+    consensus_distance: float  # between consensus vectors c_t and c_{t-1} (NaN at t = 1)
+    length_change: float  # relative change of word count vs the previous draft (NaN at t = 1)
+    edit: float  # word-level edit ratio to the previous draft (NaN at t = 1)
+    canon: str  # hash of the canonical form (case/whitespace/punctuation folded)
+    verified: bool
+    grounded: float  # share of content words found in the contexts (NaN: no content words)
+    spent: int  # cumulative operational tokens through round t
+    embedding: np.ndarray
+    critique: np.ndarray | None  # g_{t-1}, None when unknown
+
+
+def _usable(v: np.ndarray | None) -> bool:
+    return v is not None and v.size > 0 and bool(np.any(v != 0)) and bool(np.all(np.isfinite(v)))
+
+
+class SignalState:
+    """Feeds rounds in order; returns each round's :class:`RoundSignal`."""
+
+    def __init__(self, contexts: Sequence[str] = (), verifier: str = "qa") -> None:
+        self.contexts = tuple(contexts)
+        self.verify = get_verifier(verifier)
+        self.history: list[RoundSignal] = []
+        self._first: np.ndarray | None = None
+        self._prev: np.ndarray | None = None
+        self._prev_consensus: np.ndarray | None = None
+        self._prev_draft = ""
+        self._spent = 0
+
+    def push(
+        self, draft: str, embedding: np.ndarray, critique: np.ndarray | None = None, tokens: int = 0
+    ) -> RoundSignal:
+        t = len(self.history) + 1
+        e = np.asarray(embedding, dtype=np.float32).ravel()
+        g = np.asarray(critique, dtype=np.float32).ravel() if critique is not None else None
+        g = g if _usable(g) and g.shape == e.shape else None
+        consensus = (e.astype(np.float64) + g) / 2.0 if g is not None else e.astype(np.float64)
+        self._spent += int(tokens)
+        if t == 1:
+            dist = cons = length = edit = math.nan
+            drift = 0.0
+            self._first = e
+        else:
+            dist = cosine_distance(e, self._prev)
+            drift = cosine_distance(e, self._first)
+            cons = cosine_distance(consensus, self._prev_consensus)
+            n_prev, n_cur = len(words(self._prev_draft)), len(words(draft))
+            length = (n_cur - n_prev) / max(n_prev, 1)
+            edit = token_edit_ratio(self._prev_draft, draft)
+        answer = final_answer(draft) or ""
+        sig = RoundSignal(
+            t=t,
+            distance=dist,
+            drift=drift,
+            consensus_distance=cons,
+            length_change=length,
+            edit=edit,
+            canon=canonical_hash(draft),
+            verified=bool(self.verify(draft, self.contexts)),
+            grounded=grounded_share(answer, self.contexts),
+            spent=self._spent,
+            embedding=e,
+            critique=g,
+        )
+        self._prev, self._prev_consensus, self._prev_draft = e, consensus, draft
+        self.history.append(sig)
+        return sig

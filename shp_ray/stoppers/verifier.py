@@ -1,0 +1,68 @@
+"""Verifier-first termination: a deterministic check is the only exit that yields ``verified``.
+
+Exits, checked in this order after each round t (the ``outcome`` column):
+
+1. ``verified``    the verifier (pluggable; default: the QA check of :mod:`.signals`) accepts draft t
+2. ``oscillation`` draft t's canonical hash equals one of the previous ``cycle`` drafts' hashes
+                   (kept in a bounded history of ``history`` hashes): the loop is cycling
+3. ``budget``      cumulative operational tokens reached ``budget``: abort
+4. ``cap``         t reached T_max (applied by the executor)
+
+Every exit but ``verified`` is a failure mode: the returned draft did not pass the verifier
+(``verified_final`` says so), and it is never labelled verified.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+
+from .signals import RoundSignal
+
+OUTCOMES = ("verified", "oscillation", "budget", "cap")
+DEFAULTS: dict[str, dict[str, object]] = {
+    "verifier": {"verify": True, "oscillation": False, "budget": 0, "cycle": 2, "history": 10, "verifier": "qa"},
+    "oscillation": {"verify": True, "oscillation": True, "budget": 0, "cycle": 2, "history": 10, "verifier": "qa"},
+    "budget": {"verify": True, "oscillation": True, "budget": 4000, "cycle": 2, "history": 10, "verifier": "qa"},
+}
+
+
+def check_params(params: Mapping[str, object]) -> None:
+    for key in ("cycle", "history", "budget"):
+        v = params.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"verifier-first: {key} must be an integer >= 0, got {v!r}")
+    if params["cycle"] < 1 or params["history"] < 1:
+        raise ValueError("verifier-first: cycle and history must be >= 1")
+    if params["cycle"] > params["history"]:
+        raise ValueError(f"verifier-first: cycle {params['cycle']} exceeds the history of {params['history']}")
+
+
+class OscillationDetector:
+    """Bounded history of canonical hashes; a repeat within ``cycle`` rounds is a cycle."""
+
+    def __init__(self, cycle: int = 2, history: int = 10) -> None:
+        self.cycle = cycle
+        self.hashes: deque[str] = deque(maxlen=history)
+
+    def seen(self, canon: str) -> bool:
+        """Whether ``canon`` repeats one of the last ``cycle`` drafts; then remember it."""
+        hit = canon in list(self.hashes)[-self.cycle :]
+        self.hashes.append(canon)
+        return hit
+
+
+def check(params: Mapping[str, object], history: Sequence[RoundSignal]) -> str | None:
+    """The outcome that ends the loop at the last round of ``history``, or None (pure)."""
+    cur = history[-1]
+    if params["verify"] and cur.verified:
+        return "verified"
+    if params["oscillation"]:
+        det = OscillationDetector(int(params["cycle"]), int(params["history"]))
+        for s in history[:-1]:
+            det.seen(s.canon)
+        if det.seen(cur.canon):
+            return "oscillation"
+    if params["budget"] and cur.spent >= int(params["budget"]):
+        return "budget"
+    return None
