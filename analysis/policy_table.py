@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from shp_ray.halting import HaltConfig
 from shp_ray.policies import NAMED_CASCADES, Policy, cascade_policy, standard_policies
+from shp_ray.stoppers import params_json
 
 from .sql import double, quote
 
@@ -28,6 +29,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("min_gain", "DOUBLE"),
     ("seed", "BIGINT"),
     ("consults_is", "BOOLEAN"),
+    ("params_json", "VARCHAR"),  # a stopping family's own parameters ('{}' for SHP's kinds)
 )
 
 
@@ -75,6 +77,7 @@ def policy_row(p: Policy) -> dict[str, object]:
         "min_gain": float(h.min_gain),
         "seed": p.seed,
         "consults_is": p.consults_is,
+        "params_json": params_json(p.param_dict),
     }
 
 

@@ -203,6 +203,7 @@ WITH pt AS (
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
            x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.baseline_tokens, x.baseline_is, {inputs}
     FROM policies p CROSS JOIN trajectories x
+    WHERE p.kind IN ('cascade', 'random', 'oracle')  -- the other families: analysis.families
 ), decided AS (
     SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap, baseline_tokens, baseline_is,
            CASE kind

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from storage.parts import Store
 
 from .datasets import Scenario
+from .embedder import text_hash
 from .loop import TrajectoryResult
 from .scoring import METRICS, cosine_distance, information_score
 from .trajectory import Round, Trajectory
@@ -116,6 +117,18 @@ def load_trajectories(
         metrics = {m: (math.nan if row[m] is None else row[m]) for m in METRICS}
         tokens = int(row["judge_prompt_tokens"] or 0) + int(row["judge_completion_tokens"] or 0)
         judged[(row["scenario_id"], row["draft_hash"])] = (information_score(metrics, weights), tokens)
+    # Inputs of the other stopping families: contexts, and critique embeddings where stored.
+    gens = store.read("generations", columns=["gen_id", "embedder"]).to_pylist()
+    embedder = next((g["embedder"] for g in gens if g["gen_id"] == gen_id), None)
+    critique_vecs = {
+        r["text_hash"]: np.asarray(r["embedding"], dtype=np.float32)
+        for r in store.read("feedback_embeddings").to_pylist()
+        if r["embedder"] == embedder
+    }
+    contexts = {
+        r["scenario_id"]: r["contexts"]
+        for r in store.read("scenarios", columns=["scenario_id", "contexts"]).to_pylist()
+    }
     by_scenario: dict[str, list[dict]] = {}
     for row in rounds.to_pylist():
         by_scenario.setdefault(row["scenario_id"], []).append(row)
@@ -136,8 +149,10 @@ def load_trajectories(
                     critic_tokens=row["critic_prompt_tokens"] + row["critic_completion_tokens"],
                     judge_tokens=judge_tokens,
                     draft=row["draft"],
+                    embedding=emb,
+                    feedback_embedding=critique_vecs.get(text_hash(row["feedback"])) if row["feedback"] else None,
                 )
             )
             prev = emb
-        out[sid] = Trajectory(sid, tuple(built), gen_id)
+        out[sid] = Trajectory(sid, tuple(built), gen_id, meta={"contexts": tuple(contexts.get(sid) or ())})
     return out

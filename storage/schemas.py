@@ -7,6 +7,8 @@
 - ``failures``:    a scenario whose calls failed permanently, with the error.
 - ``manifests``:   one row per run: resolved config (secrets redacted), seeds, versions.
 - ``results``:     one row per sweep job x policy cell x trajectory (what ``shp-sweep`` replayed).
+- ``feedback_embeddings``: embedder x sha256(critique text) -> embedding; optional, for the
+  ``consensus`` and ``gain_model`` stopping families (old stores without it stay readable).
 """
 
 from __future__ import annotations
@@ -135,6 +137,20 @@ RESULTS = pa.schema(
     ]
 )
 
+
+def feedback_embeddings_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
+    """Keyed by the critique's text hash, so a text is embedded once however often it recurs."""
+    return pa.schema(
+        [
+            ("embedder", pa.string()),
+            ("text_hash", pa.string()),  # sha256 hex of the UTF-8 critique text
+            ("embedding", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+FEEDBACK_EMBEDDINGS = feedback_embeddings_schema()
+
 TABLES: dict[str, pa.Schema] = {
     "scenarios": SCENARIOS,
     "generations": GENERATIONS,
@@ -143,4 +159,5 @@ TABLES: dict[str, pa.Schema] = {
     "failures": FAILURES,
     "manifests": MANIFESTS,
     "results": RESULTS,
+    "feedback_embeddings": FEEDBACK_EMBEDDINGS,
 }
