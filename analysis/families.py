@@ -165,7 +165,7 @@ def refresh(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy], material
     have = {
         r[0]
         for r in con.execute(
-            "SELECT table_name FROM duckdb_views() UNION ALL SELECT table_name FROM duckdb_tables()"
+            "SELECT view_name FROM duckdb_views() UNION ALL SELECT table_name FROM duckdb_tables()"
         ).fetchall()
     }
     if "family_inputs" not in have:
