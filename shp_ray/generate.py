@@ -324,8 +324,8 @@ def _run_ray(
         for scn in pending:
             summary.submitted += 1
             in_flight.append(next(rr).run.remote(scn))
-            if len(in_flight) >= cap:
-                ready, in_flight = ray.wait(in_flight, num_returns=1)
+            while len(in_flight) >= cap:  # bounded in flight; wake up each second for the progress line
+                ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
                 collect(ready)
                 poll()
         while in_flight:
