@@ -7,6 +7,7 @@ it and no row is ever duplicated.
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -35,6 +36,6 @@ def failed_scenarios(store: Store, gen_id: str) -> set[str]:
     out: set[str] = set()
     for path in store.parts("failures"):
         t = pq.read_table(path, columns=["gen_id", "scenario_id", "stage"], filesystem=store.fs)
-        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], pc.array(["writer", "critic"])))
+        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], value_set=pa.array(["writer", "critic"])))
         out.update(t.filter(mask)["scenario_id"].to_pylist())
     return out

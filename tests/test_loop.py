@@ -165,3 +165,25 @@ def test_live_rejects_oracle(embedder: Embedder) -> None:
     scn = load_scenarios("shp_paper", limit=1)[0]
     with pytest.raises(ValueError, match="oracle_is"):
         asyncio.run(live_trajectory(scn, policy_by_name("oracle_is"), GenerationConfig(), SPEC.model, services))
+
+
+def test_a_shallower_generation_pays_nothing_and_shares_judgments(tmp_path) -> None:
+    scns = load_scenarios("shp_paper", limit=3)
+    store = Store(tmp_path / "s")
+    deep = GenerationConfig(max_rounds=3, embedder="fake-hash", judge="llm")
+    first = generate(scns, deep, store.uri, SPEC, provider_factory=FACTORY, backend="local")
+    assert first.paid_tokens > 0 and store.read("judgments").num_rows == 9
+    shallow = replace(deep, max_rounds=2)
+    again = generate(scns, shallow, store.uri, SPEC, provider_factory=FACTORY, backend="local")
+    assert again.gen_id != first.gen_id and again.generated == 3
+    # rounds 1-2 of every scenario: response cache hits; their drafts' judgments: judge cache hits.
+    assert again.paid_tokens == 0 and again.calls == again.cached_calls == 3 * 3
+    assert store.read("judgments").num_rows == 9  # no judge key written twice
+    assert store.read("rounds").num_rows == 9 + 6 and store.read("generations").num_rows == 2
+    # retry_failed=False: a known failure is not tried again
+    bad = [replace(scns[0], scenario_id="f", question=scns[0].question + " [fail-writer]")]
+    generate(bad, shallow, store.uri, SPEC, provider_factory=FACTORY, backend="local")
+    skip = generate(
+        bad, replace(shallow, retry_failed=False), store.uri, SPEC, provider_factory=FACTORY, backend="local"
+    )
+    assert (skip.skipped, skip.failed) == (1, 0)
