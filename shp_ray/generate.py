@@ -273,13 +273,16 @@ def _run_ray(
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         threads = min(cfg.embed_num_cpus, cpus)
+        # Reserve what is free (never wait forever for CPUs another job holds); torch still gets
+        # `threads` threads.
+        reserve = min(threads, int(ray.available_resources().get("CPU", 0)))
         # One embedding actor per model, named so that later runs on the same Ray (a multirun
         # joining one cluster) reuse the loaded model; it dies with the Ray session.
         embed = EmbedActor.options(
             name=f"shp-embed:{cfg.embedder}:{cfg.embed_batch_size}:{threads}",
             namespace="shp-ray",
             get_if_exists=True,
-            num_cpus=threads,
+            num_cpus=reserve,
             max_concurrency=10_000,
         ).remote(cfg.embedder, cfg.embed_batch_size, threads)
         if not keep_embedder:
