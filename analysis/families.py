@@ -100,6 +100,14 @@ def replay_union_sql() -> str:
     return f"SELECT {REPLAY_COLUMNS} FROM replay_core UNION ALL SELECT {REPLAY_COLUMNS} FROM family_replay"
 
 
+def row_inputs(emb, fb, w, cr):  # noqa: ANN001, ANN201 - plain lists from a family_inputs row
+    """(e_t, g_{t-1}, writer_t + critic_{t-1}) per round of one family_inputs row."""
+    embeddings = [np.asarray(v, dtype=np.float32) for v in emb]
+    crit = [None] + [None if v is None else np.asarray(v, dtype=np.float32) for v in fb[:-1]]
+    tokens = [int(w[t] or 0) + (int(cr[t - 1] or 0) if t else 0) for t in range(len(w))]
+    return embeddings, crit, tokens
+
+
 @lru_cache(maxsize=256)
 def _params(text: str) -> dict[str, object]:
     return json.loads(text)
@@ -110,13 +118,12 @@ def _family_udf(kind, params, max_rounds, cap, drafts, embs, fb_embs, wt, ct, co
     cols = [c.to_pylist() for c in (kind, params, max_rounds, cap, drafts, fb_embs, wt, ct, contexts)]
     out = []
     for emb, k, p, horizon, c, dr, fb, w, cr, ctx in zip(embs.to_pylist(), *cols, strict=True):
-        crit = [None] + [None if v is None else np.asarray(v, dtype=np.float32) for v in fb[:-1]]
-        tokens = [int(w[t] or 0) + (int(cr[t - 1] or 0) if t else 0) for t in range(len(w))]
+        embeddings, crit, tokens = row_inputs(emb, fb, w, cr)
         tau, reason, sel, ok = run_trajectory(
             k,
             _params(p),
             drafts=dr,
-            embeddings=[np.asarray(v, dtype=np.float32) for v in emb],
+            embeddings=embeddings,
             critiques=crit,
             tokens=tokens,
             cap=c,

@@ -25,8 +25,9 @@ import duckdb
 
 from shp_ray.policies import ABLATION_CELLS, Policy
 from shp_ray.providers.registry import describe_provider
+from shp_ray.stoppers import FAMILY_KINDS
 
-from . import figures, stats
+from . import families_report, figures, stats
 from .db import DEFAULT_DELTA, AnalysisError, connect, setup_of
 
 BEST_QUERY = (
@@ -135,6 +136,7 @@ def write_report(
         dsum = stats.distance_summary(con, eps=eps)
         by_round = stats.distance_by_round(con)
         best = _rows(con, BEST_QUERY)
+        fam = families_report.collect(con)
     finally:
         con.close()
 
@@ -153,7 +155,7 @@ def write_report(
         _write_csv(tmp / "tost_sensitivity.csv", sensitivity)
         _write_csv(tmp / "distance_by_round.csv", by_round)
         _write_csv(tmp / "conjecture1.csv", [{**c1, **{f"distance_{k}": v for k, v in dsum.items()}}])
-        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas)
+        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam)
         (tmp / "report.md").write_text(md)
         out.mkdir(parents=True, exist_ok=True)
         for f in tmp.iterdir():
@@ -163,7 +165,7 @@ def write_report(
     return out / "report.md"
 
 
-def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas) -> str:  # noqa: ANN001, PLR0913
+def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None) -> str:  # noqa: ANN001, PLR0913
     w = ", ".join(f"{m} {v:g}" for m, v in setup.weights.items())
     lines = ["# shp-ray replay report", ""]
     if prov["synthetic"]:
@@ -192,9 +194,13 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
     for gen in sorted({r["gen_id"] for r in summary}):
         rows = [r for r in summary if r["gen_id"] == gen]
         n = rows[0]["n"]
-        main = [r for r in rows if r["policy"] not in ABLATION_CELLS and "@" not in str(r["policy"])]
+        main = [
+            r
+            for r in rows
+            if r["policy"] not in ABLATION_CELLS and "@" not in str(r["policy"]) and r["kind"] not in FAMILY_KINDS
+        ]
         abl = [r for r in rows if r["policy"] in ABLATION_CELLS]
-        grid = [r for r in rows if "@" in str(r["policy"])]
+        grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILY_KINDS]
         lines += [f"## Generation `{gen}` (N = {n} trajectories)", "", "### Policies (cf. SHP Table II)", ""]
         lines += _policy_table(main, tests, setup.delta) + [""]
         if abl:
@@ -208,6 +214,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
                 shares = [_f(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
                 reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
         lines += ["### Why cascades stopped", ""] + reasons + [""]
+    lines += families_report.section(fam or {}, summary, tests, setup.delta)
     lines += ["## Which policy saves most tokens at non-inferior IS?", ""]
     if best:
         b = best[0]

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from shp_ray.datasets import DATASETS, SPLITS
 from shp_ray.genconfig import GenerationConfig
 from shp_ray.halting import HaltConfig
-from shp_ray.policies import Policy, policy_by_name, standard_policies
+from shp_ray.policies import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.weights import STRATEGIES
 from storage.manifest import redact
@@ -61,6 +61,8 @@ def resolve_policies(names: list[str], halt: HaltConfig, seeds: list[int]) -> tu
     for name in names:
         if name == "standard":
             out.extend(standard_policies(halt, tuple(seeds)))
+        elif name == "families":  # the other stopping systems (shp_ray.stoppers) at their defaults
+            out.extend(family_policies(halt))
         else:
             out.append(_guard("replay.policies", lambda n=name: policy_by_name(n, halt)))
     unique = {p.name: p for p in out}  # a name listed twice is one row

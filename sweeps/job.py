@@ -172,7 +172,10 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     judge = None if job.generation.judge == "none" else label
     ids = [s.scenario_id for s in scenarios]
     weights = resolve_weights(job, judge, gen_id, ids)
-    scope = {"judge": judge, "weights": weights, "policies": job.policies, "gen_id": gen_id, "scenario_ids": ids}
+    from .families import prepare_families  # the other stopping systems: dev-fitted gain model, critique embeddings
+
+    policies = prepare_families(job, gen_id, run_id, command, judge, weights)
+    scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids}
     con = connect(job.store, delta=job.report["delta"], **scope)
     try:
         table = con.sql("SELECT * FROM replay ORDER BY policy, scenario_id").to_arrow_table()
