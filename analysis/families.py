@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from shp_ray.policies import Policy
-from shp_ray.stoppers.engine import FAMILY_KINDS, run_trajectory
+from shp_ray.stoppers.engine import FAMILY_KINDS, run_signals, trajectory_signals
 
 from . import sql
 
@@ -75,8 +75,10 @@ WITH pt AS (
     FROM policies p CROSS JOIN trajectories x
     JOIN family_inputs fi ON fi.gen_id = x.gen_id AND fi.scenario_id = x.scenario_id
     WHERE p.kind IN ({KINDS_SQL})
+    ORDER BY x.gen_id, x.scenario_id  -- a trajectory's rows together: the UDF computes its signals once
 ), decided AS (
-    SELECT *, shp_family(kind, params_json, max_rounds, cap, drafts, embs, fb_embs, wt, ct, contexts) AS res
+    SELECT *, shp_family(gen_id, scenario_id, kind, params_json, max_rounds, cap, drafts, embs, fb_embs, wt, ct,
+                         contexts) AS res
     FROM pt
 ), parsed AS (
     SELECT *, split_part(res, '|', 1)::INTEGER AS stop_round, split_part(res, '|', 2) AS reason,
@@ -102,7 +104,7 @@ def replay_union_sql() -> str:
 
 def row_inputs(emb, fb, w, cr):  # noqa: ANN001, ANN201 - plain lists from a family_inputs row
     """(e_t, g_{t-1}, writer_t + critic_{t-1}) per round of one family_inputs row."""
-    embeddings = [np.asarray(v, dtype=np.float32) for v in emb]
+    embeddings = [np.asarray(v, dtype=np.float32) for v in emb]  # a row always has its draft embeddings
     crit = [None] + [None if v is None else np.asarray(v, dtype=np.float32) for v in fb[:-1]]
     tokens = [int(w[t] or 0) + (int(cr[t - 1] or 0) if t else 0) for t in range(len(w))]
     return embeddings, crit, tokens
@@ -113,23 +115,52 @@ def _params(text: str) -> dict[str, object]:
     return json.loads(text)
 
 
-def _family_udf(kind, params, max_rounds, cap, drafts, embs, fb_embs, wt, ct, contexts):  # noqa: ANN001, ANN202, PLR0913
-    """Arrow UDF: run each (family policy, trajectory) row through FamilyRun -> 'tau|reason|selected|verified'."""
-    cols = [c.to_pylist() for c in (kind, params, max_rounds, cap, drafts, fb_embs, wt, ct, contexts)]
+def _flat(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pa.concat_arrays(arr.chunks) if isinstance(arr, pa.ChunkedArray) else arr
+
+
+class _Vectors:
+    """Per-row float vectors of a list<list<float>> Arrow column, sliced from its buffers (no to_pylist)."""
+
+    def __init__(self, arr: pa.Array | pa.ChunkedArray) -> None:
+        a = _flat(arr)
+        self.outer = a.offsets.to_numpy()
+        inner = a.values
+        self.inner = inner.offsets.to_numpy()
+        self.valid = np.asarray(inner.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        self.floats = inner.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        self.base = a.offset
+
+    def row(self, i: int) -> list[np.ndarray | None]:
+        lo, hi = self.outer[i], self.outer[i + 1]
+        return [self.floats[self.inner[j] : self.inner[j + 1]] if self.valid[j] else None for j in range(lo, hi)]
+
+
+def _family_udf(gen, sid, kind, params, max_rounds, cap, drafts, embs, fb_embs, wt, ct, contexts):  # noqa: ANN001, ANN202, PLR0913
+    """Arrow UDF: each (family policy, trajectory) row through FamilyRun -> 'tau|reason|selected|verified'.
+
+    A trajectory's signals are computed once per batch and shared by every policy replaying it.
+    """
+    small = [c.to_pylist() for c in (gen, sid, kind, params, max_rounds, cap)]
+    lazy = {"drafts": _flat(drafts), "wt": _flat(wt), "ct": _flat(ct), "contexts": _flat(contexts)}
+    e_vecs, g_vecs = _Vectors(embs), _Vectors(fb_embs)
+    cache: dict[tuple[str, str, str], list] = {}
     out = []
-    for emb, k, p, horizon, c, dr, fb, w, cr, ctx in zip(embs.to_pylist(), *cols, strict=True):
-        embeddings, crit, tokens = row_inputs(emb, fb, w, cr)
-        tau, reason, sel, ok = run_trajectory(
-            k,
-            _params(p),
-            drafts=dr,
-            embeddings=embeddings,
-            critiques=crit,
-            tokens=tokens,
-            cap=c,
-            horizon=horizon,
-            contexts=ctx or (),
-        )
+    for i, (g, s, k, p, horizon, c) in enumerate(zip(*small, strict=True)):
+        par = _params(p)
+        key = (g, s, str(par.get("verifier", "qa")))
+        if key not in cache:
+            w, cr = lazy["wt"][i].as_py(), lazy["ct"][i].as_py()
+            embeddings, crit, tokens = row_inputs(e_vecs.row(i), g_vecs.row(i), w, cr)
+            cache[key] = trajectory_signals(
+                drafts=lazy["drafts"][i].as_py(),
+                embeddings=embeddings,
+                critiques=crit,
+                tokens=tokens,
+                contexts=lazy["contexts"][i].as_py() or (),
+                verifier=key[2],
+            )
+        tau, reason, sel, ok = run_signals(k, par, cache[key], cap=c, horizon=horizon)
         out.append(f"{tau}|{reason}|{sel}|{'true' if ok else 'false'}")
     return pa.array(out, pa.string())
 
@@ -145,7 +176,7 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
     con.create_function(
         "shp_family",
         _family_udf,
-        [t.VARCHAR, t.VARCHAR, t.INTEGER, t.INTEGER, vl, fl, fl, bl, bl, vl],
+        [t.VARCHAR, t.VARCHAR, t.VARCHAR, t.VARCHAR, t.INTEGER, t.INTEGER, vl, fl, fl, bl, bl, vl],
         t.VARCHAR,
         type="arrow",
         side_effects=False,

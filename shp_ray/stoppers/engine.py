@@ -51,7 +51,18 @@ class FamilyRun:
         """Feed round t; the halting reason (outcome for verifier-first), or None to continue."""
         if self.reason is not None:
             raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
-        sig = self.signals.push(draft, embedding, critique, tokens)
+        return self._decide(self.signals.push(draft, embedding, critique, tokens))
+
+    def step_signal(self, sig: RoundSignal) -> str | None:
+        """Feed round t's precomputed signal (signals are causal: round t's reads rounds <= t only)."""
+        if self.reason is not None:
+            raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
+        if sig.t != len(self.history) + 1:
+            raise ValueError(f"expected the signal of round {len(self.history) + 1}, got round {sig.t}")
+        self.signals.history.append(sig)
+        return self._decide(sig)
+
+    def _decide(self, sig: RoundSignal) -> str | None:
         h = self.history
         if self.kind == "semantic":
             reason = semantic.check(str(self.params["mode"]), self.params, h, self.horizon)  # type: ignore[arg-type]
@@ -95,6 +106,33 @@ def run_trajectory(
     run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=contexts)
     for t in range(cap):
         if run.step(drafts[t], embeddings[t], critiques[t], tokens[t]) is not None:
+            break
+    return len(run.history), str(run.reason), run.selected, run.verified_final
+
+
+def trajectory_signals(
+    *,
+    drafts: Sequence[str],
+    embeddings: Sequence[np.ndarray],
+    critiques: Sequence[np.ndarray | None],
+    tokens: Sequence[int],
+    contexts: Sequence[str] = (),
+    verifier: str = "qa",
+) -> list[RoundSignal]:
+    """Every round's signal of a stored trajectory, computed once for all the policies replaying it."""
+    state = SignalState(contexts, verifier=verifier)
+    for t in range(len(drafts)):
+        state.push(drafts[t], embeddings[t], critiques[t], tokens[t])
+    return state.history
+
+
+def run_signals(
+    kind: str, params: Mapping[str, object], signals: Sequence[RoundSignal], *, cap: int, horizon: int
+) -> tuple[int, str, int, bool]:
+    """:func:`run_trajectory` over precomputed signals (the DuckDB UDF shares them across policies)."""
+    run = FamilyRun(kind, params, cap=cap, horizon=horizon)
+    for t in range(cap):
+        if run.step_signal(signals[t]) is not None:
             break
     return len(run.history), str(run.reason), run.selected, run.verified_final
 
