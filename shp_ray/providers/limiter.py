@@ -9,11 +9,9 @@ returns how long the caller should sleep, and ``release`` refunds or charges the
 between the estimate and the real usage.
 
 When the limits are unknown the limiter adapts a concurrency window AIMD-style (TCP's rule):
-grow by one per success (doubling per round trip), halve on a 429, hold while latency is far above
-the best seen; and from the first 429 on it also paces at a LEARNED request rate (the best rate the
-server admitted over the last 1/2/5 s, cut at most once a second, doubling every 10 s without a
-429), since with a fast server no concurrency window bounds the request rate. Server hints
-(Retry-After, exhausted x-ratelimit-remaining) pause every caller of the endpoint until then.
+grow by one per success (doubling per round trip until the first 429, then ~+1 per round trip),
+halve on a 429, hold while latency is far above the best seen. Server hints (Retry-After,
+exhausted x-ratelimit-remaining) pause every caller of the endpoint until the hinted time.
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-_CWND_CUT = 0.5  # multiplicative decrease of the concurrency window on a 429
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
-_RATE_SPANS_S = (1.0, 2.0, _RATE_HORIZON_S)
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 
 
@@ -192,11 +188,9 @@ class RateLimiter:
         ):
             self._cut_learned_rate(now)
         if outcome == "rate_limited" and started >= self._last_decrease:
-            self._cwnd = max(1.0, self._cwnd * _CWND_CUT)  # multiplicative decrease, once per round trip
+            self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
             self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
-            # with a told or learned rate pacing the sends, the window may regrow fast: it only guards
-            # against piling calls onto a slow server, which the latency hold covers
-            self._slow_start = not lim.told
+            self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
         elif outcome == "ok" and latency_s is not None:
@@ -217,13 +211,8 @@ class RateLimiter:
         """Multiplicative decrease to what the server actually admitted lately (at most once a second)."""
         if self._first_admitted is None:
             return
-        # the best recent admitted rate over 1, 2 and 5 s: a saturated server admits at its capacity,
-        # while one long span would also average in the ramp-up before the first 429
-        since = max(1.0, now - self._first_admitted)
-        measured = 0.1
-        for h in _RATE_SPANS_S:
-            span = min(h, since)
-            measured = max(measured, sum(1 for t in self._admitted if t >= now - span) / span)
+        span = min(_RATE_HORIZON_S, max(1.0, now - self._first_admitted))
+        measured = max(len(self._admitted) / span, 0.1)
         if self._learned_rps is None:
             self._learned_rps = measured
         else:  # never below half of the current rate in one cut: a paused spell admits nothing
