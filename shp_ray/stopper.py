@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 from .halting import HaltConfig, HaltTracker
-from .policies import Policy, policy_by_name
+from .policies import Policy, policy_by_name, with_params
 from .scoring import cosine_distance
 from .stoppers.engine import FamilyRun
+from .stoppers.gain_model import GainModel
+from .stoppers.gain_model import load as load_gain_model
 from .stoppers.text import clean_text
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -57,11 +60,15 @@ class Stopper:
         contexts: Sequence[str] = (),
         encode: Encode | None = None,
         clean: bool = False,
+        gain_model: str | Path | GainModel | None = None,
     ) -> None:
         base = halt or HaltConfig()
         if max_rounds is not None:
             base = replace(base, max_rounds=max_rounds)
         self.policy = policy if isinstance(policy, Policy) else policy_by_name(policy, base)
+        if gain_model is not None:  # a fitted artefact (analysis.gain_fit writes one per generation)
+            model = gain_model if isinstance(gain_model, GainModel) else load_gain_model(gain_model)
+            self.policy = with_params(self.policy, model=model.to_json())
         if self.policy.kind in ("random", "oracle"):
             raise ValueError(f"{self.policy.name}: a {self.policy.kind} policy cannot run live (replay only)")
         self.contexts = tuple(contexts)

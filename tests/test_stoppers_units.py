@@ -141,7 +141,7 @@ def test_gain_model_fits_a_known_relation_and_round_trips(tmp_path) -> None:
         gain_model.load(bad)
 
 
-def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe() -> None:
+def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe(tmp_path) -> None:
     from shp_ray.policies import policy_by_name, with_params
 
     rng = np.random.default_rng(2)
@@ -154,6 +154,9 @@ def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe(
     never = with_params(policy_by_name("gain_model@c=-1000000.0", HaltConfig(max_rounds=3)), model=model.to_json())
     s = Stopper(never, encode=enc)
     assert [s.observe(str(i)).reason for i in range(3)] == [None, None, "failsafe"]
+    path = gain_model.save(model, tmp_path / "gain.json")
+    s = Stopper("gain_model@c=1000000.0", gain_model=path, encode=enc)  # the artefact, as a sweep writes it
+    assert [s.observe(str(i)).reason for i in range(2)] == [None, "low_gain"]
     s = Stopper("gain_model", max_rounds=2, encode=enc)  # unfitted: says so, at the cap
     assert [s.observe(str(i)).reason for i in range(2)] == [None, "unfitted"]
 
