@@ -96,26 +96,15 @@ def to_job(cfg: DictConfig) -> JobSpec:
         raise ConfigError(f"provider.kind: {p.kind!r} is not one of {list(PROVIDER_KINDS)}")
     if p.kind == "openai" and not p.base_url:
         raise ConfigError("provider.base_url: required for provider=openai (any OpenAI-compatible /v1 URL)")
-    spec = _guard(
-        "provider",
-        lambda: ProviderSpec(
-            kind=p.kind,
-            base_url=p.base_url,
-            model=p.model,
-            api_key_env=p.api_key_env,
-            rpm=p.rpm,
-            tpm=p.tpm,
-            max_concurrency=p.max_concurrency,
-            max_retries=p.max_retries,
-            timeout_s=p.timeout_s,
-        ),
-    )
+    # ProviderConf's own keys are ProviderSpec's fields; the rest are the kind's server options.
+    fields = ProviderSpec.__dataclass_fields__
+    conf_items = OmegaConf.to_container(p)
+    spec = _guard("provider", lambda: ProviderSpec(**{k: v for k, v in conf_items.items() if k in fields}))
     if not spec.model:
         raise ConfigError("provider.model: required")
-    for key in ("max_concurrency",):
-        if getattr(spec, key) < 1:
-            raise ConfigError(f"provider.{key}: must be >= 1, got {getattr(spec, key)}")
-    options = {k: v for k, v in OmegaConf.to_container(p).items() if k not in ProviderSpec.__dataclass_fields__}
+    if spec.max_concurrency < 1:
+        raise ConfigError(f"provider.max_concurrency: must be >= 1, got {spec.max_concurrency}")
+    options = {k: v for k, v in conf_items.items() if k not in fields}
 
     d = cfg.dataset
     if d.name not in DATASETS:
@@ -128,18 +117,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
     g = cfg.generation
     generation = _guard(
         "generation",
-        lambda: GenerationConfig(
-            max_rounds=g.max_rounds,
-            temperature=g.temperature,
-            seed=g.seed,
-            prompt_version=g.prompt_version,
-            max_tokens=g.max_tokens,
-            embedder=g.embedder,
-            judge=cfg.judge.kind,
-            judge_model=cfg.judge.model,
-            workers=g.workers,
-            concurrency=g.concurrency,
-        ),
+        lambda: GenerationConfig(**OmegaConf.to_container(g), judge=cfg.judge.kind, judge_model=cfg.judge.model),
     )
     h = cfg.halting
     halt = _guard(
