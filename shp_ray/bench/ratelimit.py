@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=300)
     p.add_argument("--rpm", type=float, default=None, help="tell the client the requests/min limit")
     p.add_argument("--tpm", type=float, default=None, help="tell the client the tokens/min limit")
-    p.add_argument("--concurrency", type=int, default=16, help="max calls in flight")
+    p.add_argument("--concurrency", type=int, default=64, help="max calls in flight (a cap; pacing sets the rate)")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--max-retries", type=int, default=8)
     p.add_argument("--timeout", type=float, default=60.0)
