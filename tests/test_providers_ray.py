@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -12,20 +11,6 @@ from shp_ray.providers.shared_limiter import NAMESPACE, limiter_id
 from shp_ray.providers.sim_server import SimServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
 
 
 def test_workers_share_one_named_limiter(ray_session):
