@@ -33,6 +33,7 @@ distance_values = st.one_of(
     st.sampled_from([0.0, 0.02, 0.06, 0.059999, 0.060001, 1.0, 2.0, math.nan]),
 )
 score_values = st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 0.5, 1.0, math.nan]))
+scenario_ids = st.text(min_size=1, max_size=8)
 feedback_values = st.sampled_from(
     ["", "Revise: add the date.", "APPROVED", "approved.", "  Approved - fine", "Not APPROVED", "APPROVE", "NO"]
 )
@@ -53,21 +54,32 @@ def halt_configs(draw: st.DrawFn) -> HaltConfig:
 
 
 @st.composite
-def trajectories(draw: st.DrawFn, min_depth: int = 1, max_depth: int = 10) -> Trajectory:
+def trajectories(
+    draw: st.DrawFn,
+    min_depth: int = 1,
+    max_depth: int = 10,
+    *,
+    distances: st.SearchStrategy[float] = distance_values,
+    scores: st.SearchStrategy[float] = score_values,
+    feedbacks: st.SearchStrategy[str] = feedback_values,
+    ids: st.SearchStrategy[str] = scenario_ids,
+    gen_id: str = "",
+) -> Trajectory:
+    """A stored trajectory with adversarial signals (the other executors' tests draw from it too)."""
     depth = draw(st.integers(min_depth, max_depth))
     rounds = tuple(
         Round(
             round=t,
-            distance=math.nan if t == 1 else draw(distance_values),
-            is_score=draw(score_values),
-            feedback="" if t == depth else draw(feedback_values),
-            writer_tokens=draw(st.integers(0, 500)),
-            critic_tokens=0 if t == depth else draw(st.integers(0, 500)),
-            judge_tokens=draw(st.integers(0, 2000)),
+            distance=math.nan if t == 1 else draw(distances),
+            is_score=draw(scores),
+            feedback="" if t == depth else draw(feedbacks),
+            writer_tokens=draw(st.integers(0, 900)),
+            critic_tokens=0 if t == depth else draw(st.integers(0, 900)),
+            judge_tokens=draw(st.integers(0, 3000)),
         )
         for t in range(1, depth + 1)
     )
-    return Trajectory(scenario_id=draw(st.text(min_size=1, max_size=8)), rounds=rounds)
+    return Trajectory(scenario_id=draw(ids), rounds=rounds, gen_id=gen_id)
 
 
 # ---- the three executors ----------------------------------------------------

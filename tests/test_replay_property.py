@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from analysis.db import SIGNAL_COLUMNS, connect_signals, set_policies
 from analysis.sql import APPROVED_REGEX
+from shp_ray import theory_checks
 from shp_ray.halting import HaltConfig, approved
 from shp_ray.policies import Policy, fixed_policy, replay
 from shp_ray.trajectory import Round, Trajectory
@@ -60,23 +61,16 @@ def configs(draw: st.DrawFn) -> HaltConfig:
     )
 
 
-@st.composite
-def trajectories(draw: st.DrawFn, index: int) -> Trajectory:
-    depth = draw(st.integers(1, 8))
-    rounds = tuple(
-        Round(
-            round=t,
-            distance=math.nan if t == 1 else draw(distance_values),
-            is_score=draw(score_values),
-            feedback="" if t == depth else draw(feedback_values),
-            writer_tokens=draw(st.integers(0, 900)),
-            critic_tokens=0 if t == depth else draw(st.integers(0, 900)),
-            judge_tokens=draw(st.integers(0, 3000)),
-        )
-        for t in range(1, depth + 1)
+def trajectories(index: int) -> st.SearchStrategy[Trajectory]:
+    return theory_checks.trajectories(
+        1,
+        8,
+        distances=distance_values,
+        scores=score_values,
+        feedbacks=feedback_values,
+        ids=st.text(alphabet="abcxyz019-:é漢 ", min_size=1, max_size=8),
+        gen_id=f"g{index}",
     )
-    sid = draw(st.text(alphabet="abcxyz019-:é漢 ", min_size=1, max_size=8))
-    return Trajectory(scenario_id=sid, rounds=rounds, gen_id=f"g{index}")
 
 
 @st.composite
