@@ -18,8 +18,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 check: $(STAMP)
-	$(PY) -m ruff check shp_ray storage analysis conf sweeps tests
-	$(PY) -m ruff format --check shp_ray storage analysis conf sweeps tests
+	$(PY) -m ruff check shp_ray storage analysis conf sweeps hydra_plugins tests
+	$(PY) -m ruff format --check shp_ray storage analysis conf sweeps hydra_plugins tests
 
 theory: $(STAMP)
 	$(PY) -m shp_ray.theory_checks

@@ -100,6 +100,17 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
             )
 
 
+def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge: str) -> int:
+    """Score the stored drafts this job's judge has not scored yet (a judge switched on a stored generation)."""
+    from shp_ray.rejudge import judge_stored, unjudged
+
+    if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
+        return 0
+    cache = default_cache_dir(job.store)
+    with generation_lock(cache, gen_id), endpoint(job) as spec:
+        return judge_stored(job.store, gen_id, scenarios, job.generation, spec, cache, judge=judge)
+
+
 def result_rows(
     table: pa.Table, job: JobSpec, run_id: str, job_tag: str, judge: str, weights: dict[str, float]
 ) -> pa.Table:
@@ -170,6 +181,8 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     label = judge_label(job.generation, job.provider)
     judge = None if job.generation.judge == "none" else label
+    if judge is not None:
+        ensure_judgments(job, gen_id, scenarios, judge)
     ids = [s.scenario_id for s in scenarios]
     weights = resolve_weights(job, judge, gen_id, ids)
     from .families import prepare_families  # the other stopping systems: dev-fitted gain model, critique embeddings

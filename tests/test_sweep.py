@@ -62,6 +62,22 @@ def test_job_in_process_generates_once_then_replays_for_free(tmp_path):
 
     report = Path(first.report).read_text()
     assert "simulated OpenAI-compatible server" in report and "not an LLM" in report
+
+    # Switching the judge on a stored generation judges the stored drafts: no draft is regenerated.
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        llm_cfg = compose(config_name="config", overrides=["provider=sim", "judge=llm", *SMALL, f"store.path={store}"])
+    llm = sweep_job.run(
+        to_job(llm_cfg), output_dir=tmp_path / "c", job_tag="t3", config_snapshot=snapshot(llm_cfg), command="t"
+    )
+    assert (llm.generated, llm.generation_calls) == (0, 0)
+    assert llm.judge != first.judge and "llm" in llm.judge.lower()
+    judgments = Store(store).read("judgments")
+    by_llm = judgments.filter(pc.equal(judgments["judge"], llm.judge))
+    drafts = Store(store).read("rounds", columns=["scenario_id", "draft_hash"])
+    distinct = set(zip(drafts["scenario_id"].to_pylist(), drafts["draft_hash"].to_pylist(), strict=True))
+    assert by_llm.num_rows == len(distinct)
+    assert all(0.0 <= v <= 1.0 for v in by_llm["faithfulness"].to_pylist())
+    assert rounds_of(store).num_rows == 3 * 3
     manifests = Store(store).read("manifests")
     assert manifests.num_rows >= 2
     assert json.loads(manifests["config_json"][0].as_py())["provider"]["kind"] == "sim"

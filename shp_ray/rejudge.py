@@ -1,0 +1,102 @@
+"""Judge stored drafts with another judge, without generating anything again.
+
+The generation id does not include the judge (a judge changes no draft), so a
+sweep that switches ``judge=llm`` on a stored generation finds every
+trajectory present. This step scores the drafts that judge has not scored yet
+-- through the same judge cache, keyed by (judge, prompt version, metrics,
+question, contexts, ground truth, draft), so no draft is ever judged twice --
+and appends the rows to ``judgments``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
+from storage.parts import Store
+from storage.schemas import JUDGMENTS
+
+from .datasets import Scenario
+from .genconfig import GenerationConfig
+from .providers.base import ProviderSpec
+from .scoring import METRICS
+from .services import DEFAULT_FACTORY, CachedChat, JudgeService, load_factory
+
+
+def unjudged(store: Store, gen_id: str, judge: str, scenario_ids: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(scenario_id, draft_hash, draft) of stored drafts that ``judge`` has not scored, one per draft."""
+    rounds = store.read("rounds", columns=["gen_id", "scenario_id", "draft_hash", "draft"])
+    rounds = rounds.filter(
+        pc.and_(pc.equal(rounds["gen_id"], gen_id), pc.is_in(rounds["scenario_id"], pa.array(list(scenario_ids))))
+    )
+    judged = store.read("judgments", columns=["judge", "scenario_id", "draft_hash"])
+    judged = judged.filter(pc.equal(judged["judge"], judge))
+    done = set(zip(judged["scenario_id"].to_pylist(), judged["draft_hash"].to_pylist(), strict=True))
+    todo: dict[tuple[str, str], str] = {}
+    for sid, h, draft in zip(*(rounds[c].to_pylist() for c in ("scenario_id", "draft_hash", "draft")), strict=True):
+        if (sid, h) not in done:
+            todo.setdefault((sid, h), draft)
+    return [(sid, h, draft) for (sid, h), draft in sorted(todo.items())]
+
+
+async def _judge_all(service: JudgeService, items: list[tuple[Scenario, str, str]], limit: int) -> list[dict]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(scn: Scenario, draft_hash: str, draft: str) -> dict:
+        async with gate:
+            key, j = await service.judge(scn, draft)
+        return {
+            "judge_key": key,
+            "judge": j.judge,
+            "judge_prompt_version": j.prompt_version,
+            "scenario_id": scn.scenario_id,
+            "draft_hash": draft_hash,
+            **{m: float(j.metrics.get(m, math.nan)) for m in METRICS},  # NaN = unparsed, never 0
+            "judge_prompt_tokens": j.prompt_tokens,
+            "judge_completion_tokens": j.completion_tokens,
+            "error": j.error,
+        }
+
+    try:
+        return list(await asyncio.gather(*(one(*item) for item in items)))
+    finally:
+        aclose = getattr(getattr(service.chat, "provider", None), "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def judge_stored(
+    store_root: str | Path,
+    gen_id: str,
+    scenarios: Sequence[Scenario],
+    cfg: GenerationConfig,
+    spec: ProviderSpec,
+    cache_dir: str | Path,
+    *,
+    judge: str,
+    provider_factory: str = DEFAULT_FACTORY,
+) -> int:
+    """Score every stored draft of ``gen_id`` that ``judge`` lacks; returns how many rows were written."""
+    store = Store(store_root)
+    by_id = {s.scenario_id: s for s in scenarios}
+    todo = unjudged(store, gen_id, judge, list(by_id))
+    if not todo:
+        return 0
+    cache = Path(cache_dir)
+    chat = None
+    if cfg.judge == "llm":
+        chat = CachedChat(load_factory(provider_factory)(spec), ResponseCache(cache / RESPONSES_FILE))
+    service = JudgeService(
+        cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), chat, cfg.judge_model or spec.model,
+        cfg.judge_max_tokens, cfg.judge_parse_retries, cfg.seed,
+    )  # fmt: skip
+    items = [(by_id[sid], h, draft) for sid, h, draft in todo]
+    rows = asyncio.run(_judge_all(service, items, spec.max_concurrency))
+    store.write("judgments", pa.Table.from_pylist(rows, schema=JUDGMENTS))
+    return len(rows)
