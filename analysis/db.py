@@ -27,6 +27,7 @@ from shp_ray import weights as weight_strategies
 from shp_ray.halting import HaltConfig
 from shp_ray.policies import Policy
 from shp_ray.scoring import check_weights
+from shp_ray.trajectory import Round, Trajectory
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM, TABLES
 
@@ -384,6 +385,20 @@ SIGNAL_COLUMNS = pa.schema(
         ("judge_tokens", pa.int64()),
     ]
 )
+
+
+SIGNAL_SELECT = ", ".join(SIGNAL_COLUMNS.names)
+
+
+def trajectories_from_signals(rows: Iterable[tuple]) -> list[Trajectory]:
+    """Trajectories for the reference executor from rows of SIGNAL_COLUMNS, ordered by
+    (gen_id, scenario_id, round): the SAME numbers the SQL replay reads (NULL -> NaN)."""
+    out: dict[tuple[str, str], list[Round]] = {}
+    for g, s, t, d, score, fb, w, c, j in rows:
+        out.setdefault((g, s), []).append(
+            Round(t, math.nan if d is None else d, math.nan if score is None else score, fb, w, c, j)
+        )
+    return [Trajectory(s, tuple(r), gen_id=g) for (g, s), r in out.items()]
 
 
 def connect_signals(

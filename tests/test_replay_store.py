@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis.db import AnalysisError
+from analysis.db import SIGNAL_SELECT, AnalysisError, trajectories_from_signals
 from analysis.policy_table import grid_policies
 from shp_ray.policies import replay, standard_policies
 from shp_ray.scoring import cosine_distance, information_score
-from shp_ray.trajectory import Round, Trajectory
+from shp_ray.trajectory import Trajectory
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -44,16 +44,8 @@ def con(store_root):
 
 
 def trajectories_from_view(con) -> dict[tuple[str, str], Trajectory]:
-    rows = con.sql(
-        "SELECT gen_id, scenario_id, round, distance, is_score, feedback, writer_tokens, critic_tokens,"
-        " judge_tokens FROM rounds ORDER BY gen_id, scenario_id, round"
-    ).fetchall()
-    out: dict[tuple[str, str], list[Round]] = {}
-    for gid, sid, t, d, s, fb, w, c, j in rows:
-        out.setdefault((gid, sid), []).append(
-            Round(t, math.nan if d is None else d, math.nan if s is None else s, fb, w, c, j)
-        )
-    return {k: Trajectory(k[1], tuple(v), gen_id=k[0]) for k, v in out.items()}
+    rows = con.sql(f"SELECT {SIGNAL_SELECT} FROM rounds ORDER BY gen_id, scenario_id, round").fetchall()
+    return {(t.gen_id, t.scenario_id): t for t in trajectories_from_signals(rows)}
 
 
 def test_replay_equals_reference_for_every_policy_and_trajectory(con) -> None:

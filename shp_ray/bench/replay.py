@@ -31,21 +31,15 @@ import numpy as np
 
 
 def _trajectories(con, keys: list[tuple[str, str]]):  # noqa: ANN001, ANN202
-    from shp_ray.trajectory import Round, Trajectory
+    from analysis.db import SIGNAL_SELECT, trajectories_from_signals
 
     con.execute("CREATE OR REPLACE TEMP TABLE bench_keys(gen_id VARCHAR, scenario_id VARCHAR)")
     con.executemany("INSERT INTO bench_keys VALUES (?, ?)", keys)
     rows = con.execute(
-        "SELECT s.gen_id, s.scenario_id, s.round, s.distance, s.is_score, s.feedback, s.writer_tokens,"
-        " s.critic_tokens, s.judge_tokens FROM round_signals s JOIN bench_keys USING (gen_id, scenario_id)"
-        " ORDER BY s.gen_id, s.scenario_id, s.round"
+        f"SELECT {SIGNAL_SELECT} FROM round_signals JOIN bench_keys USING (gen_id, scenario_id)"
+        " ORDER BY gen_id, scenario_id, round"
     ).fetchall()
-    out: dict[tuple[str, str], list[Round]] = {}
-    for g, s, t, d, score, fb, w, c, j in rows:
-        out.setdefault((g, s), []).append(
-            Round(t, math.nan if d is None else d, math.nan if score is None else score, fb, w, c, j)
-        )
-    return [Trajectory(s, tuple(r), gen_id=g) for (g, s), r in out.items()]
+    return trajectories_from_signals(rows)
 
 
 def _same(a: float | None, b: float) -> bool:
