@@ -147,7 +147,7 @@ def result_rows(
     return pa.table(cols).select(RESULTS.names).cast(RESULTS)
 
 
-def resolve_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
+def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
     """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
     from analysis import connect
     from shp_ray import weights
@@ -184,7 +184,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     if judge is not None:
         ensure_judgments(job, gen_id, scenarios, judge)
     ids = [s.scenario_id for s in scenarios]
-    weights = resolve_weights(job, judge, gen_id, ids)
+    weights = strategy_weights(job, judge, gen_id, ids)
     from .families import prepare_families  # the other stopping systems: dev-fitted gain model, critique embeddings
 
     policies = prepare_families(job, gen_id, run_id, command, judge, weights)
