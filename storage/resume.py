@@ -39,3 +39,16 @@ def failed_scenarios(store: Store, gen_id: str) -> set[str]:
         mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], value_set=pa.array(["writer", "critic"])))
         out.update(t.filter(mask)["scenario_id"].to_pylist())
     return out
+
+
+def failure_messages(store: Store, gen_id: str, scenario_ids: list[str]) -> list[tuple[str, str]]:
+    """(error_type, message) of the writer/critic failures recorded for these scenarios, newest last."""
+    out: list[tuple[str, str]] = []
+    wanted = pa.array(scenario_ids, pa.string())
+    for path in store.parts("failures"):
+        t = pq.read_table(path, columns=["gen_id", "scenario_id", "stage", "error_type", "message"], filesystem=store.fs)
+        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["scenario_id"], value_set=wanted))
+        mask = pc.and_(mask, pc.is_in(t["stage"], value_set=pa.array(["writer", "critic"])))
+        t = t.filter(mask)
+        out.extend(zip(t["error_type"].to_pylist(), t["message"].to_pylist(), strict=True))
+    return out

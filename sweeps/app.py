@@ -7,6 +7,11 @@
               provider.api_key_env=MY_KEY provider.rpm=600
 
 Add ``hydra/launcher=ray`` to run the jobs of a multirun concurrently on Ray.
+
+Exit status: 0 only when every job replayed all of its scenarios. A job that stopped early (a dead
+endpoint, a refused key, a server that died) or lost scenarios for good prints why and what to do,
+and the command exits 1 -- in a multirun after the other jobs ran. ``allow_partial=true`` accepts a
+job whose failed scenarios are left out of the replay.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, snapshot, to_job
+from shp_ray.guard import GenerationAborted
+from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 
 from . import job as sweep_job
@@ -60,7 +68,10 @@ def main(cfg: DictConfig) -> dict:
         raise SystemExit(f"shp-sweep: invalid config: {exc}") from None
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snapshot(cfg), command=command)
+    try:
+        result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snapshot(cfg), command=command)
+    except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
+        _fail(tag, job.store, exc)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
@@ -73,6 +84,16 @@ def main(cfg: DictConfig) -> dict:
     query = "SELECT policy, avg(stop_round), avg(operational_tokens) FROM replay GROUP BY policy ORDER BY 3"
     print(f'explore: shp-query --store {result.store} "{query}"')
     return sweep_job.as_dict(result)
+
+
+def _fail(tag: str, store: str, exc: Exception) -> None:
+    """Say once what failed and what to do; exit 1 (in a multirun: after the other jobs ran)."""
+    message = f"shp-sweep: job {tag} FAILED ({type(exc).__name__}): {exc}\nstore: {store}"
+    log.error("%s", message)
+    print("\n" + message, file=sys.stderr)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise sweep_job.JobFailed(str(exc))  # the launcher records it and goes on; Hydra exits 1 at the end
+    raise SystemExit(1)
 
 
 def entry() -> None:

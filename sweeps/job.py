@@ -22,15 +22,29 @@ import pyarrow as pa
 from conf.resolve import JobSpec
 from shp_ray.datasets import Scenario, load_scenarios
 from shp_ray.generate import GenerationSummary, generate, judge_label
+from shp_ray.guard import Watchdog, preflight, reason_of
 from shp_ray.providers.base import ProviderSpec
 from storage.cache import default_cache_dir
 from storage.lock import generation_lock
 from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store
-from storage.resume import done_scenarios
+from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
 
 log = logging.getLogger("shp_ray.sweep")
+
+
+class JobFailed(RuntimeError):
+    """Scenarios of the job have no stored trajectory (they failed for good); nothing was replayed."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the job's calls go, and how to tell that a server started for it has died."""
+
+    spec: ProviderSpec
+    watchdog: Watchdog | None = None  # raises with the reason once the server has died
+    ephemeral: bool = False  # a server started for this job: it (and its limiter) end with the job
 
 
 @dataclass
@@ -49,8 +63,8 @@ class JobResult:
 
 
 @contextmanager
-def endpoint(job: JobSpec) -> Iterator[ProviderSpec]:
-    """The provider spec to generate with, starting a local server when the config asks for one."""
+def endpoint(job: JobSpec) -> Iterator[Endpoint]:
+    """The endpoint to generate with, starting a local server when the config asks for one."""
     spec, opts = job.provider, job.provider_options
     if spec.kind == "llama" and not spec.base_url:
         from shp_ray.providers.llama import LlamaServer
@@ -59,7 +73,7 @@ def endpoint(job: JobSpec) -> Iterator[ProviderSpec]:
             alias=spec.model, n_threads=int(opts.get("n_threads", 1)), n_ctx=int(opts.get("n_ctx", 4096))
         ) as llm:
             log.info("embedded llama.cpp server (SmolLM2-135M-Instruct, a tiny local model) at %s", llm.base_url)
-            yield replace(spec, base_url=llm.base_url)
+            yield Endpoint(replace(spec, base_url=llm.base_url), llm.check, ephemeral=True)
     elif spec.kind == "sim" and not spec.base_url:
         from shp_ray.providers.sim_server import SimServer
 
@@ -70,9 +84,9 @@ def endpoint(job: JobSpec) -> Iterator[ProviderSpec]:
             latency_s=float(opts.get("sim_latency_s", 0.0)),
         ) as sim:
             log.info("simulated OpenAI-compatible server (a test double, not a model) at %s", sim.base_url)
-            yield replace(spec, base_url=sim.base_url)
+            yield Endpoint(replace(spec, base_url=sim.base_url), ephemeral=True)
     else:
-        yield spec
+        yield Endpoint(spec)
 
 
 def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, command: str) -> GenerationSummary | None:
@@ -87,16 +101,19 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
         if not missing:
             log.info("generation %s was produced by a concurrent job (waited %.1f s)", gen_id[:12], waited)
             return None
-        with endpoint(job) as spec:
+        with endpoint(job) as ep:
+            preflight(ep.spec, ep.watchdog)  # one real completion before Ray and the workers start
             return generate(
                 missing,
                 job.generation,
                 job.store,
-                spec,
+                ep.spec,
                 ray_address=job.ray_address,
                 progress=job.progress,
                 run_id=run_id,
                 command=command,
+                watchdog=ep.watchdog,
+                ephemeral_endpoint=ep.ephemeral,
             )
 
 
@@ -107,8 +124,30 @@ def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge
     if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
     cache = default_cache_dir(job.store)
-    with generation_lock(cache, gen_id), endpoint(job) as spec:
-        return judge_stored(job.store, gen_id, scenarios, job.generation, spec, cache, judge=judge)
+    with generation_lock(cache, gen_id), endpoint(job) as ep:
+        return judge_stored(job.store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
+
+
+def check_complete(job: JobSpec, store: Store, gen_id: str, ids: list[str]) -> None:
+    """Refuse to replay a job whose scenarios are not all stored, unless ``allow_partial``: a
+    policy table over the survivors would be reported as if it were the whole job."""
+    missing = sorted(set(ids) - done_scenarios(store, gen_id))
+    if not missing:
+        return
+    reasons: dict[str, int] = {}
+    for error_type, message in failure_messages(store, gen_id, missing):
+        key = reason_of(f"{error_type}: {message}")
+        reasons[key] = reasons.get(key, 0) + 1
+    said = "; ".join(f"{n} x {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5])
+    what = f"{len(missing)} of {len(ids)} scenarios have no stored trajectory"
+    if job.allow_partial:
+        log.warning("%s (allow_partial=true: replaying the %d that are stored)", what, len(ids) - len(missing))
+        return
+    raise JobFailed(
+        f"{what} (failed for good): {said or 'no failure recorded'}. Nothing was replayed. The completed "
+        f"trajectories are stored: rerun the same command to retry the rest, or add allow_partial=true "
+        f"to replay the {len(ids) - len(missing)} that are there."
+    )
 
 
 def result_rows(
@@ -181,9 +220,10 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     label = judge_label(job.generation, job.provider)
     judge = None if job.generation.judge == "none" else label
+    ids = [s.scenario_id for s in scenarios]
+    check_complete(job, store, gen_id, ids)
     if judge is not None:
         ensure_judgments(job, gen_id, scenarios, judge)
-    ids = [s.scenario_id for s in scenarios]
     weights = strategy_weights(job, judge, gen_id, ids)
     from .families import prepare_families  # the other stopping systems: dev-fitted gain model, critique embeddings
 
@@ -202,7 +242,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             trajectories=len(set(table["scenario_id"].to_pylist())),
             generated=summary.generated if summary else 0,
             failed=summary.failed if summary else 0,
-            generation_calls=(summary.calls - summary.cached_calls) if summary else 0,
+            generation_calls=summary.paid_calls if summary else 0,
             summary=con.sql(
                 "SELECT policy, n, mean_rounds, mean_operational_tokens, token_saving, mean_is, delta_is, non_inferior"
                 " FROM policy_summary ORDER BY policy"

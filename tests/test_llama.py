@@ -42,3 +42,97 @@ def test_a_missing_model_file_is_a_clear_error(tmp_path):
 
     with pytest.raises(EmbeddedLLMError, match="does not exist"):
         LlamaServer(model=tmp_path / "nope.gguf").start()
+
+
+# AMX tile instructions (what killed the server with SIGILL on a CPU that advertises AMX but cannot
+# run it) and AVX-512 registers: neither may appear in a portable build (baseline AVX2/FMA/F16C).
+AMX = ("tilezero", "ldtilecfg", "sttilecfg", "tileloadd", "tileloaddt1", "tilestored", "tilerelease",
+       "tdpbssd", "tdpbsud", "tdpbusd", "tdpbuud", "tdpbf16ps", "tdpfp16ps")  # fmt: skip
+
+
+def _llama_libraries():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(importlib.util.find_spec("llama_cpp").origin).parent
+    libs = sorted(p for p in root.rglob("*.so*") if p.is_file())
+    assert any("ggml-cpu" in p.name for p in libs), f"no libggml-cpu in {root}: {libs}"
+    unique: dict[tuple[int, int], Path] = {}  # the wheel holds each library under three names
+    for p in libs:
+        unique.setdefault((p.stat().st_size, hash(p.read_bytes())), p)
+    return list(unique.values())
+
+
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the x86-64 ISA check")
+def test_the_built_library_is_portable_x86_64():
+    """Disassemble every native library of llama_cpp: no AMX, no AVX-512, and AVX2 really in use."""
+    import re
+    import subprocess
+
+    zmm, ymm = re.compile(r"%zmm\d|%k[1-7]\b"), re.compile(r"%ymm\d")
+    seen_ymm = False
+    for lib in _llama_libraries():
+        out = subprocess.run(
+            ["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True, text=True, check=True
+        ).stdout
+        words = set(re.findall(r"\t([a-z0-9]+)\s", out))
+        assert not words & set(AMX), f"{lib.name} holds AMX instructions {sorted(words & set(AMX))}"
+        wide = zmm.search(out)
+        assert wide is None, f"{lib.name} uses AVX-512 registers: {out[max(0, wide.start() - 80) : wide.end()]!r}"
+        seen_ymm |= bool(ymm.search(out))
+    assert seen_ymm, "no AVX2 (ymm) code at all: the build lost its SIMD baseline"
+
+
+def test_a_killed_server_is_noticed_with_its_exit_status_and_log():
+    import os
+    import signal
+
+    from shp_ray.providers.llama import EmbeddedLLMError
+
+    server = LlamaServer(n_threads=1).start()
+    try:
+        server.check()  # alive: no error
+        os.kill(server._proc.pid, signal.SIGKILL)
+        server._proc.wait(10)
+        assert not server.running
+        with pytest.raises(EmbeddedLLMError, match=r"embedded llama\.cpp server .* died: killed by SIGKILL") as err:
+            server.check()
+        assert "rerun the same command" in str(err.value)
+        assert "llama" in server.log_tail().lower() or "uvicorn" in server.log_tail().lower()
+    finally:
+        server.stop()
+
+
+def test_the_server_dies_with_its_parent_and_leaves_no_log(tmp_path):
+    """kill -9 of the process that started the server takes the server with it (PR_SET_PDEATHSIG)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = (
+        "import sys, time\n"
+        "from shp_ray.providers.llama import LlamaServer\n"
+        "s = LlamaServer(n_threads=1).start()\n"
+        "print(s._proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        server_pid = int(parent.stdout.readline())
+        assert psutil.pid_exists(server_pid)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and psutil.pid_exists(server_pid):
+            if psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.1)
+        gone = not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE
+        assert gone, f"the llama.cpp server {server_pid} outlived its killed parent"
+        assert list(tmp_path.iterdir()) == []  # its log was never a file anyone has to delete
+    finally:
+        parent.kill()

