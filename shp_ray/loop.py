@@ -86,7 +86,9 @@ class TrajectoryResult:
     @property
     def fatal(self) -> Failure | None:
         """The writer/critic failure that ended this trajectory (None if it was not failed)."""
-        return next((f for f in reversed(self.failures) if f.stage in ("writer", "critic")), None) if self.failed else None
+        return (
+            next((f for f in reversed(self.failures) if f.stage in ("writer", "critic")), None) if self.failed else None
+        )
 
 
 def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:

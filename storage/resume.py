@@ -31,24 +31,27 @@ def done_scenarios(store: Store, gen_id: str) -> set[str]:
     return column_values(store, "rounds", "scenario_id", ("gen_id", gen_id))
 
 
+FATAL_STAGES = ("writer", "critic")  # a failed writer/critic call ends the trajectory: no rounds are stored
+
+
+def _fatal_failures(store: Store, gen_id: str, columns: list[str], scenario_ids: list[str] | None = None):
+    """The ``failures`` rows of ``gen_id`` that ended a trajectory, part by part (only ``columns``)."""
+    for path in store.parts("failures"):
+        t = pq.read_table(path, columns=sorted({"gen_id", "scenario_id", "stage", *columns}), filesystem=store.fs)
+        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], value_set=pa.array(FATAL_STAGES)))
+        if scenario_ids is not None:
+            mask = pc.and_(mask, pc.is_in(t["scenario_id"], value_set=pa.array(scenario_ids, pa.string())))
+        yield t.filter(mask)
+
+
 def failed_scenarios(store: Store, gen_id: str) -> set[str]:
     """Scenario ids with a recorded writer/critic failure for ``gen_id`` (and so no rounds)."""
-    out: set[str] = set()
-    for path in store.parts("failures"):
-        t = pq.read_table(path, columns=["gen_id", "scenario_id", "stage"], filesystem=store.fs)
-        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], value_set=pa.array(["writer", "critic"])))
-        out.update(t.filter(mask)["scenario_id"].to_pylist())
-    return out
+    return {s for t in _fatal_failures(store, gen_id, ["scenario_id"]) for s in t["scenario_id"].to_pylist()}
 
 
 def failure_messages(store: Store, gen_id: str, scenario_ids: list[str]) -> list[tuple[str, str]]:
-    """(error_type, message) of the writer/critic failures recorded for these scenarios, newest last."""
+    """(error_type, message) of the writer/critic failures recorded for these scenarios."""
     out: list[tuple[str, str]] = []
-    wanted = pa.array(scenario_ids, pa.string())
-    for path in store.parts("failures"):
-        t = pq.read_table(path, columns=["gen_id", "scenario_id", "stage", "error_type", "message"], filesystem=store.fs)
-        mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["scenario_id"], value_set=wanted))
-        mask = pc.and_(mask, pc.is_in(t["stage"], value_set=pa.array(["writer", "critic"])))
-        t = t.filter(mask)
+    for t in _fatal_failures(store, gen_id, ["error_type", "message"], scenario_ids):
         out.extend(zip(t["error_type"].to_pylist(), t["message"].to_pylist(), strict=True))
     return out

@@ -3,8 +3,27 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+
+
+def _shp_temp_entries(tmp: str) -> set[str]:
+    try:
+        return {name for name in os.listdir(tmp) if name.startswith("shp-")}
+    except FileNotFoundError:
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def no_shp_temp_leftovers():
+    """Fail a test that leaves new ``shp-*`` entries in the temp folder (spill folders, logs, ...)."""
+    tmp = tempfile.gettempdir()  # read now: a test may point tempfile elsewhere for its own duration
+    before = _shp_temp_entries(tmp)
+    yield
+    added = sorted(_shp_temp_entries(tmp) - before)
+    if added:
+        pytest.fail(f"the test left {len(added)} entr{'y' if len(added) == 1 else 'ies'} in {tmp}: {', '.join(added)}")
 
 
 @pytest.fixture(scope="module")

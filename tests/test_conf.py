@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 import conf.schema  # noqa: F401
-from conf.resolve import ConfigError, snapshot, to_job
+from conf.resolve import MAX_RETRIES, RULES, ConfigError, snapshot, to_job
+from shp_ray.genconfig import GenerationConfig
+from shp_ray.halting import HaltConfig
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +61,10 @@ def test_a_wrong_type_fails_in_hydra(hydra_ctx):
 @pytest.mark.parametrize(
     "override, key",
     [
-        ("halting.eps=3.0", "halting"),
-        ("halting.k=0", "halting"),
+        ("halting.eps=3.0", "halting.eps"),
+        ("halting.k=0", "halting.k"),
         ("halting.max_rounds=9", "halting.max_rounds"),
-        ("generation.temperature=-1", "generation"),
+        ("generation.temperature=-1", "generation.temperature"),
         ("dataset.split=train", "dataset.split"),
         ("dataset.limit=0", "dataset.limit"),
         ("replay.policies=[fixed_kx]", "replay.policies"),
@@ -68,7 +76,166 @@ def test_a_wrong_type_fails_in_hydra(hydra_ctx):
 def test_domain_errors_name_the_key(hydra_ctx, override, key):
     with pytest.raises(ConfigError) as err:
         job_of(override)
-    assert str(err.value).startswith(key)
+    assert str(err.value).startswith(f"{key}: ")
+
+
+# One case per rule: (overrides, the full key the message must start with).
+BAD_SETTINGS = [
+    (["provider=sim", "provider.rpm=-5"], "provider.rpm"),
+    (["provider=sim", "provider.rpm=0"], "provider.rpm"),
+    (["provider=sim", "provider.rpm=nan"], "provider.rpm"),
+    (["provider=openai", "provider.tpm=-1"], "provider.tpm"),
+    (["provider=openai", "provider.tpm=inf"], "provider.tpm"),
+    (["provider.max_concurrency=0"], "provider.max_concurrency"),
+    (["provider.max_retries=-1"], "provider.max_retries"),
+    ([f"provider.max_retries={MAX_RETRIES + 1}"], "provider.max_retries"),
+    (["provider.timeout_s=0"], "provider.timeout_s"),
+    (["provider.timeout_s=-3"], "provider.timeout_s"),
+    (["provider.timeout_s=inf"], "provider.timeout_s"),
+    (["provider=openai", "provider.base_url=ftp://example.org/v1"], "provider.base_url"),
+    (["provider=openai", "provider.base_url=localhost:8000"], "provider.base_url"),
+    (["provider=openai", "provider.api_key_env=MY KEY"], "provider.api_key_env"),
+    (["provider=openai", "provider.model="], "provider.model"),
+    (["provider.n_threads=0"], "provider.n_threads"),
+    (["provider.n_ctx=128"], "provider.n_ctx"),
+    (["provider.n_ctx=512", "generation.max_tokens=512"], "provider.n_ctx"),  # no room left for the prompt
+    (["provider=sim", "provider.sim_rpm=0"], "provider.sim_rpm"),
+    (["provider=sim", "provider.sim_rpm=-60"], "provider.sim_rpm"),
+    (["provider=sim", "provider.sim_fault_rate=1.5"], "provider.sim_fault_rate"),
+    (["provider=sim", "provider.sim_fault_rate=-0.1"], "provider.sim_fault_rate"),
+    (["provider=sim", "provider.sim_latency_s=-1"], "provider.sim_latency_s"),
+    (["provider=sim", "provider.sim_latency_s=inf"], "provider.sim_latency_s"),
+    (["dataset.name=squad"], "dataset.name"),
+    (["dataset.limit=-2"], "dataset.limit"),
+    (["judge.kind=human"], "judge.kind"),
+    (["generation.max_rounds=0"], "generation.max_rounds"),
+    (["generation.seed=-1"], "generation.seed"),
+    (["generation.max_tokens=0"], "generation.max_tokens"),
+    (["generation.workers=0"], "generation.workers"),
+    (["generation.concurrency=0"], "generation.concurrency"),
+    (["generation.temperature=nan"], "generation.temperature"),
+    (["generation.embedder="], "generation.embedder"),
+    (["generation.prompt_version="], "generation.prompt_version"),
+    (["halting.warmup=0"], "halting.warmup"),
+    (["halting.min_gain=inf"], "halting.min_gain"),
+    (["weights.strategy=constrained_ls"], "weights.strategy"),
+    (["weights.strategy=ahp"], "weights.pairwise"),
+    (["weights.strategy=ahp", "weights.pairwise=[[1.0,2.0],[0.5,1.0]]"], "weights.pairwise"),
+    (["replay.policies=[]"], "replay.policies"),
+    (["replay.random_seeds=[0,-1]"], "replay.random_seeds"),
+    (["report.delta=-0.1"], "report.delta"),
+    (["report.delta=1.0"], "report.delta"),
+    (["report.delta=nan"], "report.delta"),
+    (["report.out=s3://bucket/report"], "report.out"),
+    (["store.path=' '"], "store.path"),
+    (["ray.num_cpus=0"], "ray.num_cpus"),
+    (["ray.address=somewhere"], "ray.address"),
+    (["ray.address=head:99999"], "ray.address"),
+]
+
+
+@pytest.mark.parametrize("overrides, key", BAD_SETTINGS, ids=[" ".join(o) for o, _ in BAD_SETTINGS])
+def test_every_bad_setting_is_refused_naming_its_full_key(hydra_ctx, overrides, key):
+    with pytest.raises(ConfigError) as err:
+        job_of(*overrides)
+    assert str(err.value).startswith(f"{key}: "), str(err.value)
+    assert "\n" not in str(err.value)  # one line, as printed by shp-sweep
+
+
+def test_an_inconsistent_ahp_matrix_is_refused_unless_forced(hydra_ctx):
+    # Saaty's 1..9 scale, reciprocal but inconsistent (CR far above 0.10).
+    m = "[[1.0,9.0,0.2,1.0],[0.1111111111111111,1.0,9.0,1.0],[5.0,0.1111111111111111,1.0,1.0],[1.0,1.0,1.0,1.0]]"
+    with pytest.raises(ConfigError, match=r"^weights\.pairwise: .*weights\.force=true"):
+        job_of("weights.strategy=ahp", f"weights.pairwise={m}")
+    assert job_of("weights.strategy=ahp", f"weights.pairwise={m}", "weights.force=true").weights["force"] is True
+
+
+def test_a_key_pasted_into_api_key_env_is_refused_and_not_echoed(hydra_ctx):
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+    with pytest.raises(ConfigError) as err:
+        job_of("provider=openai", f"provider.api_key_env={secret}")
+    assert str(err.value).startswith("provider.api_key_env: ") and secret not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["provider=sim", "provider.rpm=null", "provider.tpm=null", "provider.sim_rpm=null"],
+        ["provider=sim", "provider.rpm=0.5", "provider.sim_fault_rate=1.0", "provider.sim_latency_s=0"],
+        ["provider.max_retries=0", f"provider.max_retries={MAX_RETRIES}"],
+        ["provider.timeout_s=0.001", "provider.n_ctx=257", "generation.max_tokens=256"],
+        ["provider=openai", "provider.base_url=http://127.0.0.1:8000/v1", "provider.api_key_env="],
+        ["dataset.split=null", "dataset.limit=null", "report.out=null", "report.delta=0.5"],
+        ["ray.address=auto"],
+        ["ray.address=10.0.0.5:6379"],
+        ["ray.address=ray://head:10001"],
+        ["replay.random_seeds=[]"],
+    ],
+)
+def test_the_edges_of_every_range_are_accepted(hydra_ctx, overrides):
+    job_of(*overrides)  # no ConfigError: the rules are not stricter than they say
+
+
+# Keys that take any value of their type: free text, switches, or a matrix checked as a whole in to_job.
+FREE_KEYS = {
+    "provider.model",  # "" refused in to_job; any name otherwise
+    "provider.sim_seed",  # hashed, any integer is a seed
+    "judge.model",
+    "generation.seed",  # GenerationConfig
+    "halting.max_rounds",  # HaltConfig + checked against generation.max_rounds
+    "halting.critic",
+    "halting.entropy",
+    "halting.gain",
+    "weights.pairwise",  # weights.ahp, when strategy=ahp
+    "weights.force",
+    "report.enabled",
+    "progress",
+    "allow_partial",  # a bool: Hydra's type check is the whole rule
+}
+
+
+def _schema_keys(kind: type, prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for f in dataclasses.fields(kind):
+        sub = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub):
+            keys |= _schema_keys(sub, f"{prefix}{f.name}.")
+        else:
+            keys.add(f"{prefix}{f.name}")
+    return keys
+
+
+def test_every_key_of_the_schema_has_a_rule():
+    """A key added to conf/schema.py without a rule fails here (core objects' own checks count)."""
+    keys = _schema_keys(conf.schema.Config)
+    keys -= {"provider", "dataset", "judge"}  # group nodes: their options' keys are listed below
+    for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
+        keys |= _schema_keys(option, "provider.")
+    keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
+    checked = {rule.key for rule in RULES}
+    checked |= {f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig)}
+    checked |= {f"halting.{f.name}" for f in dataclasses.fields(HaltConfig)}
+    unchecked = keys - checked - FREE_KEYS
+    assert not unchecked, f"keys without a validation rule: {sorted(unchecked)}"
+    assert not FREE_KEYS - keys, f"FREE_KEYS names keys the schema no longer has: {sorted(FREE_KEYS - keys)}"
+
+
+def test_a_bad_setting_exits_before_anything_runs(tmp_path):
+    """The issue's case: rpm=-5 used to start Ray, write a manifest row and die in an actor."""
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "shp-sweep"), "provider=sim", "provider.rpm=-5",
+         f"store.path={store}", "dataset.limit=1"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0"},
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "shp-sweep: invalid config: provider.rpm: " in done.stderr
+    assert "Traceback" not in out
+    assert not store.exists()  # no manifest row: not even the store folder
+    assert {p.name for p in tmp_path.iterdir()} == {"runs"}  # only Hydra's own log folder
+    assert not list((tmp_path / "runs").rglob("*.parquet"))
 
 
 def test_openai_provider_reads_the_key_from_a_named_variable(hydra_ctx):

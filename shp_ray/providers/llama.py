@@ -26,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from .base import ProviderSpec
