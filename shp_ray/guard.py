@@ -7,8 +7,9 @@ and exit with an empty table:
   start, so a dead endpoint, a wrong key or a missing model is one clear error.
 - :class:`Breaker` watches the outcomes while the run goes on and trips on a permanent refusal
   (401/403/404, an exhausted quota), on a run where no call has succeeded yet and a trajectory
-  failed for good, on the same failure ending several trajectories in a row, or when the
-  endpoint's watchdog says its server died.
+  ran out of retries (a failure another attempt could have cured: the endpoint, not the request),
+  on the same failure ending several trajectories in a row, or when the endpoint's watchdog says
+  its server died.
 - :class:`GenerationAborted` carries the one message the user sees.
 """
 
@@ -113,7 +114,7 @@ class Breaker:
         why = None
         if failure.permanent:
             why = f"the endpoint {endpoint} refused the request permanently ({failure.reason})"
-        elif paid_calls == 0:
+        elif paid_calls == 0 and failure.retryable is not False:  # a 400 is that one request's problem
             why = f"no call to {endpoint} has succeeded in this run and a trajectory failed for good ({failure.reason})"
         elif len(self._recent) == SAME_REASON_RUN and all(o == failure for o in self._recent):
             why = f"the last {SAME_REASON_RUN} trajectories all failed the same way ({failure.reason})"

@@ -135,3 +135,28 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     assert store.read("generations").num_rows == 1 and store.read("failures").num_rows == 0
     leftovers = [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
     assert leftovers == []  # the killed writer's temp file (if any) was swept
+
+
+def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:
+    """On a long-lived Ray, each run against a fresh sim/llama port used to leave one detached actor."""
+    from shp_ray.providers.shared_limiter import forget_limiter
+
+    def limiters() -> set[str]:
+        named = ray_session.util.list_named_actors(all_namespaces=True)
+        return {a["name"] for a in named if a["name"].startswith("shp-limiter-")}
+
+    before = limiters()
+    cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=1, concurrency=1)
+    for i, ephemeral in enumerate((True, True, False)):
+        with SimServer() as sim:
+            spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
+            s = generate(
+                load_scenarios("shp_paper", limit=1), cfg, tmp_path / f"s{i}", spec,
+                progress=False, ephemeral_endpoint=ephemeral,
+            )  # fmt: skip
+            assert s.generated == 1 and s.paid_calls == 1
+            if ephemeral:
+                assert limiters() == before
+    kept = limiters() - before  # an endpoint that outlives the run keeps its shared limiter
+    assert len(kept) == 1
+    assert forget_limiter(spec) and limiters() == before

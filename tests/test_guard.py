@@ -39,6 +39,12 @@ def test_a_failure_before_any_successful_call_trips():
     assert b.tripped and "no call" in b.tripped and "is up and reachable" in b.tripped
 
 
+def test_one_bad_request_first_does_not_stop_the_run():
+    b = Breaker(SPEC)
+    b.observe(Outcome("ProviderError: HTTP 400: context too long", status=400, retryable=False), paid_calls=0)
+    assert b.tripped is None
+
+
 def test_the_same_failure_three_times_in_a_row_trips_but_mixed_outcomes_do_not():
     b = Breaker(SPEC)
     for outcome in (DOWN, None, DOWN, DOWN):
