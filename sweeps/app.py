@@ -88,9 +88,7 @@ def main(cfg: DictConfig) -> dict:
 
 def _fail(tag: str, store: str, exc: Exception) -> None:
     """Say once what failed and what to do; exit 1 (in a multirun: after the other jobs ran)."""
-    message = f"shp-sweep: job {tag} FAILED ({type(exc).__name__}): {exc}\nstore: {store}"
-    log.error("%s", message)
-    print("\n" + message, file=sys.stderr)
+    print(f"\nshp-sweep: job {tag} FAILED ({type(exc).__name__}): {exc}\nstore: {store}", file=sys.stderr)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         raise sweep_job.JobFailed(str(exc))  # the launcher records it and goes on; Hydra exits 1 at the end
     raise SystemExit(1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pyarrow.parquet as pq
 import pytest
@@ -69,14 +68,8 @@ def test_reasons_compare_equal_across_attempt_counts():
     assert a == b and "attempt" not in a
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_preflight_against_a_closed_port_names_the_endpoint():
-    spec = ProviderSpec(kind="openai", base_url=f"http://127.0.0.1:{_closed_port()}/v1", model="m", timeout_s=5)
+def test_preflight_against_a_closed_port_names_the_endpoint(closed_port):
+    spec = ProviderSpec(kind="openai", base_url=f"http://127.0.0.1:{closed_port}/v1", model="m", timeout_s=5)
     with pytest.raises(GenerationAborted, match=r"preflight: .*127\.0\.0\.1.*connection.*is up and reachable"):
         preflight(spec)
 

@@ -155,14 +155,8 @@ def aws_env(monkeypatch):
     return monkeypatch
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_an_unreachable_s3_endpoint_is_refused_in_seconds_without_the_secret(hydra_ctx, aws_env):
-    port = _closed_port()
+def test_an_unreachable_s3_endpoint_is_refused_in_seconds_without_the_secret(hydra_ctx, aws_env, closed_port):
+    port = closed_port
     uri = f"s3://AKIDEXAMPLE:TOPSECRETVALUE@bucket/store?endpoint_override=127.0.0.1:{port}&scheme=http"
     t0 = time.monotonic()
     message = refused(f"store.path='{uri}'")

@@ -6,8 +6,6 @@ server) and checks the exit status, the one message and what the store holds aft
 
 from __future__ import annotations
 
-import socket
-import sqlite3
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -25,15 +23,10 @@ from storage import Store
 from storage.schemas import FAILURES
 from sweeps import job as sweep_job
 
+from .test_generation import _count
 from .test_sweep import BIN, rounds_of, shp_sweep
 
 pytestmark = pytest.mark.integration
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _dead(port: int) -> list[str]:
@@ -46,9 +39,9 @@ def _dead(port: int) -> list[str]:
     ]
 
 
-def test_a_dead_endpoint_fails_at_the_preflight_with_one_message(tmp_path):
+def test_a_dead_endpoint_fails_at_the_preflight_with_one_message(tmp_path, closed_port):
     store = tmp_path / "store"
-    out = shp_sweep(*_dead(_closed_port()), "dataset.limit=2", f"store.path={store}")
+    out = shp_sweep(*_dead(closed_port), "dataset.limit=2", f"store.path={store}")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAILED" in out.stderr and "preflight" in out.stderr and "is up and reachable" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
@@ -71,8 +64,8 @@ def test_a_wrong_key_stops_the_job_after_one_call(tmp_path, monkeypatch):
     assert "a-wrong-key-5678" not in out.stdout + out.stderr
 
 
-def test_a_multirun_with_a_failed_job_exits_nonzero_after_running_every_job(tmp_path):
-    out = shp_sweep("-m", *_dead(_closed_port()), "dataset.limit=1,2", f"store.path={tmp_path / 'store'}")
+def test_a_multirun_with_a_failed_job_exits_nonzero_after_running_every_job(tmp_path, closed_port):
+    out = shp_sweep("-m", *_dead(closed_port), "dataset.limit=1,2", f"store.path={tmp_path / 'store'}")
     assert out.returncode != 0
     assert out.stderr.count("FAILED") >= 2, out.stderr  # both jobs ran and said why
 
@@ -108,18 +101,6 @@ def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_pat
     assert (result.scenarios, result.trajectories) == (3, 2)
 
 
-def _completed_calls(store) -> int:
-    """Rows of the response cache (one per completed call), read while the sweep writes it."""
-    path = store / "_cache" / "responses.sqlite"
-    if not path.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as con:
-            return con.execute("SELECT count(*) FROM responses").fetchone()[0]
-    except sqlite3.OperationalError:  # the table is not created yet
-        return 0
-
-
 def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes_exactly(tmp_path):
     store = tmp_path / "store"
     args = [
@@ -132,7 +113,9 @@ def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes
         # One trajectory at a time, 3 calls each: kill the server once the 4th call has completed,
         # i.e. with trajectory 1 done (held by the writer, not yet in a part) and trajectory 2 under way.
         deadline = time.monotonic() + 300
-        while _completed_calls(store) < 4 and sweep.poll() is None and time.monotonic() < deadline:
+        while (
+            _count(store / "_cache" / "responses.sqlite") < 4 and sweep.poll() is None and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         servers = [
             p for p in psutil.Process(sweep.pid).children(recursive=True) if "llama_cpp.server" in " ".join(p.cmdline())
