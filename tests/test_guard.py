@@ -103,7 +103,9 @@ class _Failing:
     async def complete(self, request: ChatRequest) -> Completion:
         self.calls += 1
         await asyncio.sleep(0)
-        raise ProviderError("http://h/v1: connection after 9 attempt(s): ClientConnectorError", status=self.status)
+        raise ProviderError(
+            "http://h/v1: connection after 9 attempt(s): ClientConnectorError", status=self.status, retryable=True
+        )
 
 
 FAILING: list[_Failing] = []
