@@ -4,8 +4,8 @@
     con.sql("SELECT * FROM policy_summary").show()
 
 The connection is in-memory: the store's Parquet parts are only ever read.
-With ``read_only=True`` (the default) file access outside the store (and the
-temp spill folder) is disabled and the configuration locked, so SQL cannot
+With ``read_only=True`` (the default) file access outside the store's table
+folders (and the temp spill folder) is disabled and the configuration locked, so SQL cannot
 reach other files; :mod:`analysis.query` additionally refuses any statement
 that is not a query (COPY, ATTACH, EXPORT ...), so the store cannot be changed.
 The spill folder (``<tmp>/shp-duckdb-<pid>-<random>``) exists only while a
@@ -35,6 +35,7 @@ from shp_ray.scoring import check_weights
 from shp_ray.trajectory import Round, Trajectory
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM, TABLES
+from storage.verify import DamagedStore, require_sound
 
 from . import families, sql
 from .policy_table import default_policies, policies_sql
@@ -257,14 +258,45 @@ def _spill_path() -> str:
             return path
 
 
+def _sandbox_dirs(store: Store, spill: str) -> list[str]:
+    """The only folders a locked-down connection may open: each table's folder, spelled exactly as the
+    views read it (:meth:`Store.glob` without its file pattern), and the connection's spill folder.
+
+    The same rule for every kind of root: a local path; ``file:///...`` (DuckDB strips the scheme from
+    both the entry and the path it checks, so the entry guards the local folder); ``s3://`` / ``gs://``
+    (readable only through an extension loaded before the lock-down: none can be loaded after it).
+    Not the store root: ``views.sql``, ``_cache/`` (the SQLite caches of model responses) and whatever
+    else sits beside the tables stay unreadable.
+    """
+    return [store.glob(table).rsplit("/", 1)[0] + "/" for table in TABLES] + [spill + "/"]
+
+
 def _lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """Sandbox the connection, whatever the store root, with DuckDB's own settings (run last in connect()).
+
+    Reads: only :func:`_sandbox_dirs` (``allowed_directories`` with ``enable_external_access = false``,
+    which also refuses every other path, URL, ``LOAD``/``INSTALL`` and Python replacement scans of
+    variables); no extension is auto-installed or auto-loaded, no secret is read from or written to
+    ``~/.duckdb``. Settings: ``lock_configuration`` (last) makes every ``SET``/``RESET``/``PRAGMA`` and
+    the table functions that change settings (``enable_profiling(save_location=...)``,
+    ``enable_logging(...)``) fail, so none of this can be undone. Writes: DuckDB may still write inside
+    the allowed folders (it has no read-only flavour of them), which is why :mod:`analysis.query`
+    accepts queries only. Views and UDFs made before this keep working; spilling goes to ``spill``.
+    """
     spill = _spill_path()
     con.execute(f"SET temp_directory = {sql.quote(spill)}")
-    if store.local:
-        dirs = ", ".join(sql.quote(d) for d in (store.path + "/", spill + "/"))
-        con.execute(f"SET allowed_directories = [{dirs}]")
-        con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    dirs = ", ".join(sql.quote(d) for d in _sandbox_dirs(store, spill))
+    for stmt in (
+        f"SET allowed_directories = [{dirs}]",
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        "SET allow_community_extensions = false",
+        "SET allow_persistent_secrets = false",
+        "SET python_enable_replacements = false",
+        "SET lock_configuration = true",
+    ):
+        con.execute(stmt)
 
 
 def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, float]:
@@ -304,6 +336,10 @@ def connect(
     store = Store(store_root)
     if store.local and not Path(store.path).is_dir():
         raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
+    try:
+        require_sound(store)  # every part checked before it is believed (once: storage.verify records it)
+    except DamagedStore as exc:
+        raise AnalysisError(str(exc)) from None
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection()

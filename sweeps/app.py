@@ -31,15 +31,17 @@ from conf.resolve import ConfigError, snapshot, to_job
 from shp_ray.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
+from storage.manifest import redact_text
 
 from . import job as sweep_job
+from .redact_callback import protect_process
 
 log = logging.getLogger("shp_ray.sweep")
 
 
 def _job_tag() -> tuple[str, Path]:
     hc = HydraConfig.get()
-    overrides = ",".join(hc.overrides.task) or "(defaults)"
+    overrides = ",".join(redact_text(o) for o in hc.overrides.task) or "(defaults)"  # printed and stored
     return overrides, Path(hc.runtime.output_dir)
 
 
@@ -64,10 +66,11 @@ def main(cfg: DictConfig) -> dict:
     try:
         job = to_job(cfg)
     except ConfigError as exc:
-        log.error("invalid config: %s", exc)
-        raise SystemExit(f"shp-sweep: invalid config: {exc}") from None
+        said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
+        log.error("invalid config: %s", said)
+        raise SystemExit(f"shp-sweep: invalid config: {said}") from None
     tag, output_dir = _job_tag()
-    command = "shp-sweep " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
     try:
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snapshot(cfg), command=command)
     except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
@@ -80,9 +83,10 @@ def main(cfg: DictConfig) -> dict:
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")
-    print(f"store:  {result.store}")
+    store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
+    print(f"store:  {store}")
     query = "SELECT policy, avg(stop_round), avg(operational_tokens) FROM replay GROUP BY policy ORDER BY 3"
-    print(f'explore: shp-query --store {result.store} "{query}"')
+    print(f'explore: shp-query --store {store} "{query}"')
     return sweep_job.as_dict(result)
 
 
@@ -95,4 +99,5 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
 
 
 def entry() -> None:
+    protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
     main()  # hydra.main reads sys.argv itself

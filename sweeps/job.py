@@ -30,6 +30,7 @@ from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store
 from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
+from storage.verify import DamagedStore, require_sound
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -215,6 +216,10 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
         raise ValueError(f"dataset {job.dataset} split={job.split} has no scenarios")
     run_id = new_run_id()
     store = Store(job.store)
+    try:
+        require_sound(store)  # every part the job reads is checked before it is believed (each once: recorded)
+    except DamagedStore as exc:
+        raise JobFailed(str(exc)) from None
     write_manifest(store, run_id, config_snapshot, {"generation.seed": job.generation.seed}, command)
     summary = ensure_generation(job, scenarios, run_id, command)
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)

@@ -76,11 +76,14 @@ class RayLauncher(Launcher):
         import ray
 
         from shp_ray.generate import start_ray
+        from sweeps.redact_callback import redact_file
 
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        # Hydra wrote multirun.yaml verbatim before launching: redact it before the first job starts.
+        redact_file(Path(str(self.config.hydra.sweep.dir)) / "multirun.yaml")
         started = start_ray(self.address, self.num_cpus)
         try:
             task = ray.remote(num_cpus=self.job_num_cpus, max_calls=1, max_retries=0)(_execute)
