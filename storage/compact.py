@@ -26,8 +26,9 @@ import uuid
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .parts import TMP_PREFIX, Store
+from .parts import HASH_HEX, TMP_PREFIX, Store, HashingSink
 from .schemas import TABLES
+from .verify import require_sound
 
 JOURNAL_PREFIX = "_compact-"
 HIDDEN_SUFFIX = ".hidden"
@@ -65,23 +66,33 @@ def _groups(store: Store, table: str, small_bytes: int, target_bytes: int) -> li
 
 
 def _merge(store: Store, table: str, sources: list[str]) -> tuple[str, str, int]:
+    """Stream ``sources`` into one temp part written like ``Store.write`` writes (page checksums,
+    named with the sha256 of its bytes), so a merged part is verified like any other."""
     folder = store.table_path(table)
     stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
-    tmp, final = f"{folder}/{TMP_PREFIX}{stem}.partial", f"{folder}/part-{stem}.parquet"
+    tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
     schema = pq.read_schema(sources[0], filesystem=store.fs)
     rows = 0
-    with store.fs.open_output_stream(tmp) as out, pq.ParquetWriter(out, schema, compression="zstd") as writer:
-        for src in sources:
-            part = pq.read_table(src, filesystem=store.fs)
-            writer.write_table(part.cast(schema))
-            rows += part.num_rows
+    with store.fs.open_output_stream(tmp) as out:
+        sink = HashingSink(out)
+        with pq.ParquetWriter(sink, schema, compression="zstd", write_page_checksum=True) as writer:
+            for src in sources:
+                part = pq.read_table(src, filesystem=store.fs, page_checksum_verification=True)
+                writer.write_table(part.cast(schema))
+                rows += part.num_rows
+    final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
     return tmp, final, rows
 
 
 def compact_table(
     store: Store, table: str, small_bytes: int = SMALL_BYTES, target_bytes: int = TARGET_BYTES
 ) -> dict[str, int]:
-    """Merge the small parts of one table; returns parts before/after and rows moved."""
+    """Merge the small parts of one table; returns parts before/after and rows moved.
+
+    Refuses (DamagedStore) a table with a damaged part: merging would carry the damage into a
+    part with a fresh, valid hash. Repair first (``shp-query --store S --quarantine``).
+    """
+    require_sound(store, (table,))
     before = len(store.parts(table))
     moved = 0
     for sources in _groups(store, table, small_bytes, target_bytes):

@@ -160,7 +160,7 @@ def part_digest(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-class _HashingSink:
+class HashingSink:
     """A write-only file for ``pq.write_table`` that hashes every byte on its way to ``raw``."""
 
     closed = False
@@ -235,13 +235,13 @@ class Store:
         options = {"compression": "zstd", "write_page_checksum": True}
         if self.local:
             with open(tmp, "wb") as fh:
-                sink = _HashingSink(fh)
+                sink = HashingSink(fh)
                 pq.write_table(table, sink, **options)
                 fh.flush()
                 os.fsync(fh.fileno())
         else:
             with self.fs.open_output_stream(tmp) as out:
-                sink = _HashingSink(out)
+                sink = HashingSink(out)
                 pq.write_table(table, sink, **options)
         final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
         if self.local:

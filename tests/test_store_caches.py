@@ -99,6 +99,25 @@ def test_compaction_merges_parts_without_losing_or_duplicating(tmp_path) -> None
     assert sorted(after["scenario_id"].to_pylist()) == sorted(before["scenario_id"].to_pylist())
     assert after.schema.field("embedding").type == pa.list_(pa.float32(), 384)
     assert not [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
+    # The merged part is written like any other: hash-named, page checksums, and it verifies.
+    from storage.parts import part_digest
+    from storage.verify import verify_store
+
+    (merged,) = store.parts("rounds")
+    assert part_digest(merged) is not None
+    assert all(c.ok for c in verify_store(store, ("rounds",), use_record=False))
+
+
+def test_compaction_refuses_a_table_with_a_damaged_part(tmp_path) -> None:
+    from storage.verify import DamagedStore
+
+    store = _store_with_parts(tmp_path, 3)
+    victim = store.parts("rounds")[1]
+    with open(victim, "r+b") as fh:  # truncate: the part is damaged
+        fh.truncate(100)
+    with pytest.raises(DamagedStore, match="rounds"):
+        compact_table(store, "rounds")
+    assert len(store.parts("rounds")) == 3  # nothing merged, nothing moved
 
 
 @pytest.mark.parametrize("stage", ["hidden_some", "hidden_all", "renamed"])
