@@ -26,7 +26,7 @@ import uuid
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .parts import HASH_HEX, TMP_PREFIX, Store, HashingSink
+from .parts import HASH_HEX, TMP_PREFIX, HashingSink, Store
 from .schemas import TABLES
 from .verify import require_sound
 
