@@ -299,6 +299,14 @@ def _lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
         con.execute(stmt)
 
 
+def _require_sound(store: Store) -> None:
+    """Every part checked before it is believed (each once: storage.verify records sound parts)."""
+    try:
+        require_sound(store)
+    except DamagedStore as exc:
+        raise AnalysisError(str(exc)) from None
+
+
 def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, float]:
     if weights is None or weights == "uniform":
         return weight_strategies.uniform()
@@ -336,10 +344,7 @@ def connect(
     store = Store(store_root)
     if store.local and not Path(store.path).is_dir():
         raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
-    try:
-        require_sound(store)  # every part checked before it is believed (once: storage.verify records it)
-    except DamagedStore as exc:
-        raise AnalysisError(str(exc)) from None
+    _require_sound(store)
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection()
@@ -401,6 +406,7 @@ def write_init_script(
     store = Store(store_root)
     if not store.local:
         raise AnalysisError(f"views.sql is written only for local stores, not {store.uri}")
+    _require_sound(store)
     con = _new_connection()
     con.execute(f"CREATE VIEW judgments_raw AS {_source(store, 'judgments')}")
     judge, version = _pick_judge(con, judge, judge_prompt_version)

@@ -33,6 +33,7 @@ from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.schemas import FAILURES
+from storage.verify import require_sound
 from storage.writer import StoreWriter
 
 from .datasets import Scenario
@@ -141,6 +142,7 @@ def generate(
     store = Store(store_root)
     store.sweep_temp()
     recover(store)
+    require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
     cache.mkdir(parents=True, exist_ok=True)
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
