@@ -11,10 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,8 +25,9 @@ from storage import Store
 from storage.manifest import REDACTED, redact, redact_text, write_manifest
 from sweeps.redact_callback import RedactingStream, _redacting_factory, redact_file, redacted_yaml
 
+from .test_sweep import shp_sweep
+
 SECRET = "S3CRETPASS"
-BIN = Path(sys.executable).parent
 SMALL = ["dataset.limit=2", "generation.max_rounds=2", "generation.concurrency=2"]
 
 
@@ -227,16 +225,6 @@ def test_console_writes_are_redacted() -> None:
 
 
 # --- end to end: shp-sweep against a real simulated server ------------------------------------------
-
-
-def shp_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "shp-sweep"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", **(env or {})},
-    )
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def shp_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 60
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "CI": "true", **(env or {})},
+        env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", **(env or {})},
     )
 
 
