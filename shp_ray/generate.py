@@ -69,6 +69,7 @@ class GenerationSummary:
     retries: int = 0
     http_429: int = 0
     embedded_texts: int = 0
+    ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
     rows: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush
     generation_s: float = 0.0  # first scenario submitted -> last trajectory stored
@@ -120,6 +121,7 @@ def generate(
     cache_dir: str | Path | None = None,
     provider_factory: str = DEFAULT_FACTORY,
     ray_address: str | None = None,
+    num_cpus: int = 2,
     backend: str = "ray",
     total: int | None = None,
     progress: bool | None = None,
@@ -131,6 +133,7 @@ def generate(
 ) -> GenerationSummary:
     """Generate every scenario not yet stored for this config; returns what happened.
 
+    ``num_cpus`` sizes a Ray started here (ignored when joining ``ray_address`` or a running Ray).
     ``keep_embedder`` leaves the named embedding actor (and its loaded model) alive on a Ray
     that outlives this call, for the next run of a multirun; it holds ``embed_num_cpus`` CPUs.
     ``watchdog`` raises once the endpoint's own server has died (the embedded llama.cpp server);
@@ -170,7 +173,7 @@ def generate(
         else:
             _run_ray(
                 pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
-                ray_address, keep_embedder, ephemeral_endpoint,
+                ray_address, num_cpus, keep_embedder, ephemeral_endpoint,
             )  # fmt: skip
     summary.elapsed_s = time.perf_counter() - start
     if breaker.tripped:
@@ -302,6 +305,7 @@ def _run_ray(
     prog: Progress,
     breaker: Breaker,
     address: str | None,
+    num_cpus: int = 2,
     keep_embedder: bool = False,
     ephemeral_endpoint: bool = False,
 ) -> None:
@@ -313,10 +317,11 @@ def _run_ray(
     if first is None:  # everything is stored already: no Ray, no model load
         return
     pending = itertools.chain([first], pending)
-    started = start_ray(address)
+    started = start_ray(address, num_cpus)
     actors: list[object] = []
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        summary.ray_cpus = cpus
         threads = min(cfg.embed_num_cpus, cpus)
         # Reserve what is free (never wait forever for CPUs another job holds); torch still gets
         # `threads` threads.

@@ -110,6 +110,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
                 job.store,
                 ep.spec,
                 ray_address=job.ray_address,
+                num_cpus=job.num_cpus,
                 progress=job.progress,
                 run_id=run_id,
                 command=command,
@@ -259,7 +260,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
         con.close()
     if job.report.get("enabled", True) and result.trajectories:
         out = Path(job.report.get("out") or output_dir / "report")
-        result.report = str(write_report(job.store, out, delta=job.report["delta"], **scope))
+        result.report = str(write_report(job.store, out, delta=job.report["delta"], eps=job.halt.eps, **scope))
     return result
 
 

@@ -168,3 +168,19 @@ def test_a_typo_fails_before_any_call(tmp_path):
     bad = shp_sweep("provider=sim", "halting.eps=5", f"store.path={store}", f"hydra.run.dir={tmp_path / 'r'}")
     assert bad.returncode != 0 and "halting" in bad.stderr and "eps" in bad.stderr
     assert not store.exists()  # nothing written, no server started, no call made
+
+
+def test_halting_eps_and_ray_num_cpus_reach_where_they_act(tmp_path):
+    """Two keys that used to be validated and then dropped: eps never reached the report (it always
+    said 0.06), ray.num_cpus never reached Ray."""
+    store = tmp_path / "store"
+    overrides = ["provider=sim", "dataset.limit=2", "generation.max_rounds=2", f"store.path={store}"]
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*overrides, "halting.eps=0.031", "ray.num_cpus=1"])
+    job = to_job(cfg)
+    scenarios = sweep_job.load_scenarios(job.dataset, split=job.split, limit=job.limit)
+    summary = sweep_job.ensure_generation(job, scenarios, "run-1", "t")
+    assert summary is not None and summary.generated == 2 and summary.ray_cpus == 1
+    result = sweep_job.run(job, output_dir=tmp_path / "out", job_tag="t", config_snapshot=snapshot(cfg), command="t")
+    report = Path(result.report).read_text()
+    assert "below eps = 0.031" in report and "below eps = 0.06" not in report
