@@ -22,20 +22,49 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
+def shared_points(rows: Sequence[dict]) -> list[tuple[float, float, list[str]]]:
+    """(tokens, IS, policies) per distinct point: policies that land on the same point share one label
+    (in a small run many cells stop alike, and their labels would print on top of each other)."""
+    groups: dict[tuple[float, float], list[str]] = {}
+    for r in rows:
+        key = (round(float(r["mean_operational_tokens"]), 6), round(float(r["mean_is"]), 9))
+        groups.setdefault(key, []).append(str(r["policy"]))
+    return [(x, y, sorted(names)) for (x, y), names in groups.items()]
+
+
+def _label(names: list[str], width: int = 38) -> str:
+    """Names joined and wrapped to ``width`` characters a line."""
+    lines, line = [], ""
+    for name in names:
+        if line and len(line) + 2 + len(name) > width:
+            lines.append(line + ",")
+            line = name
+        else:
+            line = f"{line}, {name}" if line else name
+    return "\n".join([*lines, line])
+
+
 def pareto(summary: Sequence[dict], path: Path, title: str) -> Path:
-    """Efficiency-quality plane: mean operational tokens vs mean IS, frontier marked."""
+    """Efficiency-quality plane: mean operational tokens vs mean IS, frontier marked; one label per point."""
     rows = [r for r in summary if r["mean_is"] is not None]
-    pts = [(float(r["mean_operational_tokens"]), float(r["mean_is"])) for r in rows]
-    front = set(pareto_front(pts))
+    points = shared_points(rows)
+    front = set(pareto_front([(x, y) for x, y, _ in points]))
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    for i, (r, (x, y)) in enumerate(zip(rows, pts, strict=True)):
+    xs = [x for x, _, _ in points]
+    middle = (min(xs) + max(xs)) / 2 if xs else 0.0
+    for i, (x, y, names) in enumerate(points):
         ax.scatter(x, y, s=40 if i in front else 18, c="tab:red" if i in front else "tab:blue", zorder=3)
-        if i in front or not str(r["policy"]).count("@"):
-            ax.annotate(str(r["policy"]), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    fx = sorted((pts[i] for i in front), key=lambda p: p[0])
+        shown = [n for n in names if i in front or "@" not in n]
+        if shown:  # labels of the right half point left, so they stay inside the axes
+            right = x > middle
+            ax.annotate(
+                _label(shown), (x, y), fontsize=7, xytext=(-3 if right else 3, 3), textcoords="offset points",
+                ha="right" if right else "left",
+            )  # fmt: skip
+    fx = sorted(((points[i][0], points[i][1]) for i in front), key=lambda p: p[0])
     if fx:
         ax.plot([p[0] for p in fx], [p[1] for p in fx], c="tab:red", lw=1, zorder=2, label="Pareto frontier")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="best", fontsize=8)
     ax.set_xlabel("mean operational tokens per question")
     ax.set_ylabel("mean IS of the returned draft")
     ax.set_title(title, fontsize=9)

@@ -46,3 +46,20 @@ def test_failed_report_leaves_nothing(store, tmp_path) -> None:
 def test_cli_reports_errors_cleanly(store, tmp_path, capsys) -> None:
     assert main(["--store", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert "no store at" in capsys.readouterr().err
+
+
+def test_policies_on_the_same_point_share_one_label():
+    from analysis.figures import _label, shared_points
+
+    rows = [
+        {"policy": "shp", "mean_operational_tokens": 1841.0, "mean_is": 0.682},
+        {"policy": "abl_full", "mean_operational_tokens": 1841.0, "mean_is": 0.682},
+        {"policy": "fixed_k3", "mean_operational_tokens": 3083.0, "mean_is": 0.682},
+        {"policy": "abl_no_gain", "mean_operational_tokens": 3083.0, "mean_is": 0.6820000000001},
+        {"policy": "fixed_k1", "mean_operational_tokens": 578.0, "mean_is": 0.704},
+    ]
+    points = {(x, y): names for x, y, names in shared_points(rows)}
+    assert points == {(1841.0, 0.682): ["abl_full", "shp"], (3083.0, 0.682): ["abl_no_gain", "fixed_k3"],
+                      (578.0, 0.704): ["fixed_k1"]}  # fmt: skip
+    label = _label([f"policy_{i}" for i in range(8)], width=30)
+    assert all(len(line) <= 31 for line in label.splitlines()) and label.count("policy_") == 8
