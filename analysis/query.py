@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 import duckdb
 
+from shp_ray.policies import Policy, family_policies, policy_by_name, standard_policies
+
 from .db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
@@ -260,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 1.0}')
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin in policy_summary")
     ap.add_argument("--max-rows", type=int, default=None, help="print at most this many rows")
+    ap.add_argument(
+        "--policies",
+        default=None,
+        help="rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
+        "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families",
+    )
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
     ap.add_argument("--write-init", action="store_true", help="write <store>/views.sql for `duckdb -init`")
     ap.add_argument("--verify", action="store_true", help="check every part (hash, schema, values); exit 1 if damaged")
@@ -277,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_init:
             print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta))
             return 0
-        con = connect(args.store, judge=args.judge, weights=weights, delta=args.delta, materialize=not args.lazy)
+        con = connect(
+            args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
+            delta=args.delta, materialize=not args.lazy,
+        )  # fmt: skip
     except (AnalysisError, ValueError, duckdb.Error) as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
@@ -294,6 +305,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         con.close()
+
+
+def policies_from(spec: str | None) -> list[Policy] | None:
+    """``--policies``: None (every standard policy) or the named ones, ``standard``/``families`` expanded."""
+    if spec is None:
+        return None
+    out: list[Policy] = []
+    for name in (n.strip() for n in spec.split(",") if n.strip()):
+        if name == "standard":
+            out.extend(standard_policies())
+        elif name == "families":
+            out.extend(family_policies())
+        else:
+            out.append(policy_by_name(name))  # ValueError names an unknown policy
+    if not out:
+        raise ValueError("--policies: no policy named")
+    return list({p.name: p for p in out}.values())
 
 
 def entry() -> None:

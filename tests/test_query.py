@@ -101,3 +101,14 @@ def test_init_script_gives_the_same_views(store, capsys) -> None:
     q += " ORDER BY 1, 2, 3"
     assert plain.execute(q).fetchall() == analysis.connect(store).execute(q).fetchall()
     path.unlink()
+
+
+def test_the_policy_set_is_an_option_families_included(store, capsys) -> None:
+    sql = "SELECT DISTINCT policy FROM replay ORDER BY 1"
+    assert main(["--store", str(store), "--format", "json", "--policies", "families,shp", sql]) == 0
+    names = {r["policy"] for r in json.loads(capsys.readouterr().out)}
+    from shp_ray.policies import family_policies
+
+    assert names == {p.name for p in family_policies()} | {"shp"}
+    assert main(["--store", str(store), "--policies", "no_such_policy", sql]) == 2
+    assert "no_such_policy" in capsys.readouterr().err
