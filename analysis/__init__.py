@@ -5,8 +5,8 @@ con = analysis.connect("runs/store")
 con.sql("SELECT * FROM policy_summary").show()
 """
 
-from .db import AnalysisError, connect, connect_signals, set_policies, setup_of, write_init_script
-from .policy_table import default_policies, grid_policies
+from analysis.db import AnalysisError, connect, connect_signals, set_policies, setup_of, write_init_script
+from analysis.policy_table import default_policies, grid_policies
 
 __all__ = [
     "AnalysisError",

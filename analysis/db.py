@@ -27,18 +27,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shp_ray import halting
-from shp_ray import weights as weight_strategies
-from shp_ray.halting import HaltConfig
-from shp_ray.policies import Policy
-from shp_ray.scoring import check_weights
-from shp_ray.trajectory import Round, Trajectory
+from analysis import families, sql
+from analysis.policy_table import default_policies, policies_sql
+from shp_ray.policy import cascade as halting
+from shp_ray.policy import weights as weight_strategies
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.scoring import check_weights
+from shp_ray.policy.table import Policy
+from shp_ray.policy.trajectory import Round, Trajectory
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM, TABLES
 from storage.verify import DamagedStore, require_sound
-
-from . import families, sql
-from .policy_table import default_policies, policies_sql
 
 VIEWS_FILE = "views.sql"
 DEFAULT_DELTA = 0.02
@@ -311,7 +310,7 @@ def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, floa
     if weights is None or weights == "uniform":
         return weight_strategies.uniform()
     if isinstance(weights, str):
-        raise AnalysisError(f"weights {weights!r}: pass a dict metric -> weight (see shp_ray.weights)")
+        raise AnalysisError(f"weights {weights!r}: pass a dict metric -> weight (see shp_ray.policy.weights)")
     return dict(weights)
 
 

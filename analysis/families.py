@@ -3,7 +3,7 @@
     family_inputs   one row per trajectory: drafts, draft embeddings, critique embeddings,
                     writer/critic tokens, the scenario's contexts (a view over the store)
     family_replay   policies of kind semantic | gain_model | verifier x trajectories, through the
-                    Arrow UDF ``shp_family`` that runs :class:`shp_ray.stoppers.FamilyRun`, the SAME
+                    Arrow UDF ``shp_family`` that runs :class:`shp_ray.policy.families.FamilyRun`, the SAME
                     round-by-round code as the live Stopper and the reference executor
 
 ``replay`` gains these rows (same columns) when the ``policies`` table holds any
@@ -23,10 +23,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from shp_ray.policies import Policy
-from shp_ray.stoppers.engine import FAMILY_KINDS, run_signals, trajectory_signals
-
-from . import sql
+from analysis import sql
+from shp_ray.policy.families.engine import FAMILY_KINDS, run_signals, trajectory_signals
+from shp_ray.policy.table import Policy
 
 KINDS_SQL = ", ".join(sql.quote(k) for k in FAMILY_KINDS)
 CORE_KINDS_SQL = "'cascade', 'random', 'oracle'"

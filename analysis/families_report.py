@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import duckdb
 
-from shp_ray.stoppers.gain_model import GainModel
+from shp_ray.policy.families.gain_model import GainModel
 
 FAMILY_LABELS = {"semantic": "semantic", "gain_model": "learned gain", "verifier": "verifier-first"}
 REFERENCE_POLICIES = ("shp", "oracle_is")

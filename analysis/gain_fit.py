@@ -3,7 +3,7 @@
     model, path = fit_gain_model("runs/store", gen_id)          # -> <store>/artefacts/gain_model/<gen_id>.json
     policies = with_fitted_gain_models(policies, "runs/store", gen_id)
 
-The features come from the same :class:`shp_ray.stoppers.SignalState` the replay
+The features come from the same :class:`shp_ray.policy.families.SignalState` the replay
 runs, the targets IS_{t+1} - IS_t from the DuckDB views (the judge's scores, used
 for TRAINING only). Test trajectories are never read: the fit filters on
 ``scenarios.split``, so the replay on test measures out-of-sample stopping.
@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shp_ray.policies import Policy, with_params
-from shp_ray.stoppers import gain_model
-from shp_ray.stoppers.signals import SignalState
-from storage.parts import Store
+import numpy as np
 
-from .db import AnalysisError, connect, setup_of
-from .families import row_inputs
+from analysis.db import AnalysisError, connect, setup_of
+from analysis.families import row_inputs
+from shp_ray.policy.families import gain_model
+from shp_ray.policy.families.signals import RoundSignal, SignalState
+from shp_ray.policy.table import Policy, with_params
+from storage.parts import Store
 
 log = logging.getLogger("shp_ray.gain_fit")
 ARTEFACT_DIR = "artefacts/gain_model"
@@ -77,8 +78,8 @@ def fit_gain_model(
         "n_trajectories": len(rows),
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    model = gain_model.fit(histories, scores, n_components=n_components, lam=lam, meta=meta)
-    path = gain_model.save(model, artefact_path(store_root, gen_id))
+    model = fit(histories, scores, n_components=n_components, lam=lam, meta=meta)
+    path = save(model, artefact_path(store_root, gen_id))
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
 
@@ -107,3 +108,64 @@ def with_fitted_gain_models(
     for i in todo:
         policies[i] = replace(with_params(policies[i], model=model.to_json()))
     return policies
+
+
+# --- the ridge fit itself (numpy, closed form); the policy package only predicts -----------------
+
+
+def fit(
+    histories: Sequence[Sequence[RoundSignal]],
+    scores: Sequence[Sequence[float]],
+    *,
+    n_components: int = 3,
+    lam: float = 1.0,
+    meta: Mapping[str, object] | None = None,
+) -> gain_model.GainModel:
+    """Ridge on rounds t >= 2 with IS_t and IS_{t+1} known (dev split only: the caller's duty)."""
+    crit = [s.critique.astype(np.float64) for h in histories for s in h if s.critique is not None]
+    if len(crit) > n_components and n_components > 0:
+        c = np.stack(crit)
+        pca_mean = c.mean(axis=0)
+        _, _, vt = np.linalg.svd(c - pca_mean, full_matrices=False)
+        components = vt[:n_components]
+    else:
+        pca_mean, components = np.zeros(0), np.zeros((0, 0))
+    xs, ys = [], []
+    for h, s in zip(histories, scores, strict=True):
+        for i in range(1, len(h) - 1):  # round t = i + 1 >= 2 with a next round
+            y = s[i + 1] - s[i]
+            if math.isfinite(y):
+                xs.append(gain_model.feature_vector(h[i], pca_mean, components))
+                ys.append(y)
+    if len(xs) < 2:
+        raise ValueError(f"gain model: {len(xs)} training rounds with known IS_t and IS_(t+1); need >= 2")
+    x, y = np.stack(xs), np.asarray(ys)
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 1e-12, sd, 1.0)
+    z = (x - mu) / sd
+    y0 = y.mean()
+    coef = np.linalg.solve(z.T @ z + lam * np.eye(z.shape[1]), z.T @ (y - y0))
+    names = (*gain_model.BASE_FEATURES, *(f"critique_pc{i + 1}" for i in range(len(components))))
+    return gain_model.GainModel(
+        version=gain_model.VERSION,
+        features=names,
+        pca_mean=tuple(map(float, pca_mean)),
+        pca_components=tuple(tuple(map(float, row)) for row in components),
+        x_mean=tuple(map(float, mu)),
+        x_scale=tuple(map(float, sd)),
+        coef=tuple(map(float, coef)),
+        intercept=float(y0),
+        lam=float(lam),
+        n_train=len(ys),
+        meta=dict(meta or {}),
+    )
+
+
+def save(model: gain_model.GainModel, path: str | Path) -> Path:
+    """Write the artefact atomically (never half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".partial")
+    tmp.write_text(model.to_json())
+    tmp.replace(path)
+    return path

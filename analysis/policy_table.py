@@ -10,11 +10,10 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from shp_ray.halting import HaltConfig
-from shp_ray.policies import NAMED_CASCADES, Policy, cascade_policy, standard_policies
-from shp_ray.stoppers import params_json
-
-from .sql import double, quote
+from analysis.sql import double, quote
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.families import params_json
+from shp_ray.policy.table import NAMED_CASCADES, Policy, cascade_policy, standard_policies
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("policy", "VARCHAR"),

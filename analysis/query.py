@@ -29,9 +29,8 @@ from collections.abc import Sequence
 
 import duckdb
 
-from shp_ray.policies import Policy, family_policies, policy_by_name, standard_policies
-
-from .db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
+from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
+from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
 # SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is

@@ -23,13 +23,12 @@ from pathlib import Path
 
 import duckdb
 
-from shp_ray.policies import ABLATION_CELLS, Policy
+from analysis import families_report, figures, stats
+from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
+from shp_ray.policy.families import FAMILY_KINDS
+from shp_ray.policy.table import ABLATION_CELLS, Policy
 from shp_ray.providers.registry import describe_provider
-from shp_ray.stoppers import FAMILY_KINDS
 from storage.manifest import redact_text
-
-from . import families_report, figures, stats
-from .db import DEFAULT_DELTA, AnalysisError, connect, setup_of
 
 BEST_QUERY = (
     "SELECT gen_id, policy, token_saving, mean_is, delta_is, delta_is_lower95 FROM policy_summary "

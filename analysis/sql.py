@@ -14,12 +14,12 @@ Pipeline (one scan of the store, then pure arithmetic per policy)::
                                        v
                    replay (stop_round, reason, tokens, final_is) --> policy_summary
 
-The cascade in ``replay`` is :func:`shp_ray.halting.decide` written as one
+The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as one
 list lambda per (policy, trajectory): for every round t <= cap it yields
 ``t*8 + reason_code`` when the cascade halts at t (codes in REASON_CODES, in
 the cascade's priority order) and NULL otherwise; the smallest value is the
 first halting round and its reason. Property tests hold it equal to the
-reference executor :func:`shp_ray.policies.replay`.
+reference executor :func:`shp_ray.policy.reference.replay`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from scipy import stats as _st
 
-from shp_ray.scoring import METRICS, check_weights
+from shp_ray.policy.scoring import METRICS, check_weights
 
 REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
 
@@ -81,7 +81,7 @@ def round_signals_sql(dim: int, judge_where: str, weights: Mapping[str, float]) 
     """Per generated round: d_t (DuckDB array cosine distance), IS_t, tokens, f_t.
 
     d_t is NULL at round 1, 1.0 when either embedding has zero (or non-finite)
-    norm, else clipped to [0, 2] -- shp_ray.scoring.cosine_distance's contract.
+    norm, else clipped to [0, 2] -- shp_ray.policy.scoring.cosine_distance's contract.
     """
     metrics = ", ".join(f"j.{m}" for m in METRICS)
     return f"""
@@ -187,7 +187,7 @@ def replay_sql(executor: str = "sql") -> str:
     """Every policy x every trajectory in one query; ``executor`` picks the cascade form.
 
     ``sql``: the list lambda above. ``udf``: the Arrow UDF ``shp_cascade`` that
-    loops :func:`shp_ray.halting.decide` (registered by analysis.db.connect).
+    loops :func:`shp_ray.policy.cascade.decide` (registered by analysis.db.connect).
     """
     if executor == "sql":
         code, inputs = cascade_code_sql(), "x.crit, x.mk, x.gw"

@@ -24,11 +24,11 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from shp_ray import weights as ahp_weights
-from shp_ray.datasets import DATASETS, SPLITS
-from shp_ray.genconfig import GenerationConfig
-from shp_ray.halting import HaltConfig
-from shp_ray.policies import Policy, family_policies, policy_by_name, standard_policies
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import DATASETS, SPLITS
+from shp_ray.policy import weights as ahp_weights
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from storage.manifest import redact
 from storage.parts import StoreUnusable, check_root
@@ -252,7 +252,7 @@ def resolve_policies(names: list[str], halt: HaltConfig, seeds: list[int]) -> tu
     for name in names:
         if name == "standard":
             out.extend(standard_policies(halt, tuple(seeds)))
-        elif name == "families":  # the other stopping systems (shp_ray.stoppers) at their defaults
+        elif name == "families":  # the other stopping systems (shp_ray.policy.families) at their defaults
             out.extend(family_policies(halt))
         else:
             out.append(_guard("replay.policies", lambda n=name: policy_by_name(n, halt)))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from shp_ray.prompts import PROMPT_VERSION
+from shp_ray.generation.prompts import PROMPT_VERSION
 from shp_ray.providers.llama import MODEL_ALIAS
 
 

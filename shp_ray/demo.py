@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 
-from .halting import HaltConfig
-from .policies import replay, standard_policies
-from .trajectory import Round, Trajectory
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import standard_policies
+from shp_ray.policy.trajectory import Round, Trajectory
 
 TABLE_I = Trajectory(
     scenario_id="paper_table_I",

@@ -20,10 +20,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from . import halting, policies
-from .halting import HaltConfig, HaltTracker
-from .scoring import METRICS, cosine_distance, information_score
-from .trajectory import Round, Trajectory
+from shp_ray import policy as policies
+from shp_ray.policy import cascade as halting
+from shp_ray.policy.cascade import HaltConfig, HaltTracker
+from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
+from shp_ray.policy.trajectory import Round, Trajectory
 
 # ---- strategies -------------------------------------------------------------
 

@@ -117,7 +117,7 @@ class JudgeCache(_SqliteKV):
     table = "judgments"
 
     def get(self, key: str):  # noqa: ANN201 - JudgeResult | None
-        from shp_ray.judge import JudgeResult
+        from shp_ray.generation.judge import JudgeResult
 
         d = self.get_json(key)
         return None if d is None else JudgeResult.from_json(json.dumps(d), cached=True)

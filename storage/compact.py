@@ -26,9 +26,9 @@ import uuid
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .parts import HASH_HEX, TMP_PREFIX, HashingSink, Store
-from .schemas import TABLES
-from .verify import require_sound
+from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store
+from storage.schemas import TABLES
+from storage.verify import require_sound
 
 JOURNAL_PREFIX = "_compact-"
 HIDDEN_SUFFIX = ".hidden"

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from .parts import Store
+from storage.parts import Store
 
 PACKAGES = (
     "shp-ray", "ray", "pyarrow", "duckdb", "numpy", "torch", "sentence-transformers", "transformers",
@@ -107,7 +107,7 @@ def write_manifest(
     """Write one manifest row (atomically, its own part); returns the row."""
     import pyarrow as pa
 
-    from .schemas import MANIFESTS
+    from storage.schemas import MANIFESTS
 
     row = {
         "run_id": run_id,

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .schemas import TABLES
+from storage.schemas import TABLES
 
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
@@ -214,7 +214,7 @@ class Store:
         part is written with page checksums, named with the sha256 of its bytes, and recorded as
         verified (:mod:`storage.verify`), so no reader re-checks a part this process wrote.
         """
-        from .verify import record_written, value_problems
+        from storage.verify import record_written, value_problems
 
         schema = schema or TABLES.get(name)
         if schema is None:

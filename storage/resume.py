@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .parts import Store
+from storage.parts import Store
 
 
 def column_values(store: Store, table: str, column: str, where: tuple[str, str] | None = None) -> set[str]:

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .parts import Store
-from .schemas import EMBEDDING_DIM, METRIC_COLUMNS, rounds_schema
+from storage.parts import Store
+from storage.schemas import EMBEDDING_DIM, METRIC_COLUMNS, rounds_schema
 
 SYNTHETIC_JUDGE = "synthetic-v1 (random metrics, not an LLM; synthetic data)"
 SYNTHETIC_MODEL = "synthetic (no model; generated numbers)"

@@ -46,9 +46,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .cache import default_cache_dir
-from .parts import HASH_HEX, Store, _redact_uri, part_digest
-from .schemas import REQUIRED, TABLES, VALUE_RANGES, feedback_embeddings_schema, rounds_schema
+from storage.cache import default_cache_dir
+from storage.parts import HASH_HEX, Store, _redact_uri, part_digest
+from storage.schemas import REQUIRED, TABLES, VALUE_RANGES, feedback_embeddings_schema, rounds_schema
 
 CHECKS_VERSION = 1  # bump when the checks change: every recorded verification is then redone
 VERIFIED_FILE = "verified-parts.jsonl"

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from .parts import Store
-from .resume import column_values
-from .schemas import TABLES, rounds_schema
+from storage.parts import Store
+from storage.resume import column_values
+from storage.schemas import TABLES, rounds_schema
 
 _ORDER = ("scenarios", "generations", "judgments", "failures", "rounds")
 

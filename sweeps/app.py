@@ -28,13 +28,12 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, snapshot, to_job
-from shp_ray.guard import GenerationAborted
+from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
-
-from . import job as sweep_job
-from .redact_callback import protect_process
+from sweeps import job as sweep_job
+from sweeps.redact_callback import protect_process
 
 log = logging.getLogger("shp_ray.sweep")
 

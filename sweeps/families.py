@@ -1,4 +1,4 @@
-"""What a sweep job does before replaying the other stopping families (shp_ray.stoppers).
+"""What a sweep job does before replaying the other stopping families (shp_ray.policy.families).
 
 1. ``gain_model`` is fitted on the DEV split only: when the job replays another
    split, the dev questions are generated too (once, under the same lock and
@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from conf.resolve import JobSpec
-from shp_ray.datasets import load_scenarios
-from shp_ray.policies import Policy
+from shp_ray.generation.datasets import load_scenarios
+from shp_ray.policy.table import Policy
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -23,11 +23,10 @@ def prepare_families(
     job: JobSpec, gen_id: str, run_id: str, command: str, judge: str | None, weights: dict[str, float]
 ) -> tuple[Policy, ...]:
     from analysis.gain_fit import with_fitted_gain_models
-    from shp_ray.embedder import Embedder
-    from shp_ray.stoppers.feedback_embed import embed_feedback
+    from shp_ray.generation.embedder import Embedder
+    from shp_ray.generation.feedback_embed import embed_feedback
     from storage.parts import Store
-
-    from .job import ensure_generation
+    from sweeps.job import ensure_generation
 
     policies = job.policies
     if not any(p.family for p in policies):

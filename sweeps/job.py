@@ -20,9 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from conf.resolve import JobSpec
-from shp_ray.datasets import Scenario, load_scenarios
-from shp_ray.generate import GenerationSummary, generate, judge_label
-from shp_ray.guard import Watchdog, preflight, reason_of
+from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.generate import GenerationSummary, generate, judge_label
+from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.providers.base import ProviderSpec
 from storage.cache import default_cache_dir
 from storage.lock import generation_lock
@@ -121,7 +121,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
 
 def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge: str) -> int:
     """Score the stored drafts this job's judge has not scored yet (a judge switched on a stored generation)."""
-    from shp_ray.rejudge import judge_stored, unjudged
+    from shp_ray.generation.rejudge import judge_stored, unjudged
 
     if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
@@ -191,7 +191,7 @@ def result_rows(
 def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
     """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
     from analysis import connect
-    from shp_ray import weights
+    from shp_ray.policy import weights
 
     w = job.weights
     if w["strategy"] == "ahp":
@@ -231,7 +231,9 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     if judge is not None:
         ensure_judgments(job, gen_id, scenarios, judge)
     weights = strategy_weights(job, judge, gen_id, ids)
-    from .families import prepare_families  # the other stopping systems: dev-fitted gain model, critique embeddings
+    from sweeps.families import (
+        prepare_families,  # the other stopping systems: dev-fitted gain model, critique embeddings
+    )
 
     policies = prepare_families(job, gen_id, run_id, command, judge, weights)
     scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids}

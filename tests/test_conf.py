@@ -15,8 +15,8 @@ from omegaconf.errors import ValidationError
 
 import conf.schema  # noqa: F401
 from conf.resolve import MAX_RETRIES, RULES, ConfigError, snapshot, to_job
-from shp_ray.genconfig import GenerationConfig
-from shp_ray.halting import HaltConfig
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.policy.cascade import HaltConfig
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from shp_ray.datasets import DatasetError, load_scenarios, split_of
+from shp_ray.generation.datasets import DatasetError, load_scenarios, split_of
 
 
 @pytest.fixture(scope="module")

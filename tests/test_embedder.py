@@ -7,9 +7,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from shp_ray.embedder import DEFAULT_NAME, FAKE_NAME, Embedder
-from shp_ray.scoring import cosine_distance
-from shp_ray.services import EmbedBatcher
+from shp_ray.generation.embedder import DEFAULT_NAME, FAKE_NAME, Embedder
+from shp_ray.generation.services import EmbedBatcher
+from shp_ray.policy.scoring import cosine_distance
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import psutil
 import pyarrow.compute as pc
 import pytest
 
-from shp_ray.datasets import load_scenarios
-from shp_ray.generate import GenerationConfig, generate
+from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
@@ -83,7 +83,7 @@ def _count(path: Path) -> int:
 
 def _cmd(store: Path, base_url: str, n: int) -> list[str]:
     return [
-        sys.executable, "-m", "shp_ray.generate", "--store", str(store), "--dataset", "shp_paper",
+        sys.executable, "-m", "shp_ray.generation.generate", "--store", str(store), "--dataset", "shp_paper",
         "--limit", str(n), "--provider-kind", "sim", "--base-url", base_url, "--model", "sim-model",
         "--max-rounds", "3", "--embedder", "fake-hash", "--workers", "1", "--concurrency", "2", "--flush-every", "1",
     ]  # fmt: skip

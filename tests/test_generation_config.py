@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from shp_ray.genconfig import GenerationConfig
-from shp_ray.progress import Progress, ProgressState, interactive
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.progress import Progress, ProgressState, interactive
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,12 @@ import asyncio
 import pyarrow.parquet as pq
 import pytest
 
-from shp_ray.datasets import load_scenarios
-from shp_ray.generate import GenerationConfig, generate
-from shp_ray.guard import Breaker, GenerationAborted, Outcome, preflight, reason_of
+from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.guard import Breaker, GenerationAborted, Outcome, preflight, reason_of
+from shp_ray.generation.services import CachedChat
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
 from shp_ray.providers.sim_server import SimServer
-from shp_ray.services import CachedChat
 from storage.parts import Store
 
 SPEC = ProviderSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")

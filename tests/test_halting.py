@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shp_ray.halting import CONTINUE, Decision, HaltConfig, HaltTracker, decide
+from shp_ray.policy.cascade import CONTINUE, Decision, HaltConfig, HaltTracker, decide
 from shp_ray.theory_checks import distance_values, feedback_values, halt_configs, score_values
 
 

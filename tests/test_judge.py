@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shp_ray.judge import (
+from shp_ray.generation.judge import (
     LEXICAL_NAME,
     JudgeParseError,
     LexicalJudge,
@@ -18,8 +18,8 @@ from shp_ray.judge import (
     llm_judge,
     parse_judge_reply,
 )
+from shp_ray.policy.scoring import METRICS
 from shp_ray.providers.base import ChatRequest, Completion, Usage
-from shp_ray.scoring import METRICS
 
 Q = "Which river flows through Paris?"
 C = ("The Seine flows through Paris, the capital of France.", "Lyon lies on the Rhone and the Saone.")

@@ -9,15 +9,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from shp_ray.datasets import Scenario, load_scenarios
-from shp_ray.embedder import Embedder
-from shp_ray.generate import GenerationConfig, generate
-from shp_ray.loop import generate_trajectory, live_trajectory
-from shp_ray.policies import replay, standard_policies
-from shp_ray.prompts import NO_CONTEXTS
+from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.embedder import Embedder
+from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.loop import generate_trajectory, live_trajectory
+from shp_ray.generation.prompts import NO_CONTEXTS
+from shp_ray.generation.records import load_trajectories
+from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, LocalServices
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import standard_policies
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
-from shp_ray.records import load_trajectories
-from shp_ray.services import CachedChat, EmbedBatcher, JudgeService, LocalServices
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
 from storage.parts import Store
 from tests.gen_support import ScriptedProvider
@@ -134,7 +135,7 @@ def test_bad_input_never_crashes_the_run(tmp_path) -> None:
 
 
 def test_no_contexts_prompt_says_so() -> None:
-    from shp_ray.prompts import critic_messages, writer_messages
+    from shp_ray.generation.prompts import critic_messages, writer_messages
 
     assert NO_CONTEXTS in writer_messages("q?", (), 1, "", "")[1][1]
     assert NO_CONTEXTS in critic_messages("q?", (), 1, "d")[1][1]
@@ -159,7 +160,7 @@ def test_unparsable_llm_judge_is_nan_not_zero(tmp_path) -> None:
 
 
 def test_live_rejects_oracle(embedder: Embedder) -> None:
-    from shp_ray.policies import policy_by_name
+    from shp_ray.policy.table import policy_by_name
 
     services, _ = _services(Recording(), embedder)
     scn = load_scenarios("shp_paper", limit=1)[0]

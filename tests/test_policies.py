@@ -7,15 +7,10 @@ from collections import Counter
 
 import pytest
 
-from shp_ray.halting import HaltConfig
-from shp_ray.policies import (
-    ABLATION_CELLS,
-    policy_by_name,
-    random_stop_round,
-    replay,
-    standard_policies,
-)
-from shp_ray.trajectory import Round, Trajectory
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import ABLATION_CELLS, policy_by_name, random_stop_round, standard_policies
+from shp_ray.policy.trajectory import Round, Trajectory
 
 
 def make_traj(distances, scores, feedback=None, writer=100, critic=10, judge=1000, sid="q1"):

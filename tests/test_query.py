@@ -107,7 +107,7 @@ def test_the_policy_set_is_an_option_families_included(store, capsys) -> None:
     sql = "SELECT DISTINCT policy FROM replay ORDER BY 1"
     assert main(["--store", str(store), "--format", "json", "--policies", "families,shp", sql]) == 0
     names = {r["policy"] for r in json.loads(capsys.readouterr().out)}
-    from shp_ray.policies import family_policies
+    from shp_ray.policy.table import family_policies
 
     assert names == {p.name for p in family_policies()} | {"shp"}
     assert main(["--store", str(store), "--policies", "no_such_policy", sql]) == 2

@@ -32,7 +32,7 @@ import pytest
 import analysis
 import analysis.db
 from analysis.query import ReadOnlyError, check_read_only, main
-from shp_ray.policies import family_policies, standard_policies
+from shp_ray.policy.table import family_policies, standard_policies
 from storage.parts import Store
 from storage.schemas import TABLES
 from storage.synthetic import SyntheticSpec, write_synthetic_store

@@ -1,9 +1,9 @@
 """Replay over a store written by the real generation pipeline equals the reference executor.
 
-The store comes from shp_ray.generate (in-process backend, the scripted test
+The store comes from shp_ray.generation.generate (in-process backend, the scripted test
 provider, the fake-hash embedder, the lexical judge); the reference side reads
-it with shp_ray.records.load_trajectories, an independent loader that computes
-d_t with shp_ray.scoring.cosine_distance in float64.
+it with shp_ray.generation.records.load_trajectories, an independent loader that computes
+d_t with shp_ray.policy.scoring.cosine_distance in float64.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 
 import analysis
 from analysis.policy_table import grid_policies
-from shp_ray.datasets import load_scenarios
-from shp_ray.generate import GenerationConfig, generate
-from shp_ray.policies import replay, standard_policies
+from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.records import load_trajectories
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import standard_policies
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.records import load_trajectories
 from storage.parts import Store
 
 SPEC = ProviderSpec(kind="scripted", model="scripted-model")

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from analysis.db import SIGNAL_COLUMNS, connect_signals, set_policies
 from analysis.sql import APPROVED_REGEX
 from shp_ray import theory_checks
-from shp_ray.halting import HaltConfig, approved
-from shp_ray.policies import Policy, fixed_policy, replay
-from shp_ray.trajectory import Round, Trajectory
+from shp_ray.policy.cascade import HaltConfig, approved
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import Policy, fixed_policy
+from shp_ray.policy.trajectory import Round, Trajectory
 
 EPS_TIES = [0.0, 0.02, 0.06, 0.1]
 # Mostly values AT the eps choices, so ties decide often; some NaN and the full range.

@@ -1,8 +1,8 @@
 """The DuckDB views over a SYNTHETIC store written through storage.Store with the real schemas.
 
 Replay over the store equals the reference executor for every policy and
-trajectory; d_t equals shp_ray.scoring.cosine_distance within float32
-tolerance; IS_t equals shp_ray.scoring.information_score exactly.
+trajectory; d_t equals shp_ray.policy.scoring.cosine_distance within float32
+tolerance; IS_t equals shp_ray.policy.scoring.information_score exactly.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import pytest
 import analysis
 from analysis.db import SIGNAL_SELECT, AnalysisError, trajectories_from_signals
 from analysis.policy_table import grid_policies
-from shp_ray.policies import replay, standard_policies
-from shp_ray.scoring import cosine_distance, information_score
-from shp_ray.trajectory import Trajectory
+from shp_ray.policy.reference import replay
+from shp_ray.policy.scoring import cosine_distance, information_score
+from shp_ray.policy.table import standard_policies
+from shp_ray.policy.trajectory import Trajectory
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store

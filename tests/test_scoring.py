@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from shp_ray.scoring import METRICS, cosine_distance, information_score, l2_normalise
-from shp_ray.weights import uniform
+from shp_ray.policy.scoring import METRICS, cosine_distance, information_score, l2_normalise
+from shp_ray.policy.weights import uniform
 
 
 def test_cosine_distance_known_values():

@@ -24,8 +24,7 @@ from shp_ray.providers.sim_server import SimServer
 from storage import Store
 from storage.manifest import REDACTED, redact, redact_text, write_manifest
 from sweeps.redact_callback import RedactingStream, _redacting_factory, redact_file, redacted_yaml
-
-from .test_sweep import shp_sweep
+from tests.test_sweep import shp_sweep
 
 SECRET = "S3CRETPASS"
 SMALL = ["dataset.limit=2", "generation.max_rounds=2", "generation.concurrency=2"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from shp_ray import Stopper
-from shp_ray.embedder import Embedder
-from shp_ray.scoring import cosine_distance
-from shp_ray.stoppers import clean_text
+from shp_ray.generation.embedder import Embedder
+from shp_ray.policy.families import clean_text
+from shp_ray.policy.scoring import cosine_distance
 
 HEADER = "Here is the improved answer, revised after carefully considering every point of the critique:\n"
 FIRST, SECOND = HEADER + "Revised answer: The Eiffel Tower.", HEADER + "Revised answer: Big Ben."

@@ -4,7 +4,7 @@ Hypothesis draws small stores (drafts from a pool with repeats, case/punctuation
 variants, empty drafts, near-identical embeddings, critiques, contexts, token
 counts, judgments) and family policies with drawn parameters; every store goes
 through the real Parquet -> DuckDB path (``analysis.connect``), the reference
-executor (:func:`shp_ray.policies.replay` over :func:`shp_ray.records.load_trajectories`)
+executor (:func:`shp_ray.policy.reference.replay` over :func:`shp_ray.generation.records.load_trajectories`)
 and the live :class:`shp_ray.Stopper` fed round by round with the same encoder.
 """
 
@@ -22,11 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import analysis
+from analysis import gain_fit
 from shp_ray import Stopper
-from shp_ray.policies import Policy, policy_by_name, replay, with_params
-from shp_ray.records import load_trajectories
-from shp_ray.stoppers import gain_model
-from shp_ray.stoppers.signals import SignalState
+from shp_ray.generation.records import load_trajectories
+from shp_ray.policy.families.signals import SignalState
+from shp_ray.policy.reference import replay
+from shp_ray.policy.table import Policy, policy_by_name, with_params
 from storage.parts import Store
 from storage.schemas import feedback_embeddings_schema, rounds_schema
 
@@ -68,7 +69,7 @@ def _fitted_model_json() -> str:
             st_.push(f"d{t} " * (t + 1), rng.normal(size=DIM), rng.normal(size=DIM) if t else None, 10)
         hists.append(st_.history)
         scores.append(list(rng.uniform(0, 1, size=5)))
-    return gain_model.fit(hists, scores, n_components=2).to_json()
+    return gain_fit.fit(hists, scores, n_components=2).to_json()
 
 
 MODEL = _fitted_model_json()
@@ -79,7 +80,7 @@ def family_policy(draw: st.DrawFn, i: int) -> Policy:
     T = draw(st.integers(3, 6) | st.integers(1, 6))
     from dataclasses import replace
 
-    from shp_ray.halting import HaltConfig
+    from shp_ray.policy.cascade import HaltConfig
 
     name = draw(
         st.sampled_from(
@@ -220,7 +221,7 @@ def test_families_are_rows_of_policies_and_replay(tmp_path) -> None:
     trajs = [("s0", ["Paris", "paris.", "Paris"], ["Be shorter.", "APPROVED", ""], [(5, 3), (5, 3), (5, 0)],
               [0.2, 0.4, 0.6], ["Paris is the capital of France."])]  # fmt: skip
     write_store(str(tmp_path), trajs, encode)
-    from shp_ray.policies import family_policies, standard_policies
+    from shp_ray.policy.table import family_policies, standard_policies
 
     pols = standard_policies() + family_policies()
     con = analysis.connect(str(tmp_path), policies=pols)
@@ -238,7 +239,7 @@ def test_families_are_rows_of_policies_and_replay(tmp_path) -> None:
 
 
 def test_family_rows_leave_the_cascade_rows_unchanged(tmp_path) -> None:
-    from shp_ray.policies import family_policies, standard_policies
+    from shp_ray.policy.table import family_policies, standard_policies
 
     encode = make_encoder(0.05)
     trajs = [(f"s{i}", ["Paris", "Lyon", "paris."][: i + 1], ["Add the country.", "Be shorter.", ""][: i + 1],

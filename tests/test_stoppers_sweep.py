@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
 from conf.resolve import snapshot, to_job
-from shp_ray.stoppers.gain_model import load
+from shp_ray.policy.families.gain_model import load
 from storage import Store
 from sweeps import job as sweep_job
 

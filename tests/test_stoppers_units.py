@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 
+from analysis import gain_fit
 from shp_ray import HaltConfig, HaltTracker, Stopper
-from shp_ray.scoring import cosine_distance
-from shp_ray.stoppers import canonical, gain_model
-from shp_ray.stoppers.semantic import dynamic_schedule
-from shp_ray.stoppers.signals import SignalState, qa_verifier
-from shp_ray.stoppers.verifier import OscillationDetector
+from shp_ray.policy.families import canonical, gain_model
+from shp_ray.policy.families.semantic import dynamic_schedule
+from shp_ray.policy.families.signals import SignalState, qa_verifier
+from shp_ray.policy.families.verifier import OscillationDetector
+from shp_ray.policy.scoring import cosine_distance
 
 CTX = ["The Eiffel Tower is in Paris, France. It was finished in 1889."]
 
@@ -128,11 +129,11 @@ def test_gain_model_fits_a_known_relation_and_round_trips(tmp_path) -> None:
     # the target IS_{t+1} - IS_t = 0.5 * d_t exactly: the ridge must recover it from the features
     # IS_1 = IS_2 = 0, then IS_{t+1} = IS_t + 0.5 * d_t for t = 2..4
     scores = [[0.0, *np.cumsum([0.0] + [0.5 * h[i].distance for i in range(1, 4)])] for h in hists]
-    model = gain_model.fit(hists, scores, n_components=2, lam=1e-6)
+    model = gain_fit.fit(hists, scores, n_components=2, lam=1e-6)
     preds = [(model.predict(h[i]), 0.5 * h[i].distance) for h in hists for i in range(1, 4)]
     p, y = np.array(preds).T
     assert np.corrcoef(p, y)[0, 1] > 0.99
-    path = gain_model.save(model, tmp_path / "m.json")
+    path = gain_fit.save(model, tmp_path / "m.json")
     again = gain_model.load(path)
     assert again == model and again.digest == model.digest
     bad = tmp_path / "old.json"
@@ -142,11 +143,11 @@ def test_gain_model_fits_a_known_relation_and_round_trips(tmp_path) -> None:
 
 
 def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe(tmp_path) -> None:
-    from shp_ray.policies import policy_by_name, with_params
+    from shp_ray.policy.table import policy_by_name, with_params
 
     rng = np.random.default_rng(2)
     hists = [_history(rng, 4) for _ in range(10)]
-    model = gain_model.fit(hists, [list(rng.uniform(size=4)) for _ in hists], n_components=0)
+    model = gain_fit.fit(hists, [list(rng.uniform(size=4)) for _ in hists], n_components=0)
     enc = vectors({str(i): unit(1, i, 0) for i in range(9)})
     always = with_params(policy_by_name("gain_model@c=1000000.0"), model=model.to_json())
     s = Stopper(always, encode=enc)
@@ -154,7 +155,7 @@ def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe(
     never = with_params(policy_by_name("gain_model@c=-1000000.0", HaltConfig(max_rounds=3)), model=model.to_json())
     s = Stopper(never, encode=enc)
     assert [s.observe(str(i)).reason for i in range(3)] == [None, None, "failsafe"]
-    path = gain_model.save(model, tmp_path / "gain.json")
+    path = gain_fit.save(model, tmp_path / "gain.json")
     s = Stopper("gain_model@c=1000000.0", gain_model=path, encode=enc)  # the artefact, as a sweep writes it
     assert [s.observe(str(i)).reason for i in range(2)] == [None, "low_gain"]
     s = Stopper("gain_model", max_rounds=2, encode=enc)  # unfitted: says so, at the cap

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shp_ray.judge import LexicalJudge
+from shp_ray.generation.judge import LexicalJudge
 from shp_ray.providers.base import ChatRequest, Completion, Usage
 from storage.cache import JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import HIDDEN_SUFFIX, JOURNAL_PREFIX, compact_table, recover

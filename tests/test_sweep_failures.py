@@ -22,9 +22,8 @@ from shp_ray.providers.sim_server import SimServer
 from storage import Store
 from storage.schemas import FAILURES
 from sweeps import job as sweep_job
-
-from .test_generation import _count
-from .test_sweep import BIN, rounds_of, shp_sweep
+from tests.test_generation import _count
+from tests.test_sweep import BIN, rounds_of, shp_sweep
 
 pytestmark = pytest.mark.integration
 

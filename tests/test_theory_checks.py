@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from shp_ray import halting, theory_checks
-from shp_ray.halting import CONTINUE
+from shp_ray import theory_checks
+from shp_ray.policy import cascade as halting
+from shp_ray.policy.cascade import CONTINUE
 
 
 def test_all_claims_pass():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shp_ray import weights
-from shp_ray.scoring import METRICS
+from shp_ray.policy import weights
+from shp_ray.policy.scoring import METRICS
 
 
 def _vec(w: dict[str, float]) -> np.ndarray:

@@ -75,7 +75,7 @@ class RayLauncher(Launcher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import ray
 
-        from shp_ray.generate import start_ray
+        from shp_ray.generation.generate import start_ray
         from sweeps.redact_callback import redact_file
 
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None

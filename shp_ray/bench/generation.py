@@ -33,7 +33,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 def _texts(n: int) -> list[str]:
     """n distinct draft-like paragraphs (the sim server's Writer replies to real HotpotQA questions)."""
-    from shp_ray.datasets import load_scenarios
+    from shp_ray.generation.datasets import load_scenarios
     from shp_ray.providers.sim_replies import ReplyOptions, writer_draft
 
     qs = [s.question for s in load_scenarios("hotpotqa", limit=max(1, n // 6 + 1))]
@@ -44,9 +44,9 @@ def _texts(n: int) -> list[str]:
 def bench_embed(a: argparse.Namespace) -> dict[str, object]:
     import ray
 
-    from shp_ray.actors import EmbedActor
-    from shp_ray.embedder import Embedder, resolve_model
-    from shp_ray.generate import start_ray
+    from shp_ray.generation.actors import EmbedActor
+    from shp_ray.generation.embedder import Embedder, resolve_model
+    from shp_ray.generation.generate import start_ray
 
     texts = _texts(a.texts)
     # Bare: the model in this process, both threads, one batched encode of every text.
@@ -90,7 +90,7 @@ def _stream(n: int) -> Iterator[object]:
     """n distinct scenarios, streamed (never a list): HotpotQA questions, reused with a variant tag."""
     from dataclasses import replace
 
-    from shp_ray.datasets import load_scenarios
+    from shp_ray.generation.datasets import load_scenarios
 
     base = load_scenarios("hotpotqa")
     for i in range(n):
@@ -136,7 +136,7 @@ class _SimProcess:
 def _run(
     a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str
 ) -> tuple[dict, dict, float, dict[str, float]]:
-    from shp_ray.generate import GenerationConfig, generate
+    from shp_ray.generation.generate import GenerationConfig, generate
     from shp_ray.providers.base import ProviderSpec
 
     root = tempfile.mkdtemp(prefix="shp-bench-gen-")

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from ..providers.base import ChatRequest, ProviderError, ProviderSpec
+from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +59,7 @@ def _request(i: int, model: str, max_tokens: int) -> ChatRequest:
 
 
 async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
-    from ..providers.registry import make_provider
+    from shp_ray.providers.registry import make_provider
 
     spec = ProviderSpec(
         kind="openai",
@@ -148,7 +148,7 @@ def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
     runner = run_naive if naive else run_client
     if not args.serve:
         return asyncio.run(runner(args, args.base_url))
-    from ..providers.sim_server import SimServer
+    from shp_ray.providers.sim_server import SimServer
 
     options = {
         "rpm": args.serve_rpm,

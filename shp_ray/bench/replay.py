@@ -8,7 +8,7 @@ R rounds, then:
 - ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells
   included) and a 10 x 5 eps x k grid over every trajectory, fetched to Arrow;
 - ``python_s``: the paper's way, a Python loop over trajectories calling
-  :func:`shp_ray.policies.replay` (decide() round by round) on the SAME
+  :func:`shp_ray.policy.reference.replay` (decide() round by round) on the SAME
   per-round signals; measured on a subsample and extrapolated linearly when
   the subsample is smaller than N (said so in the JSON).
 
@@ -50,7 +50,7 @@ def _same(a: float | None, b: float) -> bool:
 def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) -> dict[str, object]:
     import analysis
     from analysis.policy_table import default_policies, grid_policies
-    from shp_ray.policies import replay
+    from shp_ray.policy.reference import replay
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     t0 = time.perf_counter()

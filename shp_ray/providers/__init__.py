@@ -4,8 +4,8 @@ Heavy parts (aiohttp client, Ray limiter actor, simulated server, llama.cpp serv
 from their own modules when used: ``make_provider`` in ``registry`` imports lazily.
 """
 
-from .base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec, Usage
-from .registry import make_provider, provider_kinds, register_provider
+from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec, Usage
+from shp_ray.providers.registry import make_provider, provider_kinds, register_provider
 
 __all__ = [
     "ChatRequest",

@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from .base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
-from .limiter import RateLimits
-from .retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
-from .shared_limiter import LimiterHandle, get_limiter
-from .sim_replies import count_tokens
+from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
+from shp_ray.providers.limiter import RateLimits
+from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
+from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
+from shp_ray.providers.sim_replies import count_tokens
 
 _KEYLIKE = re.compile(r"(sk|key|tok)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
 

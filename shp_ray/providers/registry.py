@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .base import Provider, ProviderSpec
+from shp_ray.providers.base import Provider, ProviderSpec
 
 # kind -> "module:factory"; every HTTP kind speaks the OpenAI protocol to spec.base_url.
 _FACTORIES: dict[str, str] = {
@@ -56,6 +56,6 @@ def make_provider(spec: ProviderSpec, **kwargs: Any) -> Provider:
 
 
 def _scripted(spec: ProviderSpec, script: Any = None, **kwargs: Any) -> Provider:
-    from .scripted import ScriptedProvider
+    from shp_ray.providers.scripted import ScriptedProvider
 
     return ScriptedProvider(script, model=spec.model or "scripted", **kwargs)

@@ -12,8 +12,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from .base import ChatRequest, Completion, ProviderError, Usage
-from .sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+from shp_ray.providers.base import ChatRequest, Completion, ProviderError, Usage
+from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
 
 Reply = str | ProviderError
 

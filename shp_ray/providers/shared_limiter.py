@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict
 from typing import Any, Protocol
 
-from .base import ProviderSpec
-from .limiter import RateLimiter, RateLimits
+from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.limiter import RateLimiter, RateLimits
 
 NAMESPACE = "shp_ray"
 _local: dict[str, list[tuple[asyncio.AbstractEventLoop, RateLimiter]]] = {}

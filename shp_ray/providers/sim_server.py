@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
 
 FAULT_KINDS = ("500", "503", "slow", "drop", "malformed")
 RETRY_AFTER_STYLES = ("seconds", "http-date", "ms", "none")

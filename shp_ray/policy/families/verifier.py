@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 
-from .signals import RoundSignal
+from shp_ray.policy.families.signals import RoundSignal
 
 OUTCOMES = ("verified", "oscillation", "budget", "cap")
 DEFAULTS: dict[str, dict[str, object]] = {

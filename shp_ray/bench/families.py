@@ -1,6 +1,6 @@
 """Time the family replay in DuckDB against the SHP replay on a synthetic store (one JSON line last).
 
-python -m shp_ray.stoppers.bench --trajectories 2000 --rounds 6
+python -m shp_ray.bench.families --trajectories 2000 --rounds 6
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     import analysis
-    from shp_ray.policies import family_policies, standard_policies
+    from shp_ray.policy.table import family_policies, standard_policies
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
-    ap = argparse.ArgumentParser(prog="python -m shp_ray.stoppers.bench")
+    ap = argparse.ArgumentParser(prog="python -m shp_ray.bench.families")
     ap.add_argument("--trajectories", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=6)
     a = ap.parse_args(argv)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .signals import RoundSignal
+from shp_ray.policy.families.signals import RoundSignal
 
 SELECTORS = ("last", "medoid", "grounded", "verified")
 

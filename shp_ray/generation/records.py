@@ -10,14 +10,13 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow.compute as pc
 
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.embedder import text_hash
+from shp_ray.generation.loop import TrajectoryResult
+from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
+from shp_ray.policy.trajectory import Round, Trajectory
+from shp_ray.policy.weights import uniform
 from storage.parts import Store
-
-from .datasets import Scenario
-from .embedder import text_hash
-from .loop import TrajectoryResult
-from .scoring import METRICS, cosine_distance, information_score
-from .trajectory import Round, Trajectory
-from .weights import uniform
 
 
 def scenario_row(scn: Scenario) -> dict[str, object]:

@@ -11,9 +11,10 @@
 
 Any policy name works: SHP's cascades (``shp``, ``entropy_only``, ``fixed_k3`` ...;
 pass ``score=`` IS_t when the policy consults the judge) and the other stopping
-families (:mod:`shp_ray.stoppers`). Embeddings are handled: by default the
-project's :class:`shp_ray.embedder.Embedder` (loaded on first use), or any
-``encode(list[str]) -> (n, dim) array`` you inject. Decisions equal the
+families (:mod:`shp_ray.policy.families`). Embeddings come from the
+``encode(list[str]) -> (n, dim) array`` you inject; this package does no I/O, so
+``shp_ray.Stopper`` (:mod:`shp_ray.live`) is the same class with the project's
+embedder as the default. Decisions equal the
 replay's on the same drafts (a property test holds the three executors equal).
 """
 
@@ -26,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .halting import HaltConfig, HaltTracker
-from .policies import Policy, policy_by_name, with_params
-from .scoring import cosine_distance
-from .stoppers.engine import FamilyRun
-from .stoppers.gain_model import GainModel
-from .stoppers.gain_model import load as load_gain_model
-from .stoppers.text import clean_text
+from shp_ray.policy.cascade import HaltConfig, HaltTracker
+from shp_ray.policy.families.engine import FamilyRun
+from shp_ray.policy.families.gain_model import GainModel
+from shp_ray.policy.families.gain_model import load as load_gain_model
+from shp_ray.policy.families.text import clean_text
+from shp_ray.policy.scoring import cosine_distance
+from shp_ray.policy.table import Policy, policy_by_name, with_params
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -74,7 +75,6 @@ class Stopper:
         self.contexts = tuple(contexts)
         self.clean = clean
         self._encode = encode
-        self._embedder = None
         self.drafts: list[str] = []
         self._prev: np.ndarray | None = None
         self.decision: StopDecision | None = None
@@ -94,13 +94,16 @@ class Stopper:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         texts = [clean_text(t) for t in texts] if self.clean else texts
-        if self._encode is not None:
-            return np.asarray(self._encode(texts), dtype=np.float32)
-        if self._embedder is None:
-            from .embedder import Embedder
+        if self._encode is None:
+            self._encode = self.default_encoder()
+        return np.asarray(self._encode(texts), dtype=np.float32)
 
-            self._embedder = Embedder()
-        return self._embedder.encode(texts)
+    def default_encoder(self) -> Encode:
+        """The encoder used when none was injected (:class:`shp_ray.live.Stopper` loads a real one)."""
+        raise ValueError(
+            "Stopper needs an encoder: pass encode=<list[str] -> (n, dim) array>, "
+            "or use shp_ray.Stopper, which loads the project's sentence embedder"
+        )
 
     def observe(
         self, draft: str, feedback: str | None = None, *, tokens: int = 0, score: float = math.nan

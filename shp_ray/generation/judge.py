@@ -22,9 +22,9 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from .prompts import JUDGE_PROMPT_VERSION, judge_messages
-from .providers.base import ChatRequest, Completion
-from .scoring import METRICS
+from shp_ray.generation.prompts import JUDGE_PROMPT_VERSION, judge_messages
+from shp_ray.policy.scoring import METRICS
+from shp_ray.providers.base import ChatRequest, Completion
 
 LEXICAL_NAME = "lexical-v1 (deterministic reference-based token overlap, not an LLM)"
 LEXICAL_VERSION = "lexical-v1"

@@ -10,7 +10,7 @@ only for load and memory runs where the embedding cost is not the question.
 It is named as such in the store.
 
 An empty draft maps to the zero vector without calling the model; its distance
-to anything is 1.0 (:func:`shp_ray.scoring.cosine_distance`).
+to anything is 1.0 (:func:`shp_ray.policy.scoring.cosine_distance`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .genconfig import DEFAULT_EMBEDDER
+from shp_ray.generation.config import DEFAULT_EMBEDDER
 
 FAKE = "fake-hash"
 FAKE_NAME = "fake-hash-384 (token hashing, not a language model; load tests only)"

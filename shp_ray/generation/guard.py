@@ -22,9 +22,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .loop import Failure
-from .providers.base import ChatRequest, ProviderError, ProviderSpec
-from .providers.client import safe_endpoint
+from shp_ray.generation.loop import Failure
+from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
+from shp_ray.providers.client import safe_endpoint
 
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 SAME_REASON_RUN = 3  # this many trajectories in a row failing the same way: the endpoint is down
@@ -128,7 +128,7 @@ def preflight(spec: ProviderSpec, watchdog: Watchdog | None = None, timeout_s: f
     Raises :class:`GenerationAborted` naming the endpoint, the reason and what to do. Not cached
     and not counted as a generation call: it checks the endpoint, it is not part of any trajectory.
     """
-    from .providers.registry import make_provider
+    from shp_ray.providers.registry import make_provider
 
     probe = replace(spec, max_retries=2, timeout_s=min(spec.timeout_s, timeout_s))
     request = ChatRequest(model=spec.model, messages=(("user", "Reply with the word OK."),), max_tokens=4)

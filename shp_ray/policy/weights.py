@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .scoring import METRICS, check_weights
+from shp_ray.policy.scoring import METRICS, check_weights
 
 # Saaty's random consistency index by matrix order.
 RANDOM_INDEX = {1: 0.0, 2: 0.0, 3: 0.58, 4: 0.90, 5: 1.12, 6: 1.24, 7: 1.32, 8: 1.41, 9: 1.45}

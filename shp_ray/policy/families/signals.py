@@ -1,7 +1,7 @@
 """Per-round judge-free signals, computed ONE way for every executor.
 
-The live :class:`shp_ray.stopper.Stopper`, the reference executor
-(:func:`shp_ray.policies.replay`) and the DuckDB UDF all push the same round
+The live :class:`shp_ray.policy.stopper.Stopper`, the reference executor
+(:func:`shp_ray.policy.reference.replay`) and the DuckDB UDF all push the same round
 inputs through :class:`SignalState`, so the floats they compare against
 thresholds are bit-identical and their decisions cannot drift apart.
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scoring import cosine_distance
-from .text import canonical_hash, content_words, token_edit_ratio, words
+from shp_ray.policy.families.text import canonical_hash, content_words, token_edit_ratio, words
+from shp_ray.policy.scoring import cosine_distance
 
 Verifier = Callable[[str, Sequence[str]], bool]
 _MARKER = ("final answer:", "answer:")

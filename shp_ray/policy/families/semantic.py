@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .signals import RoundSignal
+from shp_ray.policy.families.signals import RoundSignal
 
 MODES = ("sim_threshold", "window_mean", "dynamic_threshold", "drift", "consensus", "cap")
 DEFAULTS: dict[str, dict[str, float]] = {

@@ -1,6 +1,6 @@
 """The loop's services as plain objects: cached chat, the micro-batching embedder, the judge.
 
-Ray actors (:mod:`shp_ray.actors`) are thin shells around these; tests use them
+Ray actors (:mod:`shp_ray.generation.actors`) are thin shells around these; tests use them
 in-process. Nothing here is Ray-specific.
 """
 
@@ -13,13 +13,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.embedder import Embedder
+from shp_ray.generation.judge import JudgeResult, LexicalJudge, judge_key, llm_judge, llm_judge_name
+from shp_ray.generation.prompts import JUDGE_PROMPT_VERSION
+from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderSpec
 from storage.cache import JudgeCache, ResponseCache
-
-from .datasets import Scenario
-from .embedder import Embedder
-from .judge import JudgeResult, LexicalJudge, judge_key, llm_judge, llm_judge_name
-from .prompts import JUDGE_PROMPT_VERSION
-from .providers.base import ChatRequest, Completion, Provider, ProviderSpec
 
 DEFAULT_FACTORY = "shp_ray.providers.registry:make_provider"
 

@@ -1,28 +1,20 @@
-"""Stopping policies and the reference replay executor.
+"""Stopping policies: the policy table (DESIGN.md's named policies, the ablation cells, the families).
 
-A policy is replayed over a stored trajectory (generated to full depth) and
-yields (stop_round, reason, operational_tokens, evaluation_tokens, final_is).
-This per-trajectory Python executor calls :func:`shp_ray.halting.decide`
-round by round; the DuckDB replay is held equal to it by property tests.
-
-Token accounting (DESIGN.md):
-  operational = sum_{t<=tau} writer_t + sum_{t<tau} critic_t
-                + (policy consults IS ? sum_{t<=tau} judge_t : 0)
-  oracle_is pays writer and judge for all T rounds and the critic for T-1.
-  evaluation  = judge_tau (a measurement, never charged to the policy).
+A policy is a frozen value: its kind, its cascade parameters (:class:`HaltConfig`)
+and, for the other stopping families, their parameters. :mod:`.reference` replays
+one over a stored trajectory; the live :class:`.stopper.Stopper` and the DuckDB
+replay are held equal to that reference by property tests.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from . import halting, stoppers
-from .halting import HaltConfig
-from .trajectory import Trajectory
+from shp_ray.policy import families as stoppers
+from shp_ray.policy.cascade import HaltConfig
 
 Kind = Literal["cascade", "random", "oracle", "semantic", "gain_model", "verifier"]
 
@@ -58,7 +50,7 @@ class Policy:
     kind: Kind
     halt: HaltConfig
     seed: int = 0
-    # Parameters of a stopping family (shp_ray.stoppers), as sorted (key, value) pairs; () for SHP's kinds.
+    # Parameters of a stopping family (shp_ray.policy.families), as sorted (key, value) pairs; () for SHP's kinds.
     params: tuple[tuple[str, object], ...] = ()
 
     @property
@@ -74,15 +66,6 @@ class Policy:
     def consults_is(self) -> bool:
         """Whether the policy needs the judge during the loop (and pays for it)."""
         return self.kind == "oracle" or (self.kind == "cascade" and self.halt.gain)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    stop_round: int
-    reason: str
-    operational_tokens: int
-    evaluation_tokens: int
-    final_is: float
 
 
 def cascade_policy(name: str, base: HaltConfig, critic: bool, entropy: bool, gain: bool) -> Policy:
@@ -140,26 +123,6 @@ def with_params(policy: Policy, **params: object) -> Policy:
     return replace(policy, params=tuple(sorted(merged.items())))
 
 
-def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str, int, bool]:
-    """(tau, reason, selected round, verified_final) of a family policy over one stored trajectory."""
-    rounds = traj.rounds
-    missing = [r.round for r in rounds[:cap] if r.embedding is None]
-    if missing:
-        raise ValueError(f"trajectory {traj.scenario_id!r}: {policy.name} needs draft embeddings; rounds {missing}")
-    return stoppers.run_trajectory(
-        policy.kind,
-        policy.param_dict,
-        drafts=[r.draft for r in rounds],
-        embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
-        # round t reads g_{t-1}, the embedding of the critique the Writer saw before drafting it
-        critiques=[None, *(r.feedback_embedding for r in rounds[:-1])],
-        tokens=[r.writer_tokens + (rounds[i - 1].critic_tokens if i else 0) for i, r in enumerate(rounds)],
-        cap=cap,
-        horizon=policy.halt.max_rounds,
-        contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
-    )
-
-
 def random_stop_round(seed: int, scenario_id: str, max_rounds: int) -> int:
     """Uniform in 1..max_rounds, deterministic in (seed, scenario_id).
 
@@ -168,44 +131,3 @@ def random_stop_round(seed: int, scenario_id: str, max_rounds: int) -> int:
     """
     digest = hashlib.sha256(f"{seed}:{scenario_id}".encode()).hexdigest()
     return int(digest[:15], 16) % max_rounds + 1
-
-
-def _first_argmax(values: list[float]) -> int:
-    """1-based index of the first maximum; NaN never wins (all NaN -> round 1)."""
-    best, best_t = -math.inf, 1
-    for t, v in enumerate(values, start=1):
-        if not math.isnan(v) and v > best:
-            best, best_t = v, t
-    return best_t
-
-
-def cascade_stop(traj: Trajectory, cfg: HaltConfig) -> tuple[int, str]:
-    """(tau, reason) of the cascade over a stored trajectory, calling decide per round."""
-    for t in range(1, cfg.max_rounds + 1):
-        d = halting.decide(t, traj.distances(t), traj.scores(t), traj.feedback_before(t), cfg)
-        if d.halt:
-            return t, str(d.reason)
-    raise AssertionError("unreachable: the failsafe halts at max_rounds")  # Theorem 1
-
-
-def replay(policy: Policy, traj: Trajectory) -> Outcome:
-    """Replay one policy over one full trajectory (the reference executor)."""
-    # A policy cannot run past what was generated: cap its T_max at the depth.
-    cap = min(policy.halt.max_rounds, traj.depth)
-    rounds = traj.rounds
-    selected = None
-    if policy.family:
-        tau, reason, selected, _ = family_replay(policy, traj, cap)
-    elif policy.kind == "cascade":
-        tau, reason = cascade_stop(traj, replace(policy.halt, max_rounds=cap))
-    elif policy.kind == "random":
-        tau, reason = random_stop_round(policy.seed, traj.scenario_id, cap), "random"
-    else:
-        tau, reason = _first_argmax(traj.scores(cap)), "oracle"
-
-    paid = cap if policy.kind == "oracle" else tau  # the oracle must run every round to know
-    operational = sum(r.writer_tokens for r in rounds[:paid]) + sum(r.critic_tokens for r in rounds[: paid - 1])
-    if policy.consults_is:
-        operational += sum(r.judge_tokens for r in rounds[:paid])
-    final = rounds[(selected or tau) - 1]  # best-round variants return an earlier draft
-    return Outcome(tau, reason, operational, final.judge_tokens, final.is_score)

@@ -10,10 +10,10 @@ Ray starts quietly on this machine (2 CPUs, no dashboard, no usage stats) or
 joins ``ray_address``; an already initialised Ray is reused and left running.
 ``backend="local"`` runs the same loop in-process (unit tests, tiny runs).
 
-A :class:`~shp_ray.guard.Breaker` watches the run: when the endpoint's server dies, a permanent
+A :class:`~shp_ray.generation.guard.Breaker` watches the run: when the endpoint's server dies, a permanent
 refusal comes back, or the same failure ends trajectory after trajectory, the run stops issuing
 calls, keeps what it completed, records the reason in ``failures`` (stage ``endpoint``) and
-raises :class:`~shp_ray.guard.GenerationAborted`.
+raises :class:`~shp_ray.generation.guard.GenerationAborted`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.embedder import Embedder, embedder_name
+from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
+from shp_ray.generation.loop import generate_trajectory
+from shp_ray.generation.progress import Progress
+from shp_ray.generation.records import trajectory_rows
+from shp_ray.generation.services import (
+    DEFAULT_FACTORY,
+    CachedChat,
+    EmbedBatcher,
+    JudgeService,
+    LocalServices,
+    load_factory,
+)
+from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
@@ -35,17 +52,6 @@ from storage.resume import done_scenarios, failed_scenarios
 from storage.schemas import FAILURES
 from storage.verify import require_sound
 from storage.writer import StoreWriter
-
-from .datasets import Scenario
-from .embedder import Embedder, embedder_name
-from .genconfig import GenerationConfig
-from .guard import Breaker, GenerationAborted, Watchdog, failure_outcome
-from .loop import generate_trajectory
-from .progress import Progress
-from .providers.base import ProviderSpec
-from .providers.shared_limiter import forget_limiter
-from .records import trajectory_rows
-from .services import DEFAULT_FACTORY, CachedChat, EmbedBatcher, JudgeService, LocalServices, load_factory
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
 
@@ -311,7 +317,7 @@ def _run_ray(
 ) -> None:
     import ray
 
-    from .actors import EmbedActor, JudgeActor, StoreWriterActor, TrajectoryWorker
+    from shp_ray.generation.actors import EmbedActor, JudgeActor, StoreWriterActor, TrajectoryWorker
 
     first = next(pending, None)
     if first is None:  # everything is stored already: no Ray, no model load
@@ -424,13 +430,13 @@ def _run_ray(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m shp_ray.generate``: generate a dataset's trajectories into a store."""
+    """``python -m shp_ray.generation.generate``: generate a dataset's trajectories into a store."""
     import argparse
     import json
 
-    from .datasets import DATASETS, load_scenarios
+    from shp_ray.generation.datasets import DATASETS, load_scenarios
 
-    p = argparse.ArgumentParser(prog="python -m shp_ray.generate", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m shp_ray.generation.generate", description=main.__doc__)
     p.add_argument("--store", required=True, help="store root: a local path or a pyarrow filesystem URI")
     p.add_argument("--dataset", choices=DATASETS, default="shp_paper")
     p.add_argument("--split", choices=("dev", "test"), default=None)
@@ -465,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = load_scenarios(a.dataset, split=a.split, limit=a.limit)
     summary = generate(
         scenarios, cfg, a.store, spec, cache_dir=a.cache_dir, provider_factory=a.provider_factory,
-        ray_address=a.ray_address, backend=a.backend, command="python -m shp_ray.generate " + " ".join(argv or []),
+        ray_address=a.ray_address, backend=a.backend, command="python -m shp_ray.generation.generate " + " ".join(argv or []),
     )  # fmt: skip
     print(json.dumps(summary.to_dict(), sort_keys=True))
     return 0

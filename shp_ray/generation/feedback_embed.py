@@ -13,10 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shp_ray.generation.embedder import Embedder, text_hash
 from storage.parts import Store
 from storage.schemas import feedback_embeddings_schema
-
-from ..embedder import Embedder, text_hash
 
 
 def embed_feedback(store: Store, embedder: Embedder, gen_ids: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Ray actors: thin async shells around :mod:`shp_ray.services` (logic lives there).
+"""Ray actors: thin async shells around :mod:`shp_ray.generation.services` (logic lives there).
 
 - :class:`EmbedActor`: the ONE embedding actor; micro-batches texts from every
   trajectory through sentence-transformers, with ``num_cpus`` set so torch may
@@ -21,19 +21,18 @@ from pathlib import Path
 import numpy as np
 import ray
 
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.embedder import Embedder
+from shp_ray.generation.guard import failure_outcome
+from shp_ray.generation.judge import JudgeResult
+from shp_ray.generation.loop import generate_trajectory
+from shp_ray.generation.records import trajectory_rows
+from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
+from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
 from storage.parts import Store
 from storage.writer import StoreWriter
-
-from .datasets import Scenario
-from .embedder import Embedder
-from .genconfig import GenerationConfig
-from .guard import failure_outcome
-from .judge import JudgeResult
-from .loop import generate_trajectory
-from .providers.base import ChatRequest, Completion, ProviderSpec
-from .records import trajectory_rows
-from .services import CachedChat, EmbedBatcher, JudgeService, load_factory
 
 
 @ray.remote(num_cpus=0)

@@ -26,7 +26,7 @@ class Round:
     critic_tokens: int = 0
     judge_tokens: int = 0
     draft: str = ""
-    # Optional inputs of the other stopping families (shp_ray.stoppers): the draft's
+    # Optional inputs of the other stopping families (shp_ray.policy.families): the draft's
     # embedding e_t and the embedding of THIS round's critique f_t (None when unknown).
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
     feedback_embedding: np.ndarray | None = field(default=None, compare=False, repr=False)

@@ -5,11 +5,11 @@ histories; :mod:`.engine` runs any of them round by round for the live
 Stopper, the reference executor and the DuckDB UDF alike.
 """
 
-from .engine import FAMILY_KINDS, FamilyRun, params_json, run_trajectory
-from .gain_model import GainModel
-from .registry import FAMILY_BASES, family_names, family_spec
-from .signals import RoundSignal, SignalState, qa_verifier, register_verifier
-from .text import canonical, canonical_hash, clean_text
+from shp_ray.policy.families.engine import FAMILY_KINDS, FamilyRun, params_json, run_trajectory
+from shp_ray.policy.families.gain_model import GainModel
+from shp_ray.policy.families.registry import FAMILY_BASES, family_names, family_spec
+from shp_ray.policy.families.signals import RoundSignal, SignalState, qa_verifier, register_verifier
+from shp_ray.policy.families.text import canonical, canonical_hash, clean_text
 
 __all__ = [
     "FAMILY_BASES",

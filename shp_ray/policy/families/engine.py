@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import best_round, gain_model, semantic, verifier
-from .signals import RoundSignal, SignalState
+from shp_ray.policy.families import best_round, gain_model, semantic, verifier
+from shp_ray.policy.families.signals import RoundSignal, SignalState
 
 FAMILY_KINDS = ("semantic", "gain_model", "verifier")
 

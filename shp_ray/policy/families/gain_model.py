@@ -4,8 +4,8 @@ Judge-free features of round t: d_t, the distance from the first draft, the
 relative change in draft length, the word-level edit ratio to the previous
 draft, the round index, and the critique embedding g_{t-1} reduced by PCA to a
 few components. A ridge regression (closed form, numpy) predicts
-IS_{t+1} - IS_t. It is fitted on the DEV split only and stored as a versioned
-JSON artefact; the policy reads no judge at run time (consults_is is false).
+IS_{t+1} - IS_t. It is fitted on the DEV split only (:mod:`analysis.gain_fit`) and
+stored as a versioned JSON artefact; the policy reads no judge at run time (consults_is is false).
 
 Rule at round t: never before one refinement (t >= 2), halt ``low_gain`` when
 the prediction < c, failsafe at T_max.
@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .signals import RoundSignal
+from shp_ray.policy.families.signals import RoundSignal
 
 VERSION = "gain-ridge-v1"
 BASE_FEATURES = ("distance", "drift", "length_change", "edit", "round")
@@ -87,64 +86,6 @@ def feature_vector(sig: RoundSignal, pca_mean: np.ndarray, components: np.ndarra
     pcs = (sig.critique.astype(np.float64) - pca_mean) @ components.T if known else np.zeros(k)  # type: ignore[union-attr]
     x = np.asarray([*base, *pcs], dtype=np.float64)
     return np.where(np.isfinite(x), x, 0.0)
-
-
-def fit(
-    histories: Sequence[Sequence[RoundSignal]],
-    scores: Sequence[Sequence[float]],
-    *,
-    n_components: int = 3,
-    lam: float = 1.0,
-    meta: Mapping[str, object] | None = None,
-) -> GainModel:
-    """Ridge on rounds t >= 2 with IS_t and IS_{t+1} known (dev split only: the caller's duty)."""
-    crit = [s.critique.astype(np.float64) for h in histories for s in h if s.critique is not None]
-    if len(crit) > n_components and n_components > 0:
-        c = np.stack(crit)
-        pca_mean = c.mean(axis=0)
-        _, _, vt = np.linalg.svd(c - pca_mean, full_matrices=False)
-        components = vt[:n_components]
-    else:
-        pca_mean, components = np.zeros(0), np.zeros((0, 0))
-    xs, ys = [], []
-    for h, s in zip(histories, scores, strict=True):
-        for i in range(1, len(h) - 1):  # round t = i + 1 >= 2 with a next round
-            y = s[i + 1] - s[i]
-            if math.isfinite(y):
-                xs.append(feature_vector(h[i], pca_mean, components))
-                ys.append(y)
-    if len(xs) < 2:
-        raise ValueError(f"gain model: {len(xs)} training rounds with known IS_t and IS_(t+1); need >= 2")
-    x, y = np.stack(xs), np.asarray(ys)
-    mu, sd = x.mean(axis=0), x.std(axis=0)
-    sd = np.where(sd > 1e-12, sd, 1.0)
-    z = (x - mu) / sd
-    y0 = y.mean()
-    coef = np.linalg.solve(z.T @ z + lam * np.eye(z.shape[1]), z.T @ (y - y0))
-    names = (*BASE_FEATURES, *(f"critique_pc{i + 1}" for i in range(len(components))))
-    return GainModel(
-        version=VERSION,
-        features=names,
-        pca_mean=tuple(map(float, pca_mean)),
-        pca_components=tuple(tuple(map(float, row)) for row in components),
-        x_mean=tuple(map(float, mu)),
-        x_scale=tuple(map(float, sd)),
-        coef=tuple(map(float, coef)),
-        intercept=float(y0),
-        lam=float(lam),
-        n_train=len(ys),
-        meta=dict(meta or {}),
-    )
-
-
-def save(model: GainModel, path: str | Path) -> Path:
-    """Write the artefact atomically (never half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".partial")
-    tmp.write_text(model.to_json())
-    tmp.replace(path)
-    return path
 
 
 def load(path: str | Path) -> GainModel:

@@ -18,15 +18,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.services import DEFAULT_FACTORY, CachedChat, JudgeService, load_factory
+from shp_ray.policy.scoring import METRICS
+from shp_ray.providers.base import ProviderSpec
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
 from storage.parts import Store
 from storage.schemas import JUDGMENTS
-
-from .datasets import Scenario
-from .genconfig import GenerationConfig
-from .providers.base import ProviderSpec
-from .scoring import METRICS
-from .services import DEFAULT_FACTORY, CachedChat, JudgeService, load_factory
 
 
 def unjudged(store: Store, gen_id: str, judge: str, scenario_ids: Sequence[str]) -> list[tuple[str, str, str]]:

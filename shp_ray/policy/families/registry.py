@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from . import best_round, semantic, verifier
-from .engine import FAMILY_KINDS
+from shp_ray.policy.families import best_round, semantic, verifier
+from shp_ray.policy.families.engine import FAMILY_KINDS
 
 FAMILY_BASES: dict[str, tuple[str, dict[str, object]]] = {
     **{m: ("semantic", {"mode": m, **semantic.DEFAULTS[m], "select": "last"}) for m in semantic.REASONS},

