@@ -89,8 +89,7 @@ class Stopper:
 
     @property
     def needs_critique_embedding(self) -> bool:
-        p = self.policy
-        return p.kind == "gain_model" or (p.kind == "semantic" and p.param_dict.get("mode") == "consensus")
+        return self._run is not None and self._run.family.needs_critique(self.policy.param_dict)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         texts = [clean_text(t) for t in texts] if self.clean else texts
@@ -121,14 +120,13 @@ class Stopper:
         if self._run is not None:
             reason = self._run.step(draft, emb, crit, tokens)
             sel = self._run.selected
-            verifier_kind = self.policy.kind == "verifier"
             self.decision = StopDecision(
                 halt=reason is not None,
                 reason=reason,
                 round=t,
                 selected_round=sel,
                 draft=self.drafts[sel - 1],
-                outcome=reason if verifier_kind else None,
+                outcome=reason if self._run.family.outcomes else None,
                 verified=self._run.verified_final,
             )
         else:

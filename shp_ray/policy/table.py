@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from shp_ray.policy import families as stoppers
 from shp_ray.policy.cascade import HaltConfig
 
-Kind = Literal["cascade", "random", "oracle", "semantic", "gain_model", "verifier"]
+# "cascade", "random", "oracle", or a registered family's kind (families.FAMILIES)
+Kind = str
 
 # The seven non-empty subsets of {critic, entropy, gain}.
 ABLATION_CELLS: dict[str, tuple[bool, bool, bool]] = {
@@ -56,7 +56,7 @@ class Policy:
     @property
     def family(self) -> bool:
         """Whether this is one of the other stopping systems (semantic, gain_model, verifier)."""
-        return self.kind in stoppers.FAMILY_KINDS
+        return self.kind in stoppers.FAMILIES
 
     @property
     def param_dict(self) -> dict[str, object]:

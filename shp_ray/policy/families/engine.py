@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 import numpy as np
 
-from shp_ray.policy.families import best_round, gain_model, semantic, verifier
+from shp_ray.policy.families import best_round
+from shp_ray.policy.families.registry import FAMILY_KINDS, family
 from shp_ray.policy.families.signals import RoundSignal, SignalState
 
-FAMILY_KINDS = ("semantic", "gain_model", "verifier")
-
-
-@lru_cache(maxsize=64)
-def _model(text: str) -> gain_model.GainModel:
-    return gain_model.GainModel.from_json(text)
+__all__ = ["FAMILY_KINDS", "FamilyRun", "params_json", "run_signals", "run_trajectory", "trajectory_signals"]
 
 
 class FamilyRun:
@@ -31,14 +26,11 @@ class FamilyRun:
     def __init__(
         self, kind: str, params: Mapping[str, object], *, cap: int, horizon: int, contexts: Sequence[str] = ()
     ) -> None:
-        if kind not in FAMILY_KINDS:
-            raise ValueError(f"not a stopping family: {kind!r}; known: {', '.join(FAMILY_KINDS)}")
+        self.family = family(kind)
         if cap < 1:
             raise ValueError(f"cap must be >= 1, got {cap}")
         self.kind, self.params, self.cap, self.horizon = kind, dict(params), cap, horizon
         self.signals = SignalState(contexts, verifier=str(self.params.get("verifier", "qa")))
-        model = self.params.get("model")
-        self.model = _model(model) if kind == "gain_model" and model else None
         self.reason: str | None = None
 
     @property
@@ -63,20 +55,9 @@ class FamilyRun:
         return self._decide(sig)
 
     def _decide(self, sig: RoundSignal) -> str | None:
-        h = self.history
-        if self.kind == "semantic":
-            reason = semantic.check(str(self.params["mode"]), self.params, h, self.horizon)  # type: ignore[arg-type]
-        elif self.kind == "gain_model":
-            reason = gain_model.check(self.model, self.params, h)  # type: ignore[arg-type]
-        else:
-            reason = verifier.check(self.params, h)
+        reason = self.family.check(self.params, self.history, self.horizon)
         if reason is None and sig.t >= self.cap:
-            if self.kind == "verifier":
-                reason = "cap"
-            elif self.kind == "gain_model" and self.model is None:
-                reason = "unfitted"  # loud: an unfitted model only ever runs to the cap
-            else:
-                reason = "failsafe"
+            reason = self.family.cap_reason(self.params)
         self.reason = reason
         return reason
 

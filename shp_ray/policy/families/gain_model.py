@@ -17,10 +17,12 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
 VERSION = "gain-ridge-v1"
@@ -96,7 +98,37 @@ def load(path: str | Path) -> GainModel:
         raise ValueError(f"{path}: {exc}") from None
 
 
-def check(model: GainModel | None, params: Mapping[str, float], history: Sequence[RoundSignal]) -> str | None:
+@lru_cache(maxsize=64)
+def parse(text: str) -> GainModel:
+    """The fitted model a policy carries as JSON text (parsed once per distinct artefact)."""
+    return GainModel.from_json(text)
+
+
+def model_of(params: Mapping[str, object]) -> GainModel | None:
+    text = params.get("model")
+    return parse(str(text)) if text else None
+
+
+def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
+    model = model_of(params)
     if model is None or history[-1].t < 2:
         return None
-    return "low_gain" if model.predict(history[-1]) < params["c"] else None
+    return "low_gain" if model.predict(history[-1]) < params["c"] else None  # type: ignore[operator]
+
+
+def check_params(params: Mapping[str, object]) -> None:
+    c = params.get("c")
+    if isinstance(c, bool) or not isinstance(c, (int, float)):
+        raise ValueError(f"c must be a number, got {c!r}")
+
+
+FAMILY = Family(
+    kind="gain_model",
+    label="learned gain",
+    bases={"gain_model": {"c": 0.0, "model": None}},
+    check=check,
+    check_params=check_params,
+    # Loud: an unfitted model only ever runs to the cap.
+    cap_reason=lambda params: "failsafe" if params.get("model") else "unfitted",
+    needs_critique=lambda params: True,
+)

@@ -1,4 +1,4 @@
-"""Policy names of the stopping families and their parameters.
+"""The registered stopping families, and the policy names and parameters they define.
 
     sim_threshold, window_mean, dynamic_threshold, drift, consensus   (semantic early stopping)
     gain_model                                                        (learned one-step gain)
@@ -7,6 +7,8 @@
 
 A name may carry parameter overrides and a best-round selector:
 ``sim_threshold@threshold=0.97,n=2`` or ``window_mean+best=medoid``.
+
+Registering a family is one line in :data:`FAMILIES` (see ARCHITECTURE.md).
 """
 
 from __future__ import annotations
@@ -14,15 +16,53 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from shp_ray.policy.families import best_round, semantic, verifier
-from shp_ray.policy.families.engine import FAMILY_KINDS
+from shp_ray.policy.families import best_round, gain_model, semantic, verifier
+from shp_ray.policy.families.family import Family
 
-FAMILY_BASES: dict[str, tuple[str, dict[str, object]]] = {
-    **{m: ("semantic", {"mode": m, **semantic.DEFAULTS[m], "select": "last"}) for m in semantic.REASONS},
-    "gain_model": ("gain_model", {"c": 0.0, "model": None, "select": "last"}),
-    **{n: ("verifier", {**d, "select": "last"}) for n, d in verifier.DEFAULTS.items()},
-    **{f"best_{s}": ("semantic", {"mode": "cap", "select": s}) for s in best_round.SELECTORS if s != "last"},
-}
+# kind -> Family, and policy name -> (kind, default params); filled by register() below.
+FAMILIES: dict[str, Family] = {}
+FAMILY_BASES: dict[str, tuple[str, dict[str, object]]] = {}
+
+
+def register(fam: Family) -> Family:
+    """Make a family's policies known to the policy table, the engine, the SQL replay and the reports.
+
+    Shipped families are registered below; a user's own family (a module of pure functions
+    ending in ``FAMILY = Family(...)``) is registered the same way before the replay runs.
+    """
+    if fam.kind in FAMILIES or fam.kind in ("cascade", "random", "oracle"):
+        raise ValueError(f"stopping family kind {fam.kind!r} is already registered")
+    clash = sorted(set(fam.bases) & set(FAMILY_BASES))
+    if clash:
+        raise ValueError(f"{fam.kind}: policy names {clash} already belong to another family")
+    for params in fam.bases.values():
+        fam.check_params({**params, "select": "last"})  # a default that fails its own check is a bug here
+    FAMILIES[fam.kind] = fam
+    FAMILY_BASES.update({name: (fam.kind, {**params, "select": "last"}) for name, params in fam.bases.items()})
+    return fam
+
+
+def family_kinds() -> tuple[str, ...]:
+    return tuple(FAMILIES)
+
+
+def family(kind: str) -> Family:
+    try:
+        return FAMILIES[kind]
+    except KeyError:
+        raise ValueError(f"not a stopping family: {kind!r}; known: {', '.join(FAMILIES)}") from None
+
+
+# The registration of the shipped families, in the order reports list them.
+for _fam in (semantic.FAMILY, gain_model.FAMILY, verifier.FAMILY):
+    register(_fam)
+# Best-round selection: run a semantic cap to T_max, return the best draft by a judge-free score.
+FAMILY_BASES.update(
+    {f"best_{s}": ("semantic", {"mode": "cap", "select": s}) for s in best_round.SELECTORS if s != "last"}
+)
+FAMILY_KINDS = family_kinds()  # the shipped kinds; registered ones are in FAMILIES
+
+
 _NAME = re.compile(r"(?P<base>[a-z_]+)(?:\+best=(?P<sel>[a-z]+))?(?:@(?P<over>.+))?")
 
 
@@ -48,8 +88,8 @@ def family_spec(name: str) -> tuple[str, dict[str, object]] | None:
     kind, defaults = FAMILY_BASES[m["base"]]
     params = dict(defaults)
     if m["sel"]:
-        if kind == "verifier":
-            raise ValueError(f"{name}: verifier-first returns the verified (last) draft; no +best= selector")
+        if not FAMILIES[kind].selectable:
+            raise ValueError(f"{name}: {FAMILIES[kind].label} returns the checked (last) draft; no +best= selector")
         best_round.check_selector(m["sel"])
         params["select"] = m["sel"]
     if m["over"]:
@@ -66,16 +106,7 @@ def family_spec(name: str) -> tuple[str, dict[str, object]] | None:
 def check_params(kind: str, params: Mapping[str, object], name: str = "") -> None:
     where = f"{name}: " if name else ""
     try:
-        if kind == "semantic":
-            semantic.check_params(str(params["mode"]), params)
-        elif kind == "verifier":
-            verifier.check_params(params)
-        elif kind == "gain_model":
-            c = params.get("c")
-            if isinstance(c, bool) or not isinstance(c, (int, float)):
-                raise ValueError(f"c must be a number, got {c!r}")
-        else:
-            raise ValueError(f"unknown family kind {kind!r}; known: {', '.join(FAMILY_KINDS)}")
+        family(kind).check_params(params)
         best_round.check_selector(str(params.get("select", "last")))
     except (KeyError, ValueError) as exc:
         raise ValueError(f"{where}{exc}") from None

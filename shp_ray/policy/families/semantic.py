@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
 MODES = ("sim_threshold", "window_mean", "dynamic_threshold", "drift", "consensus", "cap")
@@ -36,7 +37,8 @@ REASONS = {
 }
 
 
-def check_params(mode: str, params: Mapping[str, object]) -> None:
+def check_params(params: Mapping[str, object]) -> None:
+    mode = params.get("mode")
     if mode not in MODES:
         raise ValueError(f"unknown semantic mode {mode!r}; known: {', '.join(MODES)}")
     n = params.get("n", 1)
@@ -61,8 +63,9 @@ def _last(values: Sequence[float], n: int) -> list[float] | None:
     return list(values[-n:]) if len(values) >= n else None
 
 
-def check(mode: str, params: Mapping[str, float], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, float], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """The reason this mode halts at the last round of ``history``, or None."""
+    mode = str(params["mode"])
     if mode == "cap" or len(history) < 2:
         return None
     n = int(params.get("n", 1))
@@ -88,3 +91,13 @@ def check(mode: str, params: Mapping[str, float], history: Sequence[RoundSignal]
         last = _last([s.consensus_distance for s in history[1:]], n)
         hit = last is not None and all(1.0 - d >= params["threshold"] for d in last)
     return REASONS[mode] if hit else None
+
+
+FAMILY = Family(
+    kind="semantic",
+    label="semantic",
+    bases={m: {"mode": m, **DEFAULTS[m]} for m in REASONS},
+    check=check,  # type: ignore[arg-type]
+    check_params=check_params,
+    needs_critique=lambda params: params.get("mode") == "consensus",
+)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 
+from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
 OUTCOMES = ("verified", "oscillation", "budget", "cap")
@@ -52,7 +53,7 @@ class OscillationDetector:
         return hit
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal]) -> str | None:
+def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
     """The outcome that ends the loop at the last round of ``history``, or None (pure)."""
     cur = history[-1]
     if params["verify"] and cur.verified:
@@ -66,3 +67,15 @@ def check(params: Mapping[str, object], history: Sequence[RoundSignal]) -> str |
     if params["budget"] and cur.spent >= int(params["budget"]):
         return "budget"
     return None
+
+
+FAMILY = Family(
+    kind="verifier",
+    label="verifier-first",
+    bases=DEFAULTS,
+    check=check,
+    check_params=check_params,
+    cap_reason=lambda params: "cap",
+    outcomes=True,
+    selectable=False,  # it returns the verified (last) draft
+)

@@ -1,0 +1,203 @@
+"""The house rules of ARCHITECTURE.md, checked over the import graph of the source tree.
+
+Every import is read from the source (module level and the lazy ones inside functions
+alike): the rooms may only import the rooms below them, the policy package imports
+nothing that does I/O, nothing imports in a circle, and no module outgrows one concept.
+`make check` runs this file.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("shp_ray", "storage", "analysis", "conf", "sweeps", "hydra_plugins")
+
+# Room of a module: the first prefix that matches. Apps are the entry points on top.
+ROOMS = (
+    ("shp_ray.policy", "policy"),
+    ("shp_ray.providers", "providers"),
+    ("storage", "storage"),
+    ("shp_ray.generation", "generation"),
+    ("analysis", "analysis"),
+    ("conf", "conf"),
+    ("shp_ray", "apps"),  # shp_ray itself (the library surface), live, bench, demo, theory_checks
+    ("sweeps", "apps"),
+    ("hydra_plugins", "apps"),
+)
+# Which rooms each room may import (besides itself). Arrows only point down.
+MAY_IMPORT = {
+    "policy": set(),
+    "providers": set(),
+    "storage": set(),
+    "generation": {"policy", "providers", "storage"},
+    "analysis": {"policy", "providers", "storage"},
+    "conf": {"policy", "providers", "generation"},
+    "apps": {"policy", "providers", "storage", "generation", "analysis", "conf"},
+}
+# The policy package is pure: the standard library and numpy, nothing that reaches a disk,
+# a network, a model or a process pool.
+POLICY_THIRD_PARTY = {"numpy", "scipy"}  # numerical only (scipy.optimize for the constrained weights)
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def room(module: str) -> str:
+    for prefix, name in ROOMS:
+        if module == prefix or module.startswith(prefix + "."):
+            return name
+    raise AssertionError(f"{module}: in no room of ARCHITECTURE.md")
+
+
+def _project_target(name: str) -> str | None:
+    """The project module an imported name resolves to (the longest known prefix), or None."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        cand = ".".join(parts[:n])
+        if cand in MODULES:
+            return cand
+    return None
+
+
+def imports_of(module: str) -> list[tuple[str, int]]:
+    """(imported name, line) of every import in the module, lazy ones included; relative resolved."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            out += [(f"{base}.{a.name}", node.lineno) for a in node.names]
+            out.append((base, node.lineno))
+    return out
+
+
+def edges() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m in MODULES:
+        for name, _ in imports_of(m):
+            target = _project_target(name)
+            if target is not None and target != m and not m.startswith(target + "."):
+                graph[m].add(target)
+    return graph
+
+
+def test_every_module_is_in_a_room() -> None:
+    assert MODULES, "no source found"
+    for m in MODULES:
+        room(m)
+
+
+def test_arrows_only_point_down() -> None:
+    wrong = []
+    for m in MODULES:
+        for name, line in imports_of(m):
+            target = _project_target(name)
+            if target is None:
+                continue
+            src, dst = room(m), room(target)
+            if src != dst and dst not in MAY_IMPORT[src]:
+                wrong.append(f"{MODULES[m].relative_to(ROOT)}:{line}: {src} imports {dst} ({target})")
+    assert not wrong, "imports against the layering of ARCHITECTURE.md:\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_the_policy_package_does_no_io() -> None:
+    stdlib = set(sys.stdlib_module_names)
+    io_stdlib = {"os", "subprocess", "socket", "shutil", "tempfile", "urllib", "http", "asyncio", "sqlite3"}
+    wrong = []
+    for m in (m for m in MODULES if room(m) == "policy"):
+        for name, line in imports_of(m):
+            top = name.split(".")[0]
+            if top in PACKAGES:
+                continue  # checked by the room rule
+            if top in io_stdlib or (top not in stdlib and top not in POLICY_THIRD_PARTY):
+                wrong.append(f"{MODULES[m].relative_to(ROOT)}:{line}: imports {name}")
+    assert not wrong, "the policy package must stay pure:\n" + "\n".join(sorted(set(wrong)))
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles() -> None:
+    # A package's __init__ re-exporting its modules is not a cycle of concepts; its modules
+    # importing each other in a circle is.
+    graph = {
+        m: {t for t in ts if not (MODULES[t].name == "__init__.py" and m.startswith(t + "."))}
+        for m, ts in edges().items()
+    }
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("path", sorted(MODULES.values()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_outgrows_one_concept(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines (split it by concept)"
