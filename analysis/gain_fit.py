@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis import sql
 from analysis.db import AnalysisError, connect, setup_of
-from analysis.families import row_inputs
+from analysis.family_replay import row_inputs
 from shp_ray.policy.families import gain_model
 from shp_ray.policy.families.signals import RoundSignal, SignalState
 from shp_ray.policy.table import Policy, with_params
@@ -52,12 +53,7 @@ def fit_gain_model(
     con = connect(store_root, judge=judge, weights=weights, policies=[], gen_id=gen_id)
     try:
         setup = setup_of(con)
-        rows = con.execute(
-            "SELECT fi.scenario_id, fi.drafts, fi.embs, fi.fb_embs, fi.wt, fi.ct, fi.contexts, x.s"
-            " FROM family_inputs fi JOIN trajectories x USING (gen_id, scenario_id)"
-            " WHERE fi.scenario_id IN (SELECT scenario_id FROM scenarios WHERE split = ?) ORDER BY fi.scenario_id",
-            [split],
-        ).fetchall()
+        rows = con.execute(sql.query("gain_fit_rows"), [split]).fetchall()
     finally:
         con.close()
     if not rows:

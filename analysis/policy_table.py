@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from analysis.sql import double, quote
+from analysis import sql
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.families import params_json
 from shp_ray.policy.table import NAMED_CASCADES, Policy, cascade_policy, standard_policies
@@ -80,16 +80,6 @@ def policy_row(p: Policy) -> dict[str, object]:
     }
 
 
-def _literal(value: object, sqltype: str) -> str:
-    if sqltype == "DOUBLE":
-        return double(float(value))  # type: ignore[arg-type]
-    if sqltype == "BOOLEAN":
-        return "true" if value else "false"
-    if sqltype == "VARCHAR":
-        return quote(str(value))
-    return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]
-
-
 def policies_sql(policies: Iterable[Policy]) -> str:
     """CREATE the ``policies`` temp table from Policy objects (names must be unique)."""
     rows = [policy_row(p) for p in policies]
@@ -97,9 +87,4 @@ def policies_sql(policies: Iterable[Policy]) -> str:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"policy names must be unique; repeated: {dupes}")
-    cols = ", ".join(f"{n} {t}" for n, t in COLUMNS)
-    stmt = f"CREATE OR REPLACE TEMP TABLE policies ({cols});"
-    if rows:
-        values = ",\n  ".join("(" + ", ".join(_literal(r[n], t) for n, t in COLUMNS) + ")" for r in rows)
-        stmt += f"\nINSERT INTO policies VALUES\n  {values};"
-    return stmt
+    return sql.policies_table(COLUMNS, rows)

@@ -9,7 +9,7 @@
 
 Read-only: the connection is in-memory, can read only the store's table
 folders (and its own spill folder) and change no setting, whatever the store root
-(path, ``file://``, ``s3://``, ``gs://``; see ``analysis.db._lock_down``). Each run
+(path, ``file://``, ``s3://``, ``gs://``; see ``analysis.sandbox.lock_down``). Each run
 is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW / SUMMARIZE,
 or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA,
 CALL, INSTALL, LOAD, several statements ... are refused before they run (exit 2),
@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from analysis import sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 
@@ -130,7 +131,7 @@ def check_read_only(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
     Everything else (COPY, EXPORT, ATTACH, DETACH, INSERT, CREATE, DROP, SET, RESET, PRAGMA, CALL,
     INSTALL, LOAD, PREPARE, EXECUTE, PIVOT ..., statement types unknown to the binding) is refused before it
     runs. This is the write barrier; what a query may read is limited by the connection itself (see
-    ``analysis.db._lock_down``: only the store's table folders, no configuration change).
+    ``analysis.sandbox.lock_down``: only the store's table folders, no configuration change).
     """
     stmts = _parse(con, text)
     if not stmts:
@@ -238,7 +239,7 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) 
         if not buf and stripped in (".quit", ".exit", "\\q"):
             return 0
         if not buf and stripped == ".tables":
-            sys.stdout.write(run_sql(con, "SELECT table_name FROM information_schema.tables ORDER BY 1", fmt, None))
+            sys.stdout.write(run_sql(con, sql.query("query_tables"), fmt, None))
             continue
         buf.append(line)
         if not stripped.endswith(";"):
@@ -276,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verify or args.quarantine:
         if args.sql is not None:
             ap.error("--verify and --quarantine take no SQL")
-        from storage.verify import cli as verify_cli
+        from storage.verify_cli import cli as verify_cli
 
         return verify_cli(args.store, do_quarantine=args.quarantine, recheck=args.recheck)
     try:

@@ -23,18 +23,14 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import families_report, figures, stats
+from analysis import figures, report_families, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
-from shp_ray.policy.families import FAMILY_KINDS
+from shp_ray.policy.families import FAMILIES
 from shp_ray.policy.table import ABLATION_CELLS, Policy
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
 
-BEST_QUERY = (
-    "SELECT gen_id, policy, token_saving, mean_is, delta_is, delta_is_lower95 FROM policy_summary "
-    "WHERE non_inferior AND policy NOT LIKE 'fixed_k%' AND policy <> 'oracle_is' "
-    "ORDER BY token_saving DESC, policy LIMIT 1"
-)
+BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
 
 
 def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list | None = None) -> list[dict]:
@@ -68,14 +64,9 @@ def _p(x: object) -> str:
 
 
 def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
-    datasets = [r[0] for r in con.execute("SELECT DISTINCT dataset FROM scenarios ORDER BY 1").fetchall()]
-    gens = _rows(
-        con,
-        "SELECT DISTINCT gen_id, model, embedder, max_rounds, prompt_version,"
-        " json_extract_string(config_json, '$.gen_id_parts.provider_kind') AS provider_kind FROM generations"
-        " WHERE gen_id IN (SELECT DISTINCT gen_id FROM trajectories) ORDER BY gen_id",
-    )
-    judges = [r[0] for r in con.execute("SELECT DISTINCT judge FROM judgments ORDER BY 1").fetchall()]
+    datasets = [r[0] for r in con.execute(sql.query("report_datasets")).fetchall()]
+    gens = _rows(con, sql.query("report_generations"))
+    judges = [r[0] for r in con.execute(sql.query("report_judges")).fetchall()]
     text = json.dumps([datasets, gens, judges], default=str).lower()
     return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
 
@@ -126,7 +117,7 @@ def write_report(
     try:
         setup = setup_of(con)
         prov = _provenance(con)
-        summary = _rows(con, "SELECT * FROM policy_summary ORDER BY gen_id, policy")
+        summary = _rows(con, sql.query("report_summary"))
         if not summary:
             raise AnalysisError(f"store {setup.store} has no complete trajectories to report on")
         tests_rows = stats.compare_policies(con, delta=delta, seed=seed, n_resamples=n_resamples)
@@ -136,7 +127,7 @@ def write_report(
         dsum = stats.distance_summary(con, eps=eps)
         by_round = stats.distance_by_round(con)
         best = _rows(con, BEST_QUERY)
-        fam = families_report.collect(con)
+        fam = report_families.collect(con)
     finally:
         con.close()
 
@@ -197,10 +188,10 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         main = [
             r
             for r in rows
-            if r["policy"] not in ABLATION_CELLS and "@" not in str(r["policy"]) and r["kind"] not in FAMILY_KINDS
+            if r["policy"] not in ABLATION_CELLS and "@" not in str(r["policy"]) and r["kind"] not in FAMILIES
         ]
         abl = [r for r in rows if r["policy"] in ABLATION_CELLS]
-        grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILY_KINDS]
+        grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILIES]
         lines += [f"## Generation `{gen}` (N = {n} trajectories)", "", "### Policies (cf. SHP Table II)", ""]
         lines += _policy_table(main, tests, setup.delta) + [""]
         if abl:
@@ -214,7 +205,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
                 shares = [_f(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
                 reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
         lines += ["### Why cascades stopped", ""] + reasons + [""]
-    lines += families_report.section(fam or {}, summary, tests, setup.delta)
+    lines += report_families.section(fam or {}, summary, tests, setup.delta)
     lines += ["## Which policy saves most tokens at non-inferior IS?", ""]
     if best:
         b = best[0]

@@ -22,6 +22,8 @@ import duckdb
 import numpy as np
 from scipy import stats as st
 
+from analysis import sql
+
 METRICS_COMPARED = ("rounds", "operational_tokens", "is")
 DEFAULT_DELTAS = (0.005, 0.01, 0.02, 0.03, 0.05)
 
@@ -118,10 +120,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    tb = con.sql(
-        "SELECT gen_id, policy, stop_round, depth, operational_tokens, baseline_tokens, final_is, baseline_is"
-        " FROM replay ORDER BY gen_id, policy, scenario_id"
-    ).to_arrow_table()
+    tb = con.sql(sql.query("stats_pairs")).to_arrow_table()
     cols = {c: tb.column(c).to_numpy(zero_copy_only=False) for c in tb.column_names}
     out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     keys = list(zip(cols["gen_id"], cols["policy"], strict=True))
@@ -204,10 +203,7 @@ def tost_sensitivity(
 
 
 def _distances(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], np.ndarray]:
-    tb = con.sql(
-        "SELECT gen_id, scenario_id, list(distance ORDER BY round) AS d FROM rounds WHERE round > 1"
-        " GROUP BY gen_id, scenario_id"
-    ).to_arrow_table()
+    tb = con.sql(sql.query("stats_distances")).to_arrow_table()
     return {
         (g, s): np.asarray([math.nan if v is None else v for v in d], dtype=float)
         for g, s, d in zip(*(tb.column(c).to_pylist() for c in ("gen_id", "scenario_id", "d")), strict=True)
@@ -250,20 +246,13 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
 
 def distance_summary(con: duckdb.DuckDBPyConnection, eps: float = 0.06) -> dict[str, float]:
     """Mean, median, max and share below eps of every d_t (t >= 2)."""
-    (n, mean, median, mx, below) = con.execute(
-        "SELECT count(distance), avg(distance), median(distance), max(distance), avg((distance < ?)::INTEGER)"
-        " FROM rounds WHERE distance IS NOT NULL AND NOT isnan(distance)",
-        [eps],
-    ).fetchone()
+    (n, mean, median, mx, below) = con.execute(sql.query("stats_distance_summary"), [eps]).fetchone()
     return {"n": n, "mean": mean, "median": median, "max": mx, "eps": eps, "share_below_eps": below}
 
 
 def distance_by_round(con: duckdb.DuckDBPyConnection) -> list[dict[str, float]]:
     """Mean d_t per round with a t-based 95% CI (the figure's band)."""
-    rows = con.execute(
-        "SELECT gen_id, round, count(distance), avg(distance), stddev_samp(distance) FROM rounds"
-        " WHERE distance IS NOT NULL AND NOT isnan(distance) GROUP BY gen_id, round ORDER BY gen_id, round"
-    ).fetchall()
+    rows = con.execute(sql.query("stats_distance_by_round")).fetchall()
     out = []
     for gen, t, n, mean, sd in rows:
         half = float(st.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) if n > 1 and sd is not None else math.nan

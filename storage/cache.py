@@ -1,4 +1,4 @@
-"""Persistent caches on SQLite (WAL): LLM responses and judge results.
+"""Persistent caches on SQLite (WAL): LLM responses and judge results, stored as JSON records.
 
 One row per completed call, committed as the call completes, so a rerun after
 ``kill -9`` repeats no paid call that had finished. WAL mode lets many Ray
@@ -7,11 +7,15 @@ timeout instead of failing. Caches live on the local disk (SQLite cannot sit
 on object storage): by default ``<store root>/_cache`` for a local store --
 a folder DuckDB's ``<table>/*.parquet`` globs never see.
 
-- :class:`ResponseCache`: ``ChatRequest.cache_key()`` -> Completion (content,
-  usage, latency). Only successful completions are stored.
-- :class:`JudgeCache`: judge key -> JudgeResult JSON, shared across runs and
-  sweeps. Only results without an error are stored (a failed parse is retried
-  on the next run, cheaply, through the response cache).
+The caches hold plain records (a dict, stored as sorted JSON text) under a
+string key; they know nothing of the objects the records come from. What goes
+in a record, and which results are worth keeping, is decided by the callers in
+``shp_ray.generation.services`` (storage sits below the code that makes calls):
+
+- :class:`ResponseCache`: ``ChatRequest.cache_key()`` -> the completion's
+  content, usage, latency, model and the readable key parts.
+- :class:`JudgeCache`: judge key -> the judge result (metrics, judge, prompt
+  version, tokens, error), shared across runs and sweeps.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class _SqliteKV:
         self.hits = 0
         self.misses = 0
 
-    def get_json(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict | None:
+        """The record stored under ``key``, or None."""
         with self._lock:
             row = self._conn.execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -63,8 +68,9 @@ class _SqliteKV:
         self.hits += 1
         return json.loads(row[0])
 
-    def put_json(self, key: str, value: dict) -> None:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    def put(self, key: str, record: dict) -> None:
+        """Store ``record`` under ``key``; a key already present keeps its first record."""
+        text = json.dumps(record, sort_keys=True, ensure_ascii=False)
         with self._lock:
             # INSERT OR IGNORE: two actors racing on the same key keep the first answer.
             self._conn.execute(
@@ -82,46 +88,12 @@ class _SqliteKV:
 
 
 class ResponseCache(_SqliteKV):
+    """Request cache key -> completion record (only successful completions are put)."""
+
     table = "responses"
-
-    def get(self, request):  # noqa: ANN001, ANN201 - ChatRequest -> Completion | None
-        from shp_ray.providers.base import Completion, Usage
-
-        d = self.get_json(request.cache_key())
-        if d is None:
-            return None
-        return Completion(
-            content=d["content"],
-            usage=Usage(d["prompt_tokens"], d["completion_tokens"]),
-            latency_s=d["latency_s"],
-            attempts=1,
-            model=d.get("model", ""),
-            cached=True,
-        )
-
-    def put(self, request, completion) -> None:  # noqa: ANN001
-        self.put_json(
-            request.cache_key(),
-            {
-                "content": completion.content,
-                "prompt_tokens": completion.usage.prompt_tokens,
-                "completion_tokens": completion.usage.completion_tokens,
-                "latency_s": completion.latency_s,
-                "model": completion.model,
-                "key_parts": request.key_parts(),
-            },
-        )
 
 
 class JudgeCache(_SqliteKV):
+    """Judge key -> judge result record (only results without an error are put)."""
+
     table = "judgments"
-
-    def get(self, key: str):  # noqa: ANN201 - JudgeResult | None
-        from shp_ray.generation.judge import JudgeResult
-
-        d = self.get_json(key)
-        return None if d is None else JudgeResult.from_json(json.dumps(d), cached=True)
-
-    def put(self, key: str, result) -> None:  # noqa: ANN001
-        if not result.error:
-            self.put_json(key, json.loads(result.to_json()))

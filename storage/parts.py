@@ -31,7 +31,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from storage.part_rules import value_problems
 from storage.schemas import TABLES
+from storage.verified_record import record_written
 
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
@@ -212,10 +214,8 @@ class Store:
         Refused (StoreError, nothing written): columns or types that do not match the schema, and
         values that cannot be (``VALUE_RANGES``: a negative token count, a NaN embedding ...). The
         part is written with page checksums, named with the sha256 of its bytes, and recorded as
-        verified (:mod:`storage.verify`), so no reader re-checks a part this process wrote.
+        verified (:mod:`storage.verified_record`), so no reader re-checks a part this process wrote.
         """
-        from storage.verify import record_written, value_problems
-
         schema = schema or TABLES.get(name)
         if schema is None:
             raise StoreError(f"unknown table {name!r}; known: {sorted(TABLES)}")

@@ -75,13 +75,29 @@ def _project_target(name: str) -> str | None:
     return None
 
 
-def imports_of(module: str) -> list[tuple[str, int]]:
-    """(imported name, line) of every import in the module, lazy ones included; relative resolved."""
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (annotations only, never executed)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def imports_of(module: str, runtime_only: bool = False) -> list[tuple[str, int]]:
+    """(imported name, line) of every import in the module, lazy ones included; relative resolved.
+
+    ``runtime_only`` leaves out the type-only imports (they order no module loading, so they
+    cannot make a cycle; the room rule still applies to them).
+    """
     path = MODULES[module]
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    skip = _type_only(tree) if runtime_only else set()
     out = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out += [(a.name, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -97,7 +113,7 @@ def imports_of(module: str) -> list[tuple[str, int]]:
 def edges() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for m in MODULES:
-        for name, _ in imports_of(m):
+        for name, _ in imports_of(m, runtime_only=True):
             target = _project_target(name)
             if target is not None and target != m and not m.startswith(target + "."):
                 graph[m].add(target)

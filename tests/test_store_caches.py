@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import multiprocessing as mp
 import os
+import sqlite3
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shp_ray.generation.judge import LexicalJudge
+from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.judge import JudgeResult
+from shp_ray.generation.services import CachedChat, JudgeService, completion_from_record, completion_record
 from shp_ray.providers.base import ChatRequest, Completion, Usage
 from storage.cache import JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import HIDDEN_SUFFIX, JOURNAL_PREFIX, compact_table, recover
@@ -27,7 +32,9 @@ def _req(i: int) -> ChatRequest:
 def _writer_proc(path: str, start: int, n: int) -> None:
     cache = ResponseCache(path)
     for i in range(start, start + n):
-        cache.put(_req(i), Completion(f"answer {i}", Usage(3, 4), latency_s=0.5))
+        cache.put(
+            _req(i).cache_key(), completion_record(_req(i), Completion(f"answer {i}", Usage(3, 4), latency_s=0.5))
+        )
 
 
 def test_response_cache_survives_processes_and_concurrent_writers(tmp_path) -> None:
@@ -41,18 +48,77 @@ def test_response_cache_survives_processes_and_concurrent_writers(tmp_path) -> N
         assert p.exitcode == 0
     cache = ResponseCache(path)
     assert len(cache) == 160
-    hit = cache.get(_req(42))
-    assert hit is not None and hit.cached and hit.content == "answer 42" and hit.usage == Usage(3, 4)
-    assert cache.get(ChatRequest(model="m", messages=(("user", "question 42"),), seed=1)) is None  # seed is in the key
+    hit = completion_from_record(cache.get(_req(42).cache_key()))
+    assert hit.cached and hit.content == "answer 42" and hit.usage == Usage(3, 4)
+    other_seed = ChatRequest(model="m", messages=(("user", "question 42"),), seed=1)
+    assert cache.get(other_seed.cache_key()) is None  # seed is in the key
+
+
+def _scenario(contexts: tuple[str, ...]) -> Scenario:
+    return Scenario("s", "d", "test", "q", contexts, "g")
 
 
 def test_judge_cache_keeps_only_clean_results(tmp_path) -> None:
     cache = JudgeCache(tmp_path / "j.sqlite")
-    ok = LexicalJudge().score("q", ("c",), "g", "d")
-    bad = LexicalJudge().score("q", (), "g", "d")  # no contexts: NaN + error
-    cache.put("k1", ok)
-    cache.put("k2", bad)
-    assert cache.get("k1").metrics == ok.metrics and cache.get("k2") is None
+    service = JudgeService("lexical", cache)
+    ok_key, ok = asyncio.run(service.judge(_scenario(("c",)), "d"))
+    bad_key, bad = asyncio.run(service.judge(_scenario(()), "d"))  # no contexts: NaN + error
+    assert bad.error and cache.get(bad_key) is None
+    assert JudgeResult.from_record(cache.get(ok_key)).metrics == ok.metrics
+    again_key, again = asyncio.run(service.judge(_scenario(("c",)), "d"))
+    assert again_key == ok_key and again.cached and again.metrics == ok.metrics and service.computed == 2
+
+
+# Rows exactly as the caches have always written them (key, value text): caches already on users'
+# disks must keep being read after any change to the code that makes or reads the records.
+_OLD_RESPONSE = (
+    '{"completion_tokens": 4, "content": "answer é", "key_parts": {"max_tokens": 256, "messages": '
+    '[["user", "question 7"]], "model": "m", "seed": 0, "temperature": 0.0}, "latency_s": 0.5, '
+    '"model": "m", "prompt_tokens": 3}'
+)
+_OLD_JUDGMENT = (
+    '{"completion_tokens": 2, "error": "", "judge": "llm:m", "metrics": {"answer_relevancy": 0.5, '
+    '"context_precision": null, "context_recall": 1.0, "faithfulness": 0.25}, "prompt_tokens": 5, '
+    '"prompt_version": "v"}'
+)
+
+
+def _raw_rows(path, table: str) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(f"SELECT key, value FROM {table}").fetchall()
+
+
+def test_cache_records_keep_their_on_disk_format(tmp_path) -> None:
+    responses, judgments = ResponseCache(tmp_path / "r.sqlite"), JudgeCache(tmp_path / "j.sqlite")
+    req = _req(7)
+    responses.put(req.cache_key(), completion_record(req, Completion("answer é", Usage(3, 4), 0.5, model="m")))
+    metrics = {"faithfulness": 0.25, "answer_relevancy": 0.5, "context_precision": math.nan, "context_recall": 1.0}
+    judgments.put("k", JudgeResult(metrics, "llm:m", "v", 5, 2).to_record())
+    assert _raw_rows(tmp_path / "r.sqlite", "responses") == [(req.cache_key(), _OLD_RESPONSE)]
+    assert _raw_rows(tmp_path / "j.sqlite", "judgments") == [("k", _OLD_JUDGMENT)]
+
+
+def test_cache_rows_written_earlier_are_still_read(tmp_path) -> None:
+    req = _req(7)
+    with sqlite3.connect(tmp_path / "r.sqlite") as conn:
+        conn.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
+        conn.execute("INSERT INTO responses VALUES (?, ?, 0)", (req.cache_key(), _OLD_RESPONSE))
+    with sqlite3.connect(tmp_path / "j.sqlite") as conn:
+        conn.execute("CREATE TABLE judgments (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)")
+        conn.execute("INSERT INTO judgments VALUES ('k', ?, 0)", (_OLD_JUDGMENT,))
+
+    class NoCalls:
+        name = "no-calls"
+
+        async def complete(self, request):  # noqa: ANN001, ANN202 - a hit must not reach the provider
+            raise AssertionError("the cached completion was not read")
+
+    chat = CachedChat(NoCalls(), ResponseCache(tmp_path / "r.sqlite"))
+    hit = asyncio.run(chat(req))
+    assert hit == Completion("answer é", Usage(3, 4), 0.5, attempts=1, model="m", cached=True)
+    judged = JudgeResult.from_record(JudgeCache(tmp_path / "j.sqlite").get("k"))
+    assert judged.cached and (judged.judge, judged.prompt_version, judged.tokens, judged.error) == ("llm:m", "v", 7, "")
+    assert math.isnan(judged.metrics["context_precision"]) and judged.metrics["faithfulness"] == 0.25
 
 
 def test_default_cache_dir_is_outside_every_table_glob(tmp_path) -> None:

@@ -23,17 +23,10 @@ from analysis.db import AnalysisError
 from analysis.query import main as shp_query
 from storage import Store, StoreError, rounds_schema
 from storage.parts import part_digest
+from storage.quarantine import QUARANTINE_DIR, REASON_SUFFIX
 from storage.resume import done_scenarios
 from storage.synthetic import SyntheticSpec, write_synthetic_store
-from storage.verify import (
-    NO_CHECKSUM,
-    QUARANTINE_DIR,
-    REASON_SUFFIX,
-    DamagedStore,
-    check_part,
-    require_sound,
-    verify_store,
-)
+from storage.verify import NO_CHECKSUM, DamagedStore, check_part, require_sound, verify_store
 
 # ------------------------------------------------------------------------------------------- damage
 
@@ -306,8 +299,9 @@ def generated(tmp_path_factory, ray_session):
     from hydra import compose, initialize_config_module
 
     import conf.schema  # noqa: F401
-    from conf.resolve import snapshot, to_job
+    from conf.resolve import to_job
     from sweeps import job as sweep_job
+    from sweeps.job import snapshot
 
     root = tmp_path_factory.mktemp("verify-e2e")
     store = root / "store"

@@ -13,6 +13,7 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     import analysis
+    from analysis import sql
     from shp_ray.policy.table import family_policies, standard_policies
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             con = analysis.connect(root, policies=pols)
             t1 = time.perf_counter()
-            n = con.execute("SELECT count(*) FROM replay").fetchone()[0]
+            n = con.execute(sql.query("replay_count")).fetchone()[0]
             t2 = time.perf_counter()
             con.close()
             out[label] = {

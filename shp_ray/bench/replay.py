@@ -31,14 +31,12 @@ import numpy as np
 
 
 def _trajectories(con, keys: list[tuple[str, str]]):  # noqa: ANN001, ANN202
+    from analysis import sql
     from analysis.db import SIGNAL_SELECT, trajectories_from_signals
 
-    con.execute("CREATE OR REPLACE TEMP TABLE bench_keys(gen_id VARCHAR, scenario_id VARCHAR)")
-    con.executemany("INSERT INTO bench_keys VALUES (?, ?)", keys)
-    rows = con.execute(
-        f"SELECT {SIGNAL_SELECT} FROM round_signals JOIN bench_keys USING (gen_id, scenario_id)"
-        " ORDER BY gen_id, scenario_id, round"
-    ).fetchall()
+    con.execute(sql.query("bench_keys_create"))
+    con.executemany(sql.query("bench_keys_insert"), keys)
+    rows = con.execute(sql.query("bench_signals", columns=SIGNAL_SELECT)).fetchall()
     return trajectories_from_signals(rows)
 
 
@@ -49,6 +47,7 @@ def _same(a: float | None, b: float) -> bool:
 
 def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) -> dict[str, object]:
     import analysis
+    from analysis import sql
     from analysis.policy_table import default_policies, grid_policies
     from shp_ray.policy.reference import replay
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -63,15 +62,12 @@ def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) ->
     con = analysis.connect(workdir, policies=policies)
     scan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = con.sql(
-        "SELECT policy, gen_id, scenario_id, stop_round, reason, operational_tokens, evaluation_tokens, final_is"
-        " FROM replay"
-    ).to_arrow_table()
+    result = con.sql(sql.query("bench_replay")).to_arrow_table()
     sql_s = time.perf_counter() - t0
     if result.num_rows != n * len(policies):
         raise AssertionError(f"replay returned {result.num_rows} rows, expected {n * len(policies)}")
 
-    keys = con.execute("SELECT gen_id, scenario_id FROM trajectories ORDER BY scenario_id").fetchall()
+    keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
     step = max(1, len(keys) // min(sample, len(keys)))
     picked = keys[::step][:sample]
     trajs = _trajectories(con, picked)

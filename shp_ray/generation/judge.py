@@ -55,22 +55,19 @@ class JudgeResult:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "metrics": {m: (None if math.isnan(v) else v) for m, v in self.metrics.items()},
-                "judge": self.judge,
-                "prompt_version": self.prompt_version,
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "error": self.error,
-            },
-            sort_keys=True,
-        )
+    def to_record(self) -> dict[str, object]:
+        """The judge cache's record (its on-disk format: existing caches must still read). NaN is stored as null."""
+        return {
+            "metrics": {m: (None if math.isnan(v) else v) for m, v in self.metrics.items()},
+            "judge": self.judge,
+            "prompt_version": self.prompt_version,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "error": self.error,
+        }
 
     @classmethod
-    def from_json(cls, text: str, cached: bool = True) -> JudgeResult:
-        d = json.loads(text)
+    def from_record(cls, d: dict, cached: bool = True) -> JudgeResult:
         metrics = {m: (math.nan if d["metrics"].get(m) is None else float(d["metrics"][m])) for m in METRICS}
         return cls(
             metrics, d["judge"], d["prompt_version"], d["prompt_tokens"], d["completion_tokens"], d["error"], cached

@@ -17,7 +17,7 @@ from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder
 from shp_ray.generation.judge import JudgeResult, LexicalJudge, judge_key, llm_judge, llm_judge_name
 from shp_ray.generation.prompts import JUDGE_PROMPT_VERSION
-from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderSpec
+from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderSpec, Usage
 from storage.cache import JudgeCache, ResponseCache
 
 DEFAULT_FACTORY = "shp_ray.providers.registry:make_provider"
@@ -42,6 +42,30 @@ class ChatStats:
         return dict(vars(self))
 
 
+def completion_record(request: ChatRequest, completion: Completion) -> dict:
+    """The response cache's record of one completion (its on-disk format: existing caches must still read)."""
+    return {
+        "content": completion.content,
+        "prompt_tokens": completion.usage.prompt_tokens,
+        "completion_tokens": completion.usage.completion_tokens,
+        "latency_s": completion.latency_s,
+        "model": completion.model,
+        "key_parts": request.key_parts(),  # readable, for debugging a hit or a miss; not read back
+    }
+
+
+def completion_from_record(record: dict) -> Completion:
+    """A cached completion: one attempt, marked ``cached`` (records older than ``model`` have none)."""
+    return Completion(
+        content=record["content"],
+        usage=Usage(record["prompt_tokens"], record["completion_tokens"]),
+        latency_s=record["latency_s"],
+        attempts=1,
+        model=record.get("model", ""),
+        cached=True,
+    )
+
+
 class CachedChat:
     """provider.complete behind the persistent response cache.
 
@@ -57,8 +81,9 @@ class CachedChat:
     async def __call__(self, request: ChatRequest) -> Completion:
         self.stats.calls += 1
         if self.cache is not None:
-            hit = await asyncio.to_thread(self.cache.get, request)
-            if hit is not None:
+            record = await asyncio.to_thread(self.cache.get, request.cache_key())
+            if record is not None:
+                hit = completion_from_record(record)
                 self.stats.cached += 1
                 self.stats.tokens += hit.usage.total_tokens
                 return hit
@@ -68,7 +93,7 @@ class CachedChat:
         self.stats.tokens += completion.usage.total_tokens
         self.stats.paid_tokens += completion.usage.total_tokens
         if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, request, completion)
+            await asyncio.to_thread(self.cache.put, request.cache_key(), completion_record(request, completion))
         return completion
 
     def http_429(self) -> int:
@@ -173,9 +198,9 @@ class JudgeService:
     async def judge(self, scn: Scenario, draft: str) -> tuple[str, JudgeResult]:
         key = self.key(scn, draft)
         if self.cache is not None:
-            hit = await asyncio.to_thread(self.cache.get, key)
-            if hit is not None:
-                return key, hit
+            record = await asyncio.to_thread(self.cache.get, key)
+            if record is not None:
+                return key, JudgeResult.from_record(record, cached=True)
         if self.kind == "lexical":
             result = self.lexical.score(scn.question, scn.contexts, scn.ground_truth, draft)
         else:
@@ -191,8 +216,10 @@ class JudgeService:
                 parse_retries=self.parse_retries,
             )
         self.computed += 1
-        if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, key, result)
+        # A result with an error (a reply that never parsed, a scenario without contexts) is not kept:
+        # the next run tries again, cheaply, through the response cache.
+        if self.cache is not None and not result.error:
+            await asyncio.to_thread(self.cache.put, key, result.to_record())
         return key, result
 
 

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 
 import duckdb
 
+from analysis import sql
 from shp_ray.policy.families.gain_model import GainModel
+from shp_ray.policy.families.registry import FAMILIES
 
-FAMILY_LABELS = {"semantic": "semantic", "gain_model": "learned gain", "verifier": "verifier-first"}
 REFERENCE_POLICIES = ("shp", "oracle_is")
 
 
@@ -21,24 +22,12 @@ def _rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict]:
 
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
     """What the section needs, read while the connection is open (empty when no family was replayed)."""
-    kinds = {r["policy"]: r for r in _rows(con, "SELECT policy, kind, params_json FROM policies")}
-    if not any(r["kind"] in FAMILY_LABELS for r in kinds.values()):
+    kinds = {r["policy"]: r for r in _rows(con, sql.query("report_policy_kinds"))}
+    if not any(r["kind"] in FAMILIES for r in kinds.values()):
         return {}
-    reasons = _rows(
-        con,
-        "SELECT gen_id, policy, reason, count(*) AS n FROM family_replay GROUP BY ALL ORDER BY gen_id, policy, n DESC",
-    )
-    selection = _rows(
-        con,
-        "SELECT gen_id, policy, avg(stop_round) AS mean_stop, avg(selected_round) AS mean_selected,"
-        " avg((selected_round < stop_round)::INTEGER) AS share_earlier, avg(verified_final::INTEGER) AS share_verified"
-        " FROM family_replay GROUP BY ALL",
-    )
-    critiques = _rows(
-        con,
-        "SELECT count(*) FILTER (WHERE g IS NOT NULL) AS known, count(*) AS n"
-        " FROM (SELECT unnest(fb_embs[1:len(fb_embs) - 1]) AS g FROM family_inputs)",
-    )
+    reasons = _rows(con, sql.query("report_family_reasons"))
+    selection = _rows(con, sql.query("report_family_selection"))
+    critiques = _rows(con, sql.query("report_critique_coverage"))
     return {"kinds": kinds, "reasons": reasons, "selection": selection, "critiques": critiques[0]}
 
 
@@ -78,7 +67,7 @@ def section(
     ]
     for gen in sorted({r["gen_id"] for r in summary}):
         rows = {r["policy"]: r for r in summary if r["gen_id"] == gen}
-        fam_rows = [r for p, r in rows.items() if kinds.get(p, {}).get("kind") in FAMILY_LABELS]
+        fam_rows = [r for p, r in rows.items() if kinds.get(p, {}).get("kind") in FAMILIES]
         if not fam_rows:
             continue
         refs = [rows[p] for p in REFERENCE_POLICIES if p in rows]
@@ -98,8 +87,9 @@ def section(
             is_ = tests.get((gen, r["policy"], "is"), {})
             ci = f"[{_f(is_.get('ci95_low'))}, {_f(is_.get('ci95_high'))}]"
             saving = None if r["token_saving"] is None else 100 * r["token_saving"]
+            label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
             lines.append(
-                f"| {r['policy']} | {FAMILY_LABELS.get(kind, 'SHP / reference')} | {_f(r['mean_rounds'], 2)} "
+                f"| {r['policy']} | {label} | {_f(r['mean_rounds'], 2)} "
                 f"| {_f(r['mean_operational_tokens'], 0)} | {_f(saving, 1)}% | {_f(r['mean_is'])} "
                 f"| {_f(r['delta_is'], 4)} {ci} | {_f(is_.get('tost_p'))} | {'yes' if r['non_inferior'] else 'no'} "
                 f"| {', '.join(reasons.get(r['policy'], [])) or '–'} |"
@@ -137,7 +127,7 @@ def section(
             else:
                 lines.append("Share of the oracle gap closed: – (no gap: oracle_is equals fixed_k{max} here).")
             lines.append("")
-        ver = [p for p in fam_rows if kinds[p["policy"]]["kind"] == "verifier"]
+        ver = [p for p in fam_rows if FAMILIES[kinds[p["policy"]]["kind"]].outcomes]
         if ver:
             lines += [
                 "#### Verifier-first outcomes (only `verified` returned a draft that passed the verifier)",

@@ -1,0 +1,82 @@
+"""Per-round signals in and out of the replay: their columns, the trajectories they make for the
+reference executor, and a replay connection over given signals (no store).
+
+``SIGNAL_COLUMNS`` are the numbers the SQL replay reads per round; reading them back through
+:func:`trajectories_from_signals` gives the reference executor the SAME inputs, which is how tests
+and the benchmark compare the two.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import duckdb
+import pyarrow as pa
+
+from analysis import sql
+from analysis.cascade_udf import register_udfs
+from analysis.errors import AnalysisError
+from analysis.policy_table import default_policies, policies_sql
+from analysis.sandbox import new_connection
+from analysis.views import DEFAULT_DELTA
+from shp_ray.policy.table import Policy
+from shp_ray.policy.trajectory import Round, Trajectory
+
+SIGNAL_COLUMNS = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("round", pa.int32()),
+        ("distance", pa.float64()),
+        ("is_score", pa.float64()),
+        ("feedback", pa.string()),
+        ("writer_tokens", pa.int64()),
+        ("critic_tokens", pa.int64()),
+        ("judge_tokens", pa.int64()),
+    ]
+)
+
+
+SIGNAL_SELECT = ", ".join(SIGNAL_COLUMNS.names)  # the column list of a query that reads them
+
+
+def trajectories_from_signals(rows: Iterable[tuple]) -> list[Trajectory]:
+    """Trajectories for the reference executor from rows of SIGNAL_COLUMNS, ordered by
+    (gen_id, scenario_id, round): the SAME numbers the SQL replay reads (NULL -> NaN)."""
+    out: dict[tuple[str, str], list[Round]] = {}
+    for g, s, t, d, score, fb, w, c, j in rows:
+        out.setdefault((g, s), []).append(
+            Round(t, math.nan if d is None else d, math.nan if score is None else score, fb, w, c, j)
+        )
+    return [Trajectory(s, tuple(r), gen_id=g) for (g, s), r in out.items()]
+
+
+def connect_signals(
+    signals: pa.Table, policies: Iterable[Policy] | None = None, *, delta: float = DEFAULT_DELTA
+) -> duckdb.DuckDBPyConnection:
+    """The replay over given per-round signals (no store): the same SQL as :func:`analysis.connect`.
+
+    ``signals`` has SIGNAL_COLUMNS (one row per round; distance NaN/NULL at
+    round 1). Property tests feed hypothesis trajectories through it, and the
+    benchmark times the replay apart from the one-time store scan.
+    """
+    try:
+        table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
+    con = new_connection()
+    con.register("signals_input", table)
+    con.execute(sql.create("round_signals", sql.query("signals_input"), table=True))
+    con.unregister("signals_input")
+    for stmt in (
+        sql.create("trajectories", sql.trajectories_sql(), table=True),
+        policies_sql(default_policies() if policies is None else policies),
+        sql.t95_table_sql(),
+        sql.create("replay_core", sql.replay_sql("sql")),
+        sql.create("replay", sql.query("replay_core_only")),
+        sql.create("policy_summary", sql.policy_summary_sql(delta)),
+    ):
+        con.execute(stmt)
+    register_udfs(con)
+    return con

@@ -1,0 +1,262 @@
+"""Every DuckDB statement of the project, in one place: the ``<name>.sql`` files of this folder.
+
+    sql.query("report_best_policy")                 # a statement, by name
+    sql.query("bench_signals", columns="gen_id, round")   # a template: its $placeholders filled
+    sql.round_signals_sql(384, "true", weights)     # a builder: computes the pieces, fills the template
+
+A file is one statement (or one expression, or one script of statements); its leading ``--`` lines
+document it and are not part of the text. ``$name`` is a placeholder filled by :func:`query` (all
+of them, exactly: string.Template), ``$$`` a literal dollar, any other ``$`` is itself (a JSON path).
+The builders below compute what cannot be written down once: SQL literals (:func:`quote`,
+:func:`double`), IS under given weights, the t quantiles, the ``policies`` rows, a store's sources.
+
+The Python connection (:mod:`analysis.db`) and the plain DuckDB CLI init script
+(``<store>/views.sql``) run the SAME statements, so they cannot drift apart.
+
+Pipeline (one scan of the store, then pure arithmetic per policy)::
+
+    round_parts (Parquet) --+--> round_signals (d_t, IS_t, tokens; materialised once)
+    judgments (Parquet) ----+          |
+                                       v
+                   trajectories (one row per gen_id, scenario_id; lists over rounds)
+                                       |  x  policies (one row per policy / cell)
+                                       v
+                   replay (stop_round, reason, tokens, final_is) --> policy_summary
+
+The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as one
+list lambda per (policy, trajectory): for every round t <= cap it yields
+``t*8 + reason_code`` when the cascade halts at t (codes in REASON_CODES, in
+the cascade's priority order) and NULL otherwise; the smallest value is the
+first halting round and its reason. Property tests hold it equal to the
+reference executor :func:`shp_ray.policy.reference.replay`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from string import Template
+
+from scipy import stats as _st
+
+from shp_ray.policy.scoring import METRICS, check_weights
+
+REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
+
+# Python's str.isspace() characters: approved() strips them before matching.
+_PY_SPACE = (
+    r"\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+)
+APPROVED_REGEX = rf"^[{_PY_SPACE}]*(?i:approved)"
+
+# One-sided 95% t quantiles for the SQL non-inferiority check: exact (scipy) up to
+# df = 300, a Cornish-Fisher expansion beyond (error < 1e-9), so the plain DuckDB
+# CLI computes the same ``non_inferior`` as the Python connection.
+_T_TABLE_MAX_DF = 300
+_Z95 = 1.6448536269514722
+
+_FILES = resources.files(__name__)  # this folder, also inside an installed package (package-data)
+_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a file name, never a path
+
+
+class UnknownQuery(LookupError):
+    """No ``analysis/sql/<name>.sql``: a misspelt name (the message lists the known ones)."""
+
+
+def names() -> list[str]:
+    """Every statement's name (the ``.sql`` files of this folder)."""
+    return sorted(f.name.removesuffix(".sql") for f in _FILES.iterdir() if f.name.endswith(".sql"))
+
+
+@functools.cache
+def _text(name: str) -> str:
+    """The statement of ``<name>.sql``: the file without its leading ``--`` lines (its documentation)."""
+    if not _NAME.fullmatch(name) or not (_FILES / f"{name}.sql").is_file():
+        raise UnknownQuery(f"no SQL named {name!r} (analysis/sql/{name}.sql); known: {', '.join(names())}")
+    lines = (_FILES / f"{name}.sql").read_text(encoding="utf-8").splitlines()
+    while lines and (lines[0].startswith("--") or not lines[0].strip()):
+        lines.pop(0)
+    return "\n".join(lines).strip()
+
+
+def query(name: str, **params: object) -> str:
+    """The statement named ``name``, its ``$placeholders`` filled from ``params`` (every one, no other)."""
+    template = Template(_text(name))
+    wanted = set(template.get_identifiers())
+    if wanted != set(params):
+        raise TypeError(f"SQL {name!r} takes {sorted(wanted) or 'no parameters'}, given {sorted(params) or 'none'}")
+    return template.safe_substitute(params)  # safe: a '$' that is no placeholder ('$.path') stays as written
+
+
+# --- literals and small pieces --------------------------------------------------------------------
+
+
+def quote(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def double(value: float) -> str:
+    """An exact DOUBLE literal (a bare 0.1 would parse as DECIMAL)."""
+    return f"{quote(repr(float(value)))}::DOUBLE"
+
+
+def create(name: str, select: str, *, table: bool = False) -> str:
+    """CREATE OR REPLACE the view ``name`` (``table``: a temp table, computed once) AS ``select``."""
+    return f"CREATE OR REPLACE {'TEMP TABLE' if table else 'VIEW'} {name} AS {select}"
+
+
+def is_expression(weights: Mapping[str, float], prefix: str = "") -> str:
+    """IS under ``weights``, summed in METRICS order like scoring.information_score.
+
+    NULL when a positively weighted metric is NaN or missing (never 0), clipped to [0, 1].
+    """
+    w = check_weights(weights)
+    terms = [(m, wm) for m, wm in w.items() if wm != 0.0]
+    total = "0.0::DOUBLE" + "".join(f" + {double(wm)} * {prefix}{m}" for m, wm in terms)
+    unknown = " OR ".join(f"{prefix}{m} IS NULL OR isnan({prefix}{m})" for m, _ in terms) or "false"
+    return f"CASE WHEN {unknown} THEN NULL ELSE least(1.0, greatest(0.0, {total})) END"
+
+
+# --- a store's tables as sources ------------------------------------------------------------------
+
+
+def read_parquet(glob: str) -> str:
+    return f"read_parquet({quote(glob)}, union_by_name = true)"
+
+
+def empty_select(schema_fields: Sequence[tuple[str, str]]) -> str:
+    """A typed empty relation for a table with no parts yet."""
+    cols = ", ".join(f"NULL::{sqltype} AS {name}" for name, sqltype in schema_fields)
+    return f"SELECT {cols} WHERE false"
+
+
+def table_source(glob: str | None, schema_fields: Sequence[tuple[str, str]]) -> str:
+    """A table's rows: its Parquet parts at ``glob``, or (None: no parts yet) a typed empty relation."""
+    return f"SELECT * FROM {read_parquet(glob)}" if glob is not None else empty_select(schema_fields)
+
+
+def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+    """``source`` (rounds) narrowed to one generation and a set of scenarios (a sweep job's scope)."""
+    where = ["true"]
+    if gen_id is not None:
+        where.append(f"gen_id = {quote(gen_id)}")
+    if scenario_ids is not None:
+        where.append(f"scenario_id IN ({', '.join(quote(s) for s in scenario_ids) or 'NULL'})")
+    return source if len(where) == 1 else f"SELECT * FROM ({source}) WHERE {' AND '.join(where)}"
+
+
+def judge_where(judge: str | None, version: str | None) -> str:
+    """The condition on judgments_raw that picks one judge (and prompt version); ``true``: any."""
+    parts = ["true"]
+    if judge is not None:
+        parts.append(f"judge = {quote(judge)}")
+    if version is not None:
+        parts.append(f"judge_prompt_version = {quote(version)}")
+    return " AND ".join(parts)
+
+
+def policies_table(columns: Sequence[tuple[str, str]], rows: Iterable[Mapping[str, object]]) -> str:
+    """CREATE the ``policies`` temp table with ``columns`` (name, SQL type) and INSERT ``rows``."""
+    stmt = query("policies_create", columns=", ".join(f"{n} {t}" for n, t in columns))
+    values = ",\n  ".join("(" + ", ".join(_literal(r[n], t) for n, t in columns) + ")" for r in rows)
+    return (stmt + "\n" + query("policies_insert", values=values)) if values else stmt
+
+
+def _literal(value: object, sqltype: str) -> str:
+    if sqltype == "DOUBLE":
+        return double(float(value))  # type: ignore[arg-type]
+    if sqltype == "BOOLEAN":
+        return "true" if value else "false"
+    if sqltype == "VARCHAR":
+        return quote(str(value))
+    return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]
+
+
+# --- the views: signals, trajectories, replay, summary ----------------------------------------------
+
+
+def round_signals_sql(dim: int, judge_where: str, weights: Mapping[str, float]) -> str:
+    """Per generated round: d_t, IS_t (under ``weights``, by the judge ``judge_where`` picks), tokens, f_t."""
+    return query(
+        "round_signals",
+        dim=int(dim),
+        judge_metrics=", ".join(METRICS),
+        judge_where=judge_where,
+        is_score=is_expression(weights, "j."),
+        metrics=", ".join(f"j.{m}" for m in METRICS),
+    )
+
+
+def trajectories_sql(signals: str = "round_signals") -> str:
+    """One row per trajectory with per-round lists (index t = round t), from the relation ``signals``."""
+    return query("trajectories", signals=signals, approved_regex=quote(APPROVED_REGEX))
+
+
+def cascade_code_sql() -> str:
+    """tau*8 + reason code of the cascade (pure SQL), from per-trajectory first-hit rounds."""
+    return query("cascade_code")
+
+
+def replay_sql(executor: str = "sql") -> str:
+    """Every policy x every trajectory in one query; ``executor`` picks the cascade form.
+
+    ``sql``: the list lambda of cascade_code.sql. ``udf``: the Arrow UDF ``shp_cascade`` that
+    loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.cascade_udf`).
+    """
+    if executor == "sql":
+        code, inputs = cascade_code_sql(), "x.crit, x.mk, x.gw"
+    elif executor == "udf":
+        code, inputs = query("cascade_udf_code"), "x.d_inf, x.fb"
+    else:
+        raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
+    reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
+    return query("replay", inputs=inputs, code=code, reasons=reasons)
+
+
+def t95_sql(df: str) -> str:
+    """The one-sided 95% t quantile at ``df`` (an SQL expression); needs t95_table."""
+    z = _Z95
+    g = [
+        (z**3 + z) / 4,
+        (5 * z**5 + 16 * z**3 + 3 * z) / 96,
+        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
+        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160,
+    ]
+    cf = f"{double(z)}" + "".join(f" + {double(gi)} / ({df})::DOUBLE ^ {i}" for i, gi in enumerate(g, start=1))
+    return query("t95", df=df, max_df=_T_TABLE_MAX_DF, cornish_fisher=cf)
+
+
+def t95_table_sql() -> str:
+    rows = ", ".join(f"({df}, {double(_st.t.ppf(0.95, df))})" for df in range(1, _T_TABLE_MAX_DF + 1))
+    return query("t95_table", rows=rows)
+
+
+def policy_summary_sql(delta: float) -> str:
+    """Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority.
+
+    ``non_inferior``: the one-sided 95% lower bound of mean(final_is - baseline_is)
+    is above -delta. analysis.stats gives the p-values.
+    """
+    shares = ", ".join(f"avg((reason = {quote(r)})::INTEGER) AS share_{r}" for r in REASON_CODES.values())
+    return query("policy_summary", shares=shares, t95=t95_sql("n_is - 1"), delta=double(delta))
+
+
+# --- the other stopping families (analysis.family_replay runs them) ------------------------------------
+
+
+def family_inputs_sql(dim: int) -> str:
+    """Per trajectory: the lists the family executor reads (critique embedding NULL where unknown)."""
+    return query("family_inputs", dim=int(dim))
+
+
+def family_replay_sql(kinds: Iterable[str], outcome_kinds: Iterable[str] = ()) -> str:
+    """Policies of the family ``kinds`` x trajectories through the UDF ``shp_family``; the reasons of
+    ``outcome_kinds`` (verifier-first) are outcomes too."""
+
+    def listed(values: Iterable[str]) -> str:
+        return ", ".join(quote(v) for v in values) or "NULL"  # IN (NULL) matches nothing; IN () is no SQL
+
+    return query("family_replay", kinds=listed(kinds), outcome_kinds=listed(outcome_kinds))

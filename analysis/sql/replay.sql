@@ -1,0 +1,32 @@
+-- Every policy x every trajectory in one query (cascade, random, oracle). Filled by sql.replay_sql:
+-- inputs (the trajectory columns the cascade form reads), code (cascade_code.sql or cascade_udf_code.sql),
+-- reasons (WHEN code THEN reason, from REASON_CODES).
+WITH pt AS (
+    SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
+           p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
+           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.baseline_tokens, x.baseline_is, $inputs
+    FROM policies p CROSS JOIN trajectories x
+    WHERE p.kind IN ('cascade', 'random', 'oracle')  -- the other families: family_replay.sql
+), decided AS (
+    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap, baseline_tokens, baseline_is,
+           CASE kind
+               WHEN 'cascade' THEN $code
+               WHEN 'random' THEN
+                   (('0x' || left(sha256(seed::VARCHAR || ':' || scenario_id), 15))::BIGINT % cap + 1) * 8
+               ELSE CASE WHEN list_max(s[1:cap]) IS NULL THEN 1
+                         ELSE list_position(s[1:cap], list_max(s[1:cap])) END * 8
+           END AS code
+    FROM pt
+), stopped AS (
+    SELECT *, code // 8 AS stop_round, CASE WHEN kind = 'oracle' THEN cap ELSE code // 8 END AS paid
+    FROM decided
+)
+SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
+       CASE kind WHEN 'cascade' THEN CASE code % 8 $reasons END WHEN 'random' THEN 'random' ELSE 'oracle' END
+           AS reason,
+       (cw[paid] + CASE WHEN paid > 1 THEN cc[paid - 1] ELSE 0 END
+           + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
+       j[stop_round]::BIGINT AS evaluation_tokens,
+       s[stop_round] AS final_is,
+       depth, baseline_tokens::BIGINT AS baseline_tokens, baseline_is
+FROM stopped

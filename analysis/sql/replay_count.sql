@@ -1,0 +1,2 @@
+-- How many replay rows (shp-bench families times it).
+SELECT count(*) FROM replay

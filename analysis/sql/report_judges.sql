@@ -1,0 +1,2 @@
+-- Provenance: the judges whose scores give IS.
+SELECT DISTINCT judge FROM judgments ORDER BY 1

@@ -1,0 +1,6 @@
+-- The rounds view: the per-round signals beside the stored draft and latencies.
+SELECT s.gen_id, s.scenario_id, s.round, r.draft, s.feedback, s.draft_hash,
+       s.distance, s.is_score, s.faithfulness, s.answer_relevancy, s.context_precision, s.context_recall,
+       s.writer_tokens, s.critic_tokens, s.judge_tokens, s.judge, r.writer_latency_s, r.critic_latency_s
+FROM round_signals s JOIN round_parts r
+ON r.gen_id = s.gen_id AND r.scenario_id = s.scenario_id AND r.round = s.round

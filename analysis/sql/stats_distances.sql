@@ -1,0 +1,2 @@
+-- analysis.stats (Conjecture 1): each trajectory's distances d_2..d_T in round order.
+SELECT gen_id, scenario_id, list(distance ORDER BY round) AS d FROM rounds WHERE round > 1 GROUP BY gen_id, scenario_id

@@ -1,0 +1,138 @@
+"""The views over a store: where each table's rows come from, which judge gives IS, and every statement
+that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``views.sql``).
+
+    scenarios, generations, failures, manifests, results,    the Parquet parts, as stored
+    feedback_embeddings, round_parts, judgments_raw
+    judgments, round_signals, rounds, trajectories            per round / per trajectory
+    policies, replay_core, replay, family_*, policy_summary   the replay
+
+The SQL text is in :mod:`analysis.sql`; this module picks the statements and their arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import family_replay, sql
+from analysis.errors import AnalysisError
+from analysis.policy_table import policies_sql
+from shp_ray.policy.table import Policy
+from storage.parts import Store
+from storage.schemas import EMBEDDING_DIM, TABLES
+
+DEFAULT_DELTA = 0.02  # the non-inferiority margin of IS in policy_summary, unless told
+
+
+def _sqltype(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_int32(t):
+        return "INTEGER"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_float64(t):
+        return "DOUBLE"
+    if pa.types.is_float32(t):
+        return "FLOAT"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
+        return _sqltype(t.value_type) + "[]"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    raise TypeError(f"no SQL type for {t}")
+
+
+def source(store: Store, table: str) -> str:
+    """The rows of ``table``: its parts, or a typed empty relation while it has none."""
+    glob = store.glob(table) if store.parts(table) else None
+    return sql.table_source(glob, [(f.name, _sqltype(f.type)) for f in TABLES[table]])
+
+
+def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+    """The rounds parts, optionally narrowed to one generation and a set of scenarios (a sweep job's scope)."""
+    return sql.narrowed(source(store, "rounds"), gen_id, scenario_ids)
+
+
+def embedding_dim(store: Store) -> int:
+    """The embedding size of the rounds parts, from their Parquet footers (no data scan)."""
+    dims: dict[int, str] = {}
+    for part in store.parts("rounds"):
+        field = pq.read_schema(part, filesystem=store.fs).field("embedding")
+        if not pa.types.is_fixed_size_list(field.type):
+            raise AnalysisError(f"{part}: rounds.embedding is {field.type}, expected a fixed-size float list")
+        dims.setdefault(field.type.list_size, part)
+    if len(dims) > 1:
+        where = "; ".join(f"dim {d} in {p}" for d, p in dims.items())
+        raise AnalysisError(f"store {store.uri} mixes embedding sizes ({where}); use one store per embedder")
+    return next(iter(dims), EMBEDDING_DIM)
+
+
+def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str | None) -> tuple[str | None, str | None]:
+    """The one judge (and prompt version) matching the request in ``judgments_raw``; say why if none or several."""
+    rows = con.sql(sql.query("judges")).fetchall()
+    found = [(j, v) for j, v, _ in rows if (judge is None or j == judge) and (version is None or v == version)]
+    if not rows:
+        return judge, version  # nothing judged yet: IS is NULL everywhere
+    if not found:
+        known = ", ".join(f"{j!r} (prompt {v!r}, {n} rows)" for j, v, n in rows)
+        raise AnalysisError(f"no judgments by judge={judge!r} prompt_version={version!r}; the store has: {known}")
+    if len({j for j, _ in found}) > 1 or len({v for _, v in found}) > 1:
+        known = ", ".join(f"{j!r} (prompt {v!r})" for j, v in found)
+        raise AnalysisError(f"several judges in the store ({known}); pass judge= (and judge_prompt_version=)")
+    return found[0]
+
+
+def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
+    """Refuse a store whose rounds are not 1..T once each per trajectory (say which)."""
+    bad = con.sql(sql.query("bad_trajectories")).fetchall()
+    if bad:
+        lines = "; ".join(
+            f"gen_id={g!r} scenario_id={s!r}: {n} rows, {dn} distinct rounds, rounds {lo}..{hi}"
+            for g, s, n, dn, lo, hi in bad
+        )
+        raise AnalysisError(f"store {store.uri}: trajectories must hold rounds 1..T once each; {lines}")
+
+
+def build_statements(
+    store: Store,
+    *,
+    judge: str | None,
+    judge_prompt_version: str | None,
+    weights: Mapping[str, float],
+    policies: Iterable[Policy],
+    delta: float,
+    dim: int,
+    materialize: bool = True,
+    gen_id: str | None = None,
+    scenario_ids: Sequence[str] | None = None,
+    with_families: bool = True,
+) -> list[str]:
+    """Every statement that sets up the views (shared by connect() and views.sql).
+
+    ``with_families``: the other stopping families' rows (they need the Python UDF
+    ``shp_family``, so the plain-CLI views.sql leaves them out).
+    """
+    policies = tuple(policies)
+    where = sql.judge_where(judge, judge_prompt_version)
+    tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
+    stmts = [sql.create(t, source(store, t)) for t in tables]
+    stmts += [
+        sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
+        sql.create("judgments_raw", source(store, "judgments")),
+        sql.create("judgments", sql.query("judgments", judge_where=where)),
+        sql.create("round_signals", sql.round_signals_sql(dim, where, weights), table=materialize),
+        sql.create("rounds", sql.query("rounds")),
+        sql.create("trajectories", sql.trajectories_sql(), table=materialize),
+        policies_sql(policies),
+        sql.t95_table_sql(),
+        sql.create("replay_core", sql.replay_sql("sql")),
+        sql.create("replay", sql.query("replay_core_only")),
+        *(family_replay.statements(policies, dim, materialize) if with_families else []),
+        sql.create("policy_summary", sql.policy_summary_sql(delta)),
+    ]
+    return stmts

@@ -1,0 +1,170 @@
+"""The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+A chat request is checked (API key, body, model), held to the rate limits (:mod:`sim_limits`),
+answered with a deterministic reply and real token counts (:mod:`sim_replies`), after the
+configured latency, unless a fault is drawn for it (:mod:`sim_faults`). :class:`SimStats` counts
+what the server saw, for tests to compare with what a client reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, unit
+from shp_ray.providers.sim_limits import Limits
+from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+
+if TYPE_CHECKING:  # the options live with the server that is built from them: a type-only import
+    from shp_ray.providers.sim_server import SimOptions
+
+SIM_OWNER = "shp-serve (simulated test double)"
+
+
+@dataclass
+class SimStats:
+    requests: int = 0
+    ok: int = 0
+    http_429: int = 0
+    http_4xx: int = 0
+    tokens: int = 0
+    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "ok": self.ok,
+            "http_429": self.http_429,
+            "http_4xx": self.http_4xx,
+            "tokens": self.tokens,
+            "faults": dict(self.faults),
+            "faults_total": sum(self.faults.values()),
+        }
+
+
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+class SimApp:
+    """The aiohttp application plus its limit windows, fault counters and stats."""
+
+    def __init__(self, options: SimOptions) -> None:
+        self.o = options
+        self.replies = ReplyOptions(seed=options.seed, approve_rate=options.approve_rate)
+        self.limits = Limits(
+            options.rpm,
+            options.tpm,
+            window_s=options.window_s,
+            window_kind=options.window_kind,
+            count_rejected=options.count_rejected,
+            retry_after=options.retry_after,
+            ratelimit_headers=options.ratelimit_headers,
+        )
+        self.seen: collections.Counter[str] = collections.Counter()
+        self.stats = SimStats()
+        self.app = web.Application()
+        self.app.router.add_post("/v1/chat/completions", self.chat)
+        self.app.router.add_get("/v1/models", self.models)
+
+    async def models(self, request: web.Request) -> web.Response:
+        names = self.o.models or ("sim-1",)
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": SIM_OWNER} for m in names]
+        return web.json_response({"object": "list", "data": data})
+
+    def _authorised(self, request: web.Request) -> bool:
+        if not self.o.api_key_env:
+            return True
+        expected = os.environ.get(self.o.api_key_env, "")
+        return bool(expected) and request.headers.get("Authorization", "") == f"Bearer {expected}"
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        self.stats.requests += 1
+        if not self._authorised(request):
+            self.stats.http_4xx += 1
+            return _error(401, "invalid or missing API key", "invalid_request_error")
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+            messages = [(str(m["role"]), str(m.get("content") or "")) for m in body["messages"]]
+            model = str(body["model"])
+            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
+        except (ValueError, KeyError, TypeError) as exc:
+            self.stats.http_4xx += 1
+            return _error(400, f"bad request body: {type(exc).__name__}", "invalid_request_error")
+        if body.get("stream"):
+            self.stats.http_4xx += 1
+            return _error(400, "the simulated server does not stream", "invalid_request_error")
+        if self.o.models and model not in self.o.models:
+            self.stats.http_4xx += 1
+            return _error(404, f"model {model!r} not found", "not_found_error")
+
+        n_prompt = prompt_tokens(messages)
+        now = time.monotonic()
+        wait = self.limits.wait_for(n_prompt, now)
+        if wait > 0:
+            self.stats.http_429 += 1
+            self.limits.refused(now)
+            headers = {**self.limits.retry_headers(wait), **self.limits.limit_headers(now)}
+            return _error(429, "rate limit reached (simulated)", "rate_limit_error", headers)
+
+        text, cut = truncate_tokens(reply_text(self.replies, messages), max_tokens)
+        n_completion = count_tokens(text)
+        self.limits.charge(n_prompt + n_completion, now)
+        self.stats.tokens += n_prompt + n_completion
+
+        digest = hashlib.sha256(raw).hexdigest()
+        nth = self.seen[digest]
+        self.seen[digest] += 1
+        fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
+        if fault is not None:
+            self.stats.faults[fault] += 1
+        delay = self.o.latency_s + self.o.jitter_s * unit(self.o.seed, "jitter", digest, nth)
+        if fault == "slow":
+            delay += self.o.slow_s
+        if delay > 0:
+            await asyncio.sleep(delay)
+        headers = self.limits.limit_headers(time.monotonic())
+        if fault in ("500", "503"):
+            return _error(int(fault), "injected fault (simulated)", "server_error", headers)
+        if fault == "drop":
+            if request.transport is not None:  # close without a response; the client sees a reset
+                request.transport.abort()
+            return web.Response(status=500)
+        if fault == "malformed":
+            return web.Response(
+                status=200,
+                text='{"id": "chatcmpl-sim", "choices": [{"mess',
+                headers=headers,
+                content_type="application/json",
+            )
+        self.stats.ok += 1
+        reply = {
+            "id": f"chatcmpl-sim-{digest[:16]}-{nth}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "shp-serve-simulated",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "length" if cut else "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_completion,
+                "total_tokens": n_prompt + n_completion,
+            },
+        }
+        return web.json_response(reply, headers=headers)

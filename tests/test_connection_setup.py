@@ -1,0 +1,61 @@
+"""What a connection was opened with (analysis.setup_of) lives exactly as long as the connection."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import duckdb
+import pytest
+
+import analysis
+import analysis.db
+from analysis.db import AnalysisError, setup_of
+from shp_ray.policy.table import standard_policies
+from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=4, rounds=3, seed=0))
+    return root
+
+
+def test_a_collected_connection_takes_its_setup_along(store) -> None:
+    gc.collect()
+    before = len(analysis.db._SETUPS)
+    con = analysis.connect(store, weights={"faithfulness": 1.0})
+    assert setup_of(con).weights["faithfulness"] == 1.0
+    assert len(analysis.db._SETUPS) == before + 1
+    gone = weakref.ref(con)
+    con.close()
+    del con
+    gc.collect()
+    assert gone() is None
+    assert len(analysis.db._SETUPS) == before  # nothing piles up
+
+    # New connections have no setup, though one very likely sits at the old id() (CPython reuses the
+    # address): an id()-keyed table would have handed it the collected connection's setup.
+    fresh = [duckdb.connect() for _ in range(8)]
+    try:
+        for c in fresh:
+            with pytest.raises(AnalysisError, match="not opened by analysis.connect"):
+                setup_of(c)
+    finally:
+        for c in fresh:
+            c.close()
+
+
+def test_each_connection_has_its_own_setup_and_set_policies_updates_it(store) -> None:
+    a = analysis.connect(store, weights={"faithfulness": 1.0})
+    b = analysis.connect(store)
+    try:
+        assert setup_of(a).weights != setup_of(b).weights
+        pols = standard_policies()[:2]
+        analysis.set_policies(a, pols)
+        assert setup_of(a).policies == tuple(pols)
+        assert setup_of(b).policies != tuple(pols)
+    finally:
+        a.close()
+        b.close()
