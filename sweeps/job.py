@@ -18,19 +18,24 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from omegaconf import DictConfig, OmegaConf
 
-from conf.resolve import JobSpec
+from conf.resolve import ConfigError
+from conf.spec import JobSpec
 from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.llama import LlamaOptions
+from shp_ray.providers.sim_server import SimOptions
 from storage.cache import default_cache_dir
 from storage.lock import generation_lock
-from storage.manifest import new_run_id, write_manifest
-from storage.parts import Store
+from storage.manifest import new_run_id, redact, write_manifest
+from storage.parts import Store, StoreUnusable, check_root
 from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
 from storage.verify import DamagedStore, require_sound
+from sweeps.prepare_families import prepare_families
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -67,27 +72,39 @@ class JobResult:
 def endpoint(job: JobSpec) -> Iterator[Endpoint]:
     """The endpoint to generate with, starting a local server when the config asks for one."""
     spec, opts = job.provider, job.provider_options
-    if spec.kind == "llama" and not spec.base_url:
+    if isinstance(opts, LlamaOptions) and not spec.base_url:
         from shp_ray.providers.llama import LlamaServer
 
-        with LlamaServer(
-            alias=spec.model, n_threads=int(opts.get("n_threads", 1)), n_ctx=int(opts.get("n_ctx", 4096))
-        ) as llm:
+        with LlamaServer(alias=spec.model, **asdict(opts)) as llm:
             log.info("embedded llama.cpp server (SmolLM2-135M-Instruct, a tiny local model) at %s", llm.base_url)
             yield Endpoint(replace(spec, base_url=llm.base_url), llm.check, ephemeral=True)
-    elif spec.kind == "sim" and not spec.base_url:
+    elif isinstance(opts, SimOptions) and not spec.base_url:
         from shp_ray.providers.sim_server import SimServer
 
-        with SimServer(
-            seed=int(opts.get("sim_seed", 0)),
-            rpm=opts.get("sim_rpm"),
-            fault_rate=float(opts.get("sim_fault_rate", 0.0)),
-            latency_s=float(opts.get("sim_latency_s", 0.0)),
-        ) as sim:
+        with SimServer(**asdict(opts)) as sim:
             log.info("simulated OpenAI-compatible server (a test double, not a model) at %s", sim.base_url)
             yield Endpoint(replace(spec, base_url=sim.base_url), ephemeral=True)
     else:
         yield Endpoint(spec)
+
+
+def check_folders(job: JobSpec) -> None:
+    """The folders the job will write, checked on the filesystem before anything starts (bounded
+    wait; nothing left behind). A file in the way, a read-only folder, an unreachable bucket are a
+    ConfigError naming the key, so no manifest row is written for a job that could never run."""
+    folders = [("store.path", job.store)]
+    if job.report.enabled and job.report.out:
+        folders.append(("report.out", job.report.out))
+    for key, path in folders:
+        try:
+            check_root(path)
+        except StoreUnusable as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+
+
+def snapshot(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as a plain dict, secrets redacted: what the manifest records."""
+    return redact(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[return-value]
 
 
 def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, command: str) -> GenerationSummary | None:
@@ -172,7 +189,7 @@ def result_rows(
         "gain": [h.gain for h in halts],
         "min_gain": [h.min_gain for h in halts],
         "judge": [judge] * n,
-        "weights_json": [json.dumps({"strategy": job.weights["strategy"], **weights}, sort_keys=True)] * n,
+        "weights_json": [json.dumps({"strategy": job.weights.strategy, **weights}, sort_keys=True)] * n,
         "created_at": pa.array([datetime.now(UTC)] * n, pa.timestamp("us", tz="UTC")),
     }
     for name in (
@@ -190,18 +207,16 @@ def result_rows(
 
 def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
     """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
-    from analysis import connect
+    from analysis import connect, sql
     from shp_ray.policy import weights
 
     w = job.weights
-    if w["strategy"] == "ahp":
-        return weights.ahp(w["pairwise"], force=bool(w["force"]))
-    if w["strategy"] == "entropy":
+    if w.strategy == "ahp":
+        return weights.ahp(w.pairwise, force=w.force)
+    if w.strategy == "entropy":
         con = connect(job.store, judge=judge, gen_id=gen_id, scenario_ids=ids)
         try:
-            matrix = con.execute(
-                "SELECT faithfulness, answer_relevancy, context_precision, context_recall FROM rounds"
-            ).fetchall()
+            matrix = con.execute(sql.query("sweep_metric_matrix")).fetchall()
         finally:
             con.close()
         return weights.entropy(matrix)
@@ -209,7 +224,7 @@ def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str
 
 
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import connect
+    from analysis import connect, sql
     from analysis.report import write_report
 
     scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
@@ -231,15 +246,15 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     if judge is not None:
         ensure_judgments(job, gen_id, scenarios, judge)
     weights = strategy_weights(job, judge, gen_id, ids)
-    from sweeps.families import (
-        prepare_families,  # the other stopping systems: dev-fitted gain model, critique embeddings
+    # The other stopping systems: a gain model fitted on the dev split (generated first if need be),
+    # critique embeddings.
+    policies = prepare_families(
+        job, gen_id, judge, weights, generate_dev=lambda dev: ensure_generation(job, dev, run_id, command)
     )
-
-    policies = prepare_families(job, gen_id, run_id, command, judge, weights)
     scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids}
-    con = connect(job.store, delta=job.report["delta"], **scope)
+    con = connect(job.store, delta=job.report.delta, **scope)
     try:
-        table = con.sql("SELECT * FROM replay ORDER BY policy, scenario_id").to_arrow_table()
+        table = con.sql(sql.query("sweep_replay_rows")).to_arrow_table()
         store.write("results", result_rows(table, job, run_id, job_tag, label, weights))
         result = JobResult(
             run_id=run_id,
@@ -251,18 +266,13 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             generated=summary.generated if summary else 0,
             failed=summary.failed if summary else 0,
             generation_calls=summary.paid_calls if summary else 0,
-            summary=con.sql(
-                "SELECT policy, n, mean_rounds, mean_operational_tokens, token_saving, mean_is, delta_is, non_inferior"
-                " FROM policy_summary ORDER BY policy"
-            )
-            .to_arrow_table()
-            .to_pylist(),
+            summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(),
         )
     finally:
         con.close()
-    if job.report.get("enabled", True) and result.trajectories:
-        out = Path(job.report.get("out") or output_dir / "report")
-        result.report = str(write_report(job.store, out, delta=job.report["delta"], eps=job.halt.eps, **scope))
+    if job.report.enabled and result.trajectories:
+        out = Path(job.report.out or output_dir / "report")
+        result.report = str(write_report(job.store, out, delta=job.report.delta, eps=job.halt.eps, **scope))
     return result
 
 

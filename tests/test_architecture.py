@@ -36,7 +36,7 @@ MAY_IMPORT = {
     "storage": set(),
     "generation": {"policy", "providers", "storage"},
     "analysis": {"policy", "providers", "storage"},
-    "conf": {"policy", "providers", "generation"},
+    "conf": {"policy", "providers", "generation", "analysis"},
     "apps": {"policy", "providers", "storage", "generation", "analysis", "conf"},
 }
 # The policy package is pure: the standard library and numpy, nothing that reaches a disk,

@@ -81,12 +81,22 @@ def _count(path: Path) -> int:
         return 0
 
 
+# A generation in its own process (to be killed): the Python API, the summary printed as one JSON line.
+_GENERATE = """
+import json, sys
+from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.providers.base import ProviderSpec
+
+store, base_url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", workers=1, concurrency=2, flush_every=1)
+spec = ProviderSpec(kind="sim", base_url=base_url, model="sim-model")
+print(json.dumps(generate(load_scenarios("shp_paper", limit=n), cfg, store, spec).to_dict()))
+"""
+
+
 def _cmd(store: Path, base_url: str, n: int) -> list[str]:
-    return [
-        sys.executable, "-m", "shp_ray.generation.generate", "--store", str(store), "--dataset", "shp_paper",
-        "--limit", str(n), "--provider-kind", "sim", "--base-url", base_url, "--model", "sim-model",
-        "--max-rounds", "3", "--embedder", "fake-hash", "--workers", "1", "--concurrency", "2", "--flush-every", "1",
-    ]  # fmt: skip
+    return [sys.executable, "-c", _GENERATE, str(store), base_url, str(n)]
 
 
 def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:

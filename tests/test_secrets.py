@@ -19,10 +19,10 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401  (registers the config tree)
-from conf.resolve import snapshot
 from shp_ray.providers.sim_server import SimServer
 from storage import Store
 from storage.manifest import REDACTED, redact, redact_text, write_manifest
+from sweeps.job import snapshot
 from sweeps.redact_callback import RedactingStream, _redacting_factory, redact_file, redacted_yaml
 from tests.test_sweep import shp_sweep
 

@@ -14,10 +14,11 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
-from conf.resolve import snapshot, to_job
+from conf.resolve import to_job
 from shp_ray.providers.sim_server import SimServer
 from storage import Store
 from sweeps import job as sweep_job
+from sweeps.job import snapshot
 
 pytestmark = pytest.mark.integration
 

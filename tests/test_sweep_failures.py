@@ -17,11 +17,12 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
-from conf.resolve import snapshot, to_job
+from conf.resolve import to_job
 from shp_ray.providers.sim_server import SimServer
 from storage import Store
 from storage.schemas import FAILURES
 from sweeps import job as sweep_job
+from sweeps.job import snapshot
 from tests.test_generation import _count
 from tests.test_sweep import BIN, rounds_of, shp_sweep
 

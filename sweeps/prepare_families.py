@@ -1,8 +1,9 @@
 """What a sweep job does before replaying the other stopping families (shp_ray.policy.families).
 
 1. ``gain_model`` is fitted on the DEV split only: when the job replays another
-   split, the dev questions are generated too (once, under the same lock and
-   cache as any generation) and the ridge artefact is written beside the store.
+   split, the dev questions are generated too (by the job, through ``generate_dev``:
+   once, under the same lock and cache as any generation) and the ridge artefact
+   is written beside the store.
 2. Critiques are embedded once each (``feedback_embeddings``) for ``consensus``
    and the gain model's critique features.
 """
@@ -10,23 +11,31 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from conf.resolve import JobSpec
-from shp_ray.generation.datasets import load_scenarios
+from conf.spec import JobSpec
+from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.policy.table import Policy
 
 log = logging.getLogger("shp_ray.sweep")
 
 
 def prepare_families(
-    job: JobSpec, gen_id: str, run_id: str, command: str, judge: str | None, weights: dict[str, float]
+    job: JobSpec,
+    gen_id: str,
+    judge: str | None,
+    weights: dict[str, float],
+    generate_dev: Callable[[list[Scenario]], object],
 ) -> tuple[Policy, ...]:
+    """The job's policies, ready to replay: gain models fitted, critiques embedded.
+
+    ``generate_dev`` stores the trajectories of the dev questions the gain model is fitted on.
+    """
     from analysis.gain_fit import with_fitted_gain_models
     from shp_ray.generation.embedder import Embedder
     from shp_ray.generation.feedback_embed import embed_feedback
     from storage.parts import Store
-    from sweeps.job import ensure_generation
 
     policies = job.policies
     if not any(p.family for p in policies):
@@ -36,7 +45,7 @@ def prepare_families(
         dev = load_scenarios(job.dataset, split="dev", limit=job.limit)
         if dev:
             log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
-            ensure_generation(job, dev, run_id, command)
+            generate_dev(dev)
     new = embed_feedback(Store(job.store), Embedder(job.generation.embedder), [gen_id])
     log.info("stopping families: embedded %d new critique texts", new)
     fitted: Any = with_fitted_gain_models(policies, job.store, gen_id, judge=judge, weights=weights)

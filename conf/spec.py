@@ -1,0 +1,55 @@
+"""The typed job that :func:`conf.resolve.to_job` builds from the config tree, and the job's own settings.
+
+Every setting the core acts on is declared once, as a field (with its default) of the frozen
+spec that carries it: ProviderSpec, LlamaOptions, SimOptions, GenerationConfig, HaltConfig, and
+here the two no core object owns, :class:`WeightsSpec` and :class:`ReportSpec`.
+:mod:`conf.schema` derives the Hydra config classes from these fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.views import DEFAULT_DELTA
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.table import Policy
+from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.llama import LlamaOptions
+from shp_ray.providers.sim_server import SimOptions
+
+
+@dataclass(frozen=True)
+class WeightsSpec:
+    """How the IS metrics are weighed (shp_ray.policy.weights)."""
+
+    strategy: str = "uniform"  # uniform | entropy | ahp
+    pairwise: tuple[tuple[float, ...], ...] | None = None  # ahp: 4x4 matrix in METRICS order
+    force: bool = False  # ahp: accept a consistency ratio above 0.10
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    enabled: bool = True
+    delta: float = DEFAULT_DELTA  # TOST non-inferiority margin on IS (analysis owns the default)
+    out: str | None = None  # None = <job output dir>/report
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    provider: ProviderSpec
+    # How to start the local server of provider=llama / sim (None: the endpoint is not started here).
+    provider_options: LlamaOptions | SimOptions | None
+    dataset: str
+    split: str | None
+    limit: int | None
+    generation: GenerationConfig
+    halt: HaltConfig
+    weights: WeightsSpec
+    policies: tuple[Policy, ...]
+    store: str
+    ray_address: str | None
+    num_cpus: int
+    report: ReportSpec
+    progress: bool | None
+    allow_partial: bool  # replay the stored scenarios when some failed for good

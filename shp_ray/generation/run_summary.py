@@ -1,0 +1,88 @@
+"""The bookkeeping of one generation run: its :class:`GenerationSummary` (what it submitted,
+stored, paid for; counted as trajectories finish and shown on the progress line), the run's row of
+the ``generations`` table, and the ``failures`` row that records why a run stopped early.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.progress import Progress
+from shp_ray.providers.base import ProviderSpec
+from storage.parts import Store
+from storage.schemas import FAILURES
+
+
+@dataclass
+class GenerationSummary:
+    """What one ``generate`` call did (returned to the caller, printed by the sweep)."""
+
+    run_id: str
+    gen_id: str
+    store: str
+    embedder: str
+    judge: str
+    submitted: int = 0
+    skipped: int = 0
+    generated: int = 0
+    failed: int = 0
+    tokens: int = 0
+    paid_tokens: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    paid_calls: int = 0  # calls that reached the provider and succeeded
+    retries: int = 0
+    http_429: int = 0
+    embedded_texts: int = 0
+    ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
+    rows: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush
+    generation_s: float = 0.0  # first scenario submitted -> last trajectory stored
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def generation_row(gen_id: str, cfg: GenerationConfig, spec: ProviderSpec, embedder: str, dim: int) -> dict:
+    """The run's row of the ``generations`` table: what produced its drafts and embeddings."""
+    return {
+        "gen_id": gen_id,
+        "model": spec.model,
+        "prompt_version": cfg.prompt_version,
+        "max_rounds": cfg.max_rounds,
+        "temperature": float(cfg.temperature),
+        "seed": cfg.seed,
+        "embedder": embedder,
+        "embedding_dim": dim,
+        "config_json": json.dumps(
+            {"gen_id_parts": cfg.gen_id_parts(spec.kind, spec.model), "generation": cfg.to_dict()}, sort_keys=True
+        ),
+        "created_at": datetime.now(UTC),
+    }
+
+
+def count_progress(summary: GenerationSummary, prog: Progress, stats: dict[str, int], http_429: int) -> None:
+    """Copy the call counters into the summary and show them on the progress line."""
+    summary.calls, summary.cached_calls, summary.paid_calls = stats["calls"], stats["cached"], stats["paid"]
+    summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
+    summary.http_429 = http_429
+    prog.update(
+        done=summary.generated + summary.failed,
+        failed=summary.failed,
+        skipped=summary.skipped,
+        tokens=summary.tokens,
+        retries=summary.retries,
+        http_429=summary.http_429,
+    )
+
+
+def record_abort(store: Store, gen_id: str, reason: str) -> None:
+    """One ``failures`` row for the run (stage ``endpoint``: it names no scenario, resume ignores it)."""
+    row = {"gen_id": gen_id, "scenario_id": "", "round": 0, "stage": "endpoint", "error_type": "GenerationAborted"}
+    row |= {"message": reason[:4000], "created_at": datetime.now(UTC)}
+    store.write("failures", pa.Table.from_pylist([row], schema=FAILURES))
