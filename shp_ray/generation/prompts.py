@@ -6,29 +6,80 @@ message contains "You are the Writer", the Critic's "You are the Critic", the
 judge's "You are the judge"; writer and critic user messages carry a line
 ``Round: <t>``; the Critic approves by starting its reply with "APPROVED".
 
-Changing any text here changes the drafts: bump PROMPT_VERSION (it is part of
-gen_id) or JUDGE_PROMPT_VERSION (part of every judge key).
+Prompt sets are versioned and kept: ``generation.prompt_version`` (part of gen_id) chooses
+one, so a store written with an older version regenerates with the same text. Changing a
+set's text changes the drafts: add a new version instead. JUDGE_PROMPT_VERSION is part of
+every judge key.
+
+- ``shp-wc-v1``: a short answer, revised to the feedback.
+- ``shp-wc-v2`` (default): a grounded justification citing the contexts by number and a final
+  ``Answer:`` line (the answer metrics read it); a Critic that approves only a fully supported
+  answer and otherwise names concrete, checkable problems against the contexts. Written for
+  small local models, which under v1 approved at round 1 and repeated their drafts verbatim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-PROMPT_VERSION = "shp-wc-v1"
+PROMPT_VERSION = "shp-wc-v2"
 JUDGE_PROMPT_VERSION = "shp-judge-v1"
 
 NO_CONTEXTS = "(no contexts were provided for this question)"
 
-WRITER_SYSTEM = (
-    "You are the Writer. Answer the question using only the numbered contexts. "
-    "Be concise and factual. When a previous draft and the Critic's feedback are given, "
-    "revise the draft to address the feedback. Reply with the answer only."
-)
-CRITIC_SYSTEM = (
-    "You are the Critic. Check the draft against the question and the numbered contexts. "
-    "If the draft is correct, complete and supported by the contexts, reply with APPROVED "
-    "as the first word. Otherwise list the concrete problems and how to fix them, briefly."
-)
+
+@dataclass(frozen=True)
+class PromptSet:
+    writer_system: str
+    critic_system: str
+    writer_task: str  # the last line of every Writer request
+    critic_task: str = ""  # the last line of every Critic request ("" = none)
+
+
+PROMPT_SETS: dict[str, PromptSet] = {
+    "shp-wc-v1": PromptSet(
+        writer_system=(
+            "You are the Writer. Answer the question using only the numbered contexts. "
+            "Be concise and factual. When a previous draft and the Critic's feedback are given, "
+            "revise the draft to address the feedback. Reply with the answer only."
+        ),
+        critic_system=(
+            "You are the Critic. Check the draft against the question and the numbered contexts. "
+            "If the draft is correct, complete and supported by the contexts, reply with APPROVED "
+            "as the first word. Otherwise list the concrete problems and how to fix them, briefly."
+        ),
+        writer_task="Write the answer.",
+    ),
+    "shp-wc-v2": PromptSet(
+        writer_system=(
+            "You are the Writer. Answer the question using only the numbered contexts. "
+            "First write one to three sentences of reasoning that cite the contexts by number, like [2]. "
+            "Then end with a final line of the form 'Answer: <the short answer>' (a name, a date, a number, "
+            "yes or no: a few words, nothing else). When a previous draft and the Critic's feedback are given, "
+            "rewrite the draft: fix every problem the Critic names that the contexts confirm, and keep what "
+            "the contexts support."
+        ),
+        critic_system=(
+            "You are the Critic. Check the draft strictly against the question and the numbered contexts. "
+            "Reply with APPROVED as the first word only if the final 'Answer:' line answers exactly what "
+            "the question asks and every claim in the draft is stated in the contexts. Otherwise do not "
+            "approve: list at most three concrete problems, each naming the context number that shows it "
+            "(for example: 'Context [2] says X, but the draft says Y'), and say what the answer should be."
+        ),
+        writer_task="Write the draft: reasoning citing the contexts, then the final 'Answer:' line.",
+        critic_task="Is the final answer correct and fully supported? APPROVED, or the problems.",
+    ),
+}
+
+
+def prompt_set(version: str = PROMPT_VERSION) -> PromptSet:
+    try:
+        return PROMPT_SETS[version]
+    except KeyError:
+        raise ValueError(f"unknown prompt version {version!r}; known: {sorted(PROMPT_SETS)}") from None
+
+
 JUDGE_SYSTEM = (
     "You are the judge. Score the answer on four metrics, each a number in [0, 1]: "
     "faithfulness (claims supported by the contexts), answer_relevancy (addresses the question), "
@@ -51,17 +102,28 @@ def format_contexts(contexts: Sequence[str]) -> str:
     return "\n".join(f"[{i}] {c}" for i, c in enumerate(contexts, start=1))
 
 
-def writer_messages(question: str, contexts: Sequence[str], t: int, previous_draft: str, feedback: str) -> Messages:
+def writer_messages(
+    question: str,
+    contexts: Sequence[str],
+    t: int,
+    previous_draft: str,
+    feedback: str,
+    version: str = PROMPT_VERSION,
+) -> Messages:
     """Writer(q, C, x_{t-1}, f_{t-1}) at round t; x_0 = f_0 = ""."""
+    ps = prompt_set(version)
     parts = [f"Round: {t}", f"Question: {question}", "Contexts:", format_contexts(contexts)]
     if t > 1:
         parts += ["Previous draft:", previous_draft or "(empty)", "Critic feedback:", feedback or "(none)"]
-    parts.append("Write the answer.")
-    return (("system", WRITER_SYSTEM), ("user", "\n".join(parts)))
+    parts.append(ps.writer_task)
+    return (("system", ps.writer_system), ("user", "\n".join(parts)))
 
 
-def critic_messages(question: str, contexts: Sequence[str], t: int, draft: str) -> Messages:
+def critic_messages(
+    question: str, contexts: Sequence[str], t: int, draft: str, version: str = PROMPT_VERSION
+) -> Messages:
     """Critic(q, C, x_t) at round t."""
+    ps = prompt_set(version)
     parts = [
         f"Round: {t}",
         f"Question: {question}",
@@ -70,7 +132,9 @@ def critic_messages(question: str, contexts: Sequence[str], t: int, draft: str) 
         "Draft:",
         draft or "(empty)",
     ]
-    return (("system", CRITIC_SYSTEM), ("user", "\n".join(parts)))
+    if ps.critic_task:
+        parts.append(ps.critic_task)
+    return (("system", ps.critic_system), ("user", "\n".join(parts)))
 
 
 def judge_messages(question: str, contexts: Sequence[str], ground_truth: str, draft: str, attempt: int = 1) -> Messages:
