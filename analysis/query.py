@@ -6,6 +6,8 @@
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
     shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
     shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
+    shp-query --store runs/store "SELECT tost_n_needed(0.02 / 0.05), tost_power(4, 0.02 / 0.05)"
+                                                 # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 
 Read-only: the connection is in-memory, can read only the store's table
 folders (and its own spill folder) and change no setting, whatever the store root
@@ -226,6 +228,7 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) 
         import readline  # noqa: F401  (line editing and history for input())
 
         print("shp-query (read-only). Views: scenarios, rounds, judgments, policies, replay, policy_summary.")
+        print("TOST planner: tost_power(n, delta / sd), tost_n_needed(delta / sd) (policy_summary has both).")
         print("End a statement with ';'. .tables lists views; .quit leaves.")
     buf: list[str] = []
     while True:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import figures, report_families, sql, stats
+from analysis import figures, report_dynamics, report_families, report_power, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
@@ -73,11 +73,12 @@ def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
 
 
 def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], delta: float) -> list[str]:
+    # EM / F1 (is the returned draft right?) beside IS; "non-inferior" always with its N and power.
     head = (
-        "| policy | rounds | op. tokens | saving | IS | ΔIS [95% CI] | p tokens (Holm) | p IS (Holm) "
-        f"| TOST δ={delta:g} p | non-inferior |"
+        "| policy | rounds | op. tokens | saving | IS | ΔIS [95% CI] | EM | F1 | ΔF1 | p tokens (Holm) | p IS (Holm) "
+        f"| TOST δ={delta:g} p | power (N for 0.8) | non-inferior |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 14]
     for r in summary:
         key = (r["gen_id"], r["policy"])
         tok, is_ = tests.get((*key, "operational_tokens"), {}), tests.get((*key, "is"), {})
@@ -85,10 +86,31 @@ def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], 
         lines.append(
             f"| {r['policy']} | {_f(r['mean_rounds'], 2)} | {_f(r['mean_operational_tokens'], 0)} "
             f"| {_f(100 * r['token_saving'] if r['token_saving'] is not None else None, 1)}% "
-            f"| {_f(r['mean_is'])} | {_f(r['delta_is'], 4)} {ci} | {_p(tok.get('p_t_holm'))} "
-            f"| {_p(is_.get('p_t_holm'))} | {_p(is_.get('tost_p'))} | {'yes' if r['non_inferior'] else 'no'} |"
+            f"| {_f(r['mean_is'])} | {_f(r['delta_is'], 4)} {ci} | {_f(r.get('mean_em'))} | {_f(r.get('mean_f1'))} "
+            f"| {_f(r.get('delta_f1'), 4)} | {_p(tok.get('p_t_holm'))} | {_p(is_.get('p_t_holm'))} "
+            f"| {report_power.tost_p_cell(is_, _p(is_.get('tost_p')))} | {report_power.power_cell(is_)} "
+            f"| {report_power.verdict(r['non_inferior'], is_)} |"
         )
     return lines
+
+
+def _sensitivity_cell(r: dict) -> str:
+    """yes/no (p; power at this δ), or no test when every paired difference is the same."""
+    if r.get("degenerate"):
+        return "no test (zero variance)"
+    power = r.get("power")
+    said = "" if power is None or math.isnan(power) else f"; power {power:.2f}"
+    return ("yes" if r["non_inferior"] else "no") + f" ({_p(r['p'])}{said})"
+
+
+def _answer_line_note(rows: list[dict]) -> str:
+    """How many returned drafts state an answer line at all: without one, EM and F1 are 0 by rule."""
+    shares = [r["share_answer_line"] for r in rows if r.get("share_answer_line") is not None]
+    if not shares or all(r.get("mean_f1") is None for r in rows):
+        return "EM / F1: unknown here (no gold answers for these scenarios)."
+    lo, hi = 100 * min(shares), 100 * max(shares)
+    said = f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+    return f"Answer lines: {said} of the returned drafts state an `Answer:` line; the others score EM = F1 = 0."
 
 
 def write_report(
@@ -129,6 +151,7 @@ def write_report(
         by_round = stats.distance_by_round(con)
         best = _rows(con, BEST_QUERY)
         fam = report_families.collect(con)
+        dyn = report_dynamics.collect(con)
     finally:
         con.close()
 
@@ -146,8 +169,9 @@ def write_report(
         _write_csv(tmp / "paired_tests.csv", tests_rows)
         _write_csv(tmp / "tost_sensitivity.csv", sensitivity)
         _write_csv(tmp / "distance_by_round.csv", by_round)
+        _write_csv(tmp / "dynamics.csv", dyn["dynamics"])
         _write_csv(tmp / "conjecture1.csv", [{**c1, **{f"distance_{k}": v for k, v in dsum.items()}}])
-        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam)
+        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam, dyn)
         (tmp / "report.md").write_text(md)
         out.mkdir(parents=True, exist_ok=True)
         for f in tmp.iterdir():
@@ -157,7 +181,7 @@ def write_report(
     return out / "report.md"
 
 
-def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None) -> str:  # noqa: ANN001, PLR0913
+def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None, dyn=None) -> str:  # noqa: ANN001, PLR0913
     w = ", ".join(f"{m} {v:g}" for m, v in setup.weights.items())
     lines = ["# shp-ray replay report", ""]
     if prov["synthetic"]:
@@ -174,13 +198,18 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         f"- Datasets: {', '.join(map(str, prov['datasets'])) or '–'}",
         "- Generations: "
         + "; ".join(
-            f"`{g['gen_id']}` model {g['model']} via **{describe_provider(str(g['provider_kind']))}**, "
+            f"`{g['gen_id']}` model {g['model']} via "
+            f"**{describe_provider(str(g['provider_kind']), str(g['model']))}**, "
             f"embedder {g['embedder']}, T={g['max_rounds']}"
             for g in prov["generations"]
         ),
         f"- IS weights: {w}. Baseline: fixed_k{{depth}} (every generated round).",
         f"- Non-inferiority margin δ = {setup.delta:g} (one-sided TOST, α = 0.05). p-values Holm-adjusted "
-        "across the policies of one generation.",
+        "across the policies of one generation. Every “non-inferior” carries its N and power (see each "
+        "generation's power section): at small N it is not evidence.",
+        "- EM / F1: HotpotQA's exact match and token F1 (the official normalisation) of the returned draft's "
+        "last `Answer:` line against the gold answer; a draft without one scores 0. ΔF1 is paired against "
+        "the baseline's last draft. They say whether IS tracks being right.",
         "",
     ]
     for gen in sorted({r["gen_id"] for r in summary}):
@@ -193,7 +222,8 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         ]
         abl = [r for r in rows if r["policy"] in ABLATION_CELLS]
         grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILIES]
-        lines += [f"## Generation `{gen}` (N = {n} trajectories)", "", "### Policies (cf. SHP Table II)", ""]
+        lines += [f"## Generation `{gen}` (N = {n} trajectories)", ""]
+        lines += [_answer_line_note(rows), "", "### Policies (cf. SHP Table II)", ""]
         lines += _policy_table(main, tests, setup.delta) + [""]
         if abl:
             lines += ["### Ablation: seven cells of {critic, entropy, gain} (cf. SHP Table III)", ""]
@@ -206,6 +236,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
                 shares = [_f(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
                 reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
         lines += ["### Why cascades stopped", ""] + reasons + [""]
+        lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
     lines += report_families.section(fam or {}, summary, tests, setup.delta)
     lines += ["## Which policy saves most tokens at non-inferior IS?", ""]
     if best:
@@ -213,22 +244,18 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         lines.append(
             f"**{b['policy']}**: saves {100 * b['token_saving']:.1f}% of operational tokens with mean IS "
             f"{b['mean_is']:.3f} (ΔIS {b['delta_is']:+.4f}, one-sided 95% lower bound {b['delta_is_lower95']:+.4f} "
-            f"> −δ)."
+            f"> −δ); non-inferior: {report_power.verdict(True, tests.get((b['gen_id'], b['policy'], 'is'), {}))}."
         )
     else:
         lines.append("No policy other than the fixed caps and the oracle is non-inferior at this δ.")
     lines += ["", "```sql", BEST_QUERY, "```", ""]
-    lines += ["## Sensitivity of non-inferiority to δ", ""]
+    lines += ["## Sensitivity of non-inferiority to δ", "", "Each cell: the verdict (TOST p; power at this N).", ""]
     pols = list(dict.fromkeys((r["gen_id"], r["policy"]) for r in sensitivity))
     lines.append("| generation | policy | " + " | ".join(f"δ={d:g}" for d in deltas) + " |")
     lines.append("|---|---|" + "---|" * len(deltas))
     for gen, pol in pols:
         cells = [r for r in sensitivity if r["gen_id"] == gen and r["policy"] == pol]
-        lines.append(
-            f"| {gen} | {pol} | "
-            + " | ".join(("yes" if r["non_inferior"] else "no") + f" ({_p(r['p'])})" for r in cells)
-            + " |"
-        )
+        lines.append(f"| {gen} | {pol} | " + " | ".join(_sensitivity_cell(r) for r in cells) + " |")
     lines += ["", "## Conjecture 1: do successive drafts converge?", ""]
     if c1.get("n"):
         lines += [
@@ -245,6 +272,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         f"max {_f(dsum['max'], 4)}, below eps = {dsum['eps']:g}: "
         f"{_f(100 * dsum['share_below_eps'] if dsum['share_below_eps'] is not None else None, 1)}%",
         "",
+        *report_dynamics.section(dyn or {}),
         "## Figures",
         "",
         "![efficiency-quality Pareto](pareto.png)",
@@ -255,7 +283,8 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
     if has_d:
         lines += ["![mean d_t per round](distance_by_round.png)", ""]
     lines += [
-        "CSVs: policy_summary.csv, paired_tests.csv, tost_sensitivity.csv, distance_by_round.csv, conjecture1.csv.",
+        "CSVs: policy_summary.csv, paired_tests.csv, tost_sensitivity.csv, distance_by_round.csv, conjecture1.csv,"
+        " dynamics.csv.",
         "",
     ]
     return "\n".join(lines)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import duckdb
 
-from analysis import sql
+from analysis import report_power, sql
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import FAMILIES
 
@@ -91,7 +91,8 @@ def section(
             lines.append(
                 f"| {r['policy']} | {label} | {_f(r['mean_rounds'], 2)} "
                 f"| {_f(r['mean_operational_tokens'], 0)} | {_f(saving, 1)}% | {_f(r['mean_is'])} "
-                f"| {_f(r['delta_is'], 4)} {ci} | {_f(is_.get('tost_p'))} | {'yes' if r['non_inferior'] else 'no'} "
+                f"| {_f(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, _f(is_.get('tost_p')))} "
+                f"| {report_power.verdict(r['non_inferior'], is_)} "
                 f"| {', '.join(reasons.get(r['policy'], [])) or '–'} |"
             )
         lines.append("")

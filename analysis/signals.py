@@ -19,6 +19,7 @@ from analysis.cascade_udf import register_udfs
 from analysis.errors import AnalysisError
 from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
+from analysis.stats import detectable_margins
 from analysis.views import DEFAULT_DELTA
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -73,6 +74,8 @@ def connect_signals(
         sql.create("trajectories", sql.trajectories_sql(), table=True),
         policies_sql(default_policies() if policies is None else policies),
         sql.t95_table_sql(),
+        sql.tost_plan_sql(detectable_margins()),
+        sql.create("answers", sql.empty_select(sql.ANSWER_FIELDS)),  # no drafts here: answer metrics unknown
         sql.create("replay_core", sql.replay_sql("sql")),
         sql.create("replay", sql.query("replay_core_only")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),

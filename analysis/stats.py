@@ -7,12 +7,17 @@ difference; TOST non-inferiority of IS with margin delta (and a sensitivity
 table over delta); Holm correction across policies. Conjecture 1 (distances
 shrink) and the distance summary come from the ``rounds`` view.
 
+The TOST planner (:func:`tost_power`, :func:`tost_n_needed`, :func:`tost_plan`) says what a
+"non-inferior" is worth: the power at the observed N and SD, and the N for power 0.8. At the
+demo's N = 4 a "non-inferior" is no evidence, and the report and shp-sweep say so.
+
 Degenerate samples get defined answers rather than NaN warnings: a difference
 that is identically zero has p = 1; a constant non-zero difference has p = 0.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Sequence
@@ -29,6 +34,10 @@ METRICS_COMPARED = ("rounds", "operational_tokens", "is")
 DEFAULT_DELTAS = (0.005, 0.01, 0.02, 0.03, 0.05)
 
 DEFAULT_EPS = HaltConfig().eps  # the distance summary's line: the cascade's own default eps
+
+ALPHA = 0.05  # the one-sided TOST level, as in tost_noninferiority and policy_summary
+TARGET_POWER = 0.8  # the planner's "enough": the conventional 80%
+DETECTABLE_MAX_N = 1000  # the SQL planner's exact table; beyond it, Guenther's formula (analysis/sql/tost_plan.sql)
 
 
 def cohens_dz(diff: np.ndarray) -> float:
@@ -110,6 +119,89 @@ def tost_noninferiority(diff: np.ndarray, delta: float) -> Tost:
     return Tost(delta, n, mean, mean - float(st.t.ppf(0.95, n - 1)) * se, t, float(st.t.sf(t, n - 1)))
 
 
+def tost_power(n: int, sd: float, delta: float) -> float:
+    """Power of the paired TOST (non-inferiority, alpha 0.05) at ``n`` pairs whose differences have SD ``sd``,
+    when the policy is in truth exactly as good as the baseline: P(noncentral t > t_0.95(n - 1)).
+
+    NaN when there is no test: fewer than 2 pairs, zero (or unknown) variance, no positive margin.
+    """
+    if n < 2 or not (sd > 0 and math.isfinite(sd)) or not delta > 0:
+        return math.nan
+    df = n - 1
+    return float(st.nct.sf(st.t.ppf(1 - ALPHA, df), df, delta / sd * math.sqrt(n)))
+
+
+def tost_n_needed(sd: float, delta: float, power: float = TARGET_POWER) -> int | None:
+    """The fewest pairs for which :func:`tost_power` reaches ``power`` (None when undefined: zero SD)."""
+    if not (sd > 0 and math.isfinite(sd)) or not delta > 0:
+        return None
+    lo, hi = 1, 2  # power(lo) < power <= power(hi), once hi is found; one pair has no test
+    while tost_power(hi, sd, delta) < power:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tost_power(mid, sd, delta) >= power else (mid, hi)
+    return hi
+
+
+@functools.cache
+def detectable_margins(max_n: int = DETECTABLE_MAX_N) -> tuple[tuple[int, float], ...]:
+    """(n, delta/SD that the TOST detects with power 0.8 at n pairs) for n = 2..max_n: the SQL planner's table.
+
+    Bisection on all n at once (power rises with delta/SD), to float precision.
+    """
+    n = np.arange(2, max_n + 1)
+    t_crit = st.t.ppf(1 - ALPHA, n - 1)
+    lo, hi = np.zeros(len(n)), np.full(len(n), 100.0)  # power 0.05 at 0; ~1 at 100 even for n = 2
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        enough = st.nct.sf(t_crit, n - 1, mid * np.sqrt(n)) >= TARGET_POWER
+        lo, hi = np.where(enough, lo, mid), np.where(enough, mid, hi)
+    return tuple(zip(n.tolist(), hi.tolist(), strict=True))
+
+
+@dataclass(frozen=True)
+class TostPlan:
+    """What a paired TOST on IS differences can tell at this N and variance (margin ``delta``, alpha 0.05)."""
+
+    delta: float
+    n: int
+    sd: float  # SD of the paired differences (NaN below 2 pairs)
+    power: float  # at n, when the policy is in truth as good as the baseline (NaN: no test)
+    n_needed: int | None  # pairs for power 0.8 at this SD (None: degenerate or too few pairs)
+    degenerate: bool  # every difference is the same: zero variance, so no p-value means anything
+
+    @property
+    def underpowered(self) -> bool:
+        return self.n_needed is not None and self.n < self.n_needed
+
+    def sentence(self) -> str:
+        """The planner's answer in words (the report prints it for the policy that asks the most)."""
+        if self.degenerate:
+            return (
+                f"every one of the N = {self.n} paired IS differences is the same (zero variance: the returned "
+                "drafts score as the baseline's do), so there is no test and no power to speak of"
+            )
+        if self.n_needed is None:
+            return f"N = {self.n} pairs: too few to estimate a variance, no power to speak of"
+        return (
+            f"to detect a margin δ = {self.delta:g} with power {TARGET_POWER:g} at this variance you need "
+            f"N = {self.n_needed} (SD of ΔIS {self.sd:.4f}); at N = {self.n} the power is {self.power:.2f}"
+        )
+
+
+def tost_plan(diff: np.ndarray, delta: float) -> TostPlan:
+    """The planner on observed paired differences ``diff`` (policy - baseline IS)."""
+    diff = np.asarray(diff, dtype=float)
+    n = len(diff)
+    if n < 2:
+        return TostPlan(delta, n, math.nan, math.nan, None, False)
+    sd = float(np.std(diff, ddof=1))
+    if float(np.ptp(diff)) == 0.0:
+        return TostPlan(delta, n, 0.0, math.nan, None, True)
+    return TostPlan(delta, n, sd, tost_power(n, sd, delta), tost_n_needed(sd, delta), False)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values (NaN stays NaN and is not counted)."""
     idx = [i for i, p in enumerate(pvalues) if not math.isnan(p)]
@@ -181,6 +273,9 @@ def compare_policies(
                 tost = tost_noninferiority(diff, delta)
                 row.update({"tost_delta": delta, "tost_p": tost.p, "is_lower95": tost.lower95})
                 row["non_inferior"] = tost.non_inferior
+                plan = tost_plan(diff, delta)
+                row.update({"sd_diff": plan.sd, "tost_power": plan.power, "n_needed": plan.n_needed})
+                row["degenerate"] = plan.degenerate
             rows.append(row)
     for gen in {r["gen_id"] for r in rows}:
         for metric in METRICS_COMPARED:
@@ -194,14 +289,17 @@ def compare_policies(
 def tost_sensitivity(
     con: duckdb.DuckDBPyConnection, deltas: Iterable[float] = DEFAULT_DELTAS
 ) -> list[dict[str, object]]:
-    """Non-inferiority of IS per policy over a range of margins delta."""
+    """Non-inferiority of IS per policy over a range of margins delta, with the TOST's power at each."""
     out: list[dict[str, object]] = []
     for (gen, policy), a in _pairs(con).items():
         keep = ~(np.isnan(a["final_is"]) | np.isnan(a["baseline_is"]))
         diff = a["final_is"][keep] - a["baseline_is"][keep]
+        degenerate = len(diff) >= 2 and float(np.ptp(diff)) == 0.0
+        sd = float(np.std(diff, ddof=1)) if len(diff) >= 2 and not degenerate else math.nan
         for d in deltas:
             res = asdict(tost_noninferiority(diff, d))
-            out.append({"gen_id": gen, "policy": policy, **res, "non_inferior": res["p"] < 0.05})
+            out.append({"gen_id": gen, "policy": policy, **res, "non_inferior": res["p"] < 0.05,
+                        "power": tost_power(len(diff), sd, d), "degenerate": degenerate})  # fmt: skip
     return out
 
 

@@ -3,8 +3,9 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
 
     scenarios, generations, failures, manifests, results,    the Parquet parts, as stored
     feedback_embeddings, round_parts, judgments_raw
-    judgments, round_signals, rounds, trajectories            per round / per trajectory
+    judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
     policies, replay_core, replay, family_*, policy_summary   the replay
+    tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
 The SQL text is in :mod:`analysis.sql`; this module picks the statements and their arguments.
 """
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 from analysis import family_replay, sql
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
+from analysis.stats import detectable_margins
 from shp_ray.policy.table import Policy
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM, TABLES
@@ -126,10 +128,14 @@ def build_statements(
         sql.create("judgments_raw", source(store, "judgments")),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         sql.create("round_signals", sql.round_signals_sql(dim, where, weights), table=materialize),
+        sql.create("answers", sql.answers_sql(), table=materialize),
         sql.create("rounds", sql.query("rounds")),
         sql.create("trajectories", sql.trajectories_sql(), table=materialize),
+        sql.create("dynamics", sql.dynamics_sql()),
+        sql.create("dynamics_by_round", sql.dynamics_by_round_sql()),
         policies_sql(policies),
         sql.t95_table_sql(),
+        sql.tost_plan_sql(detectable_margins()),
         sql.create("replay_core", sql.replay_sql("sql")),
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),

@@ -48,16 +48,32 @@ def _num(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _power(row: dict) -> str:
+    """The TOST's power at this N and the N it needs for 0.8 ("-": no test, e.g. zero variance)."""
+    if row.get("degenerate") or row.get("tost_power") is None:
+        return "-"
+    return f"{row['tost_power']:.2f}/N{row['n_needed']}"
+
+
 def _print_table(result: sweep_job.JobResult) -> None:
-    head = f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'saving':>8}{'IS':>7}{'dIS':>8}  non-inferior"
+    from analysis.report_power import warning  # analysis is loaded by the job already
+
+    head = (
+        f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'saving':>8}{'IS':>7}{'dIS':>8}{'F1':>7}"
+        f"  non-inferior  power/N_needed"
+    )
     print("\n" + head + "\n" + "-" * len(head))
     for row in result.summary:
         print(
             f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
             f"{_num(row['mean_operational_tokens'], '.0f'):>11}{_num(row['token_saving'], '.0%'):>8}"
-            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}  {_num(row['non_inferior'], '')}"
+            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
+            f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
         )
-    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}")
+    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
+    said = warning(result.summary)
+    if said:
+        print(said)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
@@ -80,7 +96,7 @@ def main(cfg: DictConfig) -> dict:
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
     )
-    print(f"drafts by: {describe_provider(job.provider.kind)} (model {job.provider.model})")
+    print(f"drafts by: {describe_provider(job.provider.kind, job.provider.model)} (model {job.provider.model})")
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")

@@ -27,6 +27,7 @@ from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
+from shp_ray.providers.registry import describe_provider
 from shp_ray.providers.sim_server import SimOptions
 from storage.cache import default_cache_dir
 from storage.lock import generation_lock
@@ -76,7 +77,7 @@ def endpoint(job: JobSpec) -> Iterator[Endpoint]:
         from shp_ray.providers.llama import LlamaServer
 
         with LlamaServer(alias=spec.model, **asdict(opts)) as llm:
-            log.info("embedded llama.cpp server (SmolLM2-135M-Instruct, a tiny local model) at %s", llm.base_url)
+            log.info("%s at %s", describe_provider("llama", spec.model), llm.base_url)
             yield Endpoint(replace(spec, base_url=llm.base_url), llm.check, ephemeral=True)
     elif isinstance(opts, SimOptions) and not spec.base_url:
         from shp_ray.providers.sim_server import SimServer

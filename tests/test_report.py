@@ -63,3 +63,17 @@ def test_policies_on_the_same_point_share_one_label():
                       (578.0, 0.704): ["fixed_k1"]}  # fmt: skip
     label = _label([f"policy_{i}" for i in range(8)], width=30)
     assert all(len(line) <= 31 for line in label.splitlines()) and label.count("policy_") == 8
+
+
+def test_small_n_report_says_n_and_power_and_answer_metrics(tmp_path) -> None:
+    root = tmp_path / "n4"
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=4, rounds=4, seed=1))
+    md = write_report(root, tmp_path / "out", n_resamples=100).read_text()
+    assert "| EM | F1 | ΔF1 |" in md and "power (N for 0.8)" in md
+    assert "To detect a margin δ = 0.02 with power 0.8 at this variance you need N = " in md
+    assert "is not evidence" in md and "; at N = 4 the power is" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "(N 4" in line]
+    assert rows and all("power" in line or "no test" in line for line in rows)  # never a bare yes/no
+    baseline = next(line for line in md.splitlines() if line.startswith("| fixed_k6 |"))
+    assert "zero variance" in baseline and "no test (N 4, identical to the baseline)" in baseline
+    assert "0% of the returned drafts state an `Answer:` line" in md  # synthetic drafts have none: EM = F1 = 0

@@ -116,3 +116,71 @@ def test_sql_t_quantile_matches_scipy() -> None:
     for df in (1, 2, 29, 300, 301, 450, 1000, 10**5):
         (got,) = c.execute(f"SELECT {sql.t95_sql(str(df))}").fetchone()
         assert got == pytest.approx(st.t.ppf(0.95, df), rel=1e-9), df
+
+
+# --- the TOST planner: power at N, N for power 0.8 ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("effect", "n_needed"), [(1.0, 8), (0.8, 12), (0.5, 27), (0.2, 156)])
+def test_planner_known_sample_sizes(effect: float, n_needed: int) -> None:
+    # one-sided one-sample t at alpha 0.05, power 0.8 (G*Power: d = 0.5 -> 27, d = 0.8 -> 12, d = 0.2 -> 156)
+    assert stats.tost_n_needed(sd=1.0, delta=effect) == n_needed
+    assert stats.tost_power(n_needed, 1.0, effect) >= 0.8 > stats.tost_power(n_needed - 1, 1.0, effect)
+
+
+@pytest.mark.parametrize(("n", "sd", "delta"), [(4, 0.05, 0.02), (19, 0.0725, 0.02), (60, 0.03, 0.01), (2, 0.01, 0.02)])
+def test_planner_equals_statsmodels_ttest_power(n: int, sd: float, delta: float) -> None:
+    from statsmodels.stats.power import TTestPower
+
+    ref = TTestPower()
+    assert stats.tost_power(n, sd, delta) == pytest.approx(
+        ref.power(delta / sd, n, 0.05, alternative="larger"), rel=1e-9
+    )
+    nobs = ref.solve_power(delta / sd, power=0.8, alpha=0.05, alternative="larger")
+    assert stats.tost_n_needed(sd, delta) == math.ceil(nobs)
+    assert stats.tost_power(4, 0.05, 0.02) == pytest.approx(0.156064, abs=1e-6)  # the demo's N: no evidence
+
+
+def test_planner_flags_degenerate_and_tiny_samples() -> None:
+    zero = stats.tost_plan(np.zeros(4), 0.02)
+    assert zero.degenerate and zero.n_needed is None and math.isnan(zero.power) and not zero.underpowered
+    assert "zero variance" in zero.sentence()
+    assert stats.tost_plan(np.full(5, -0.01), 0.02).degenerate  # constant, not zero: still no variance
+    one = stats.tost_plan(np.array([0.1]), 0.02)
+    assert not one.degenerate and one.n_needed is None and "too few" in one.sentence()
+    small = stats.tost_plan(np.array([0.05, -0.03, 0.02, -0.06]), 0.02)
+    assert small.underpowered and small.n == 4 and small.n_needed > 4
+    assert f"you need N = {small.n_needed}" in small.sentence() and "δ = 0.02" in small.sentence()
+    assert math.isnan(stats.tost_power(1, 0.1, 0.02)) and stats.tost_n_needed(0.0, 0.02) is None
+
+
+def test_sql_planner_equals_scipy() -> None:
+    from analysis import sql
+
+    c = duckdb.connect()
+    c.execute(sql.t95_table_sql())
+    c.execute(sql.tost_plan_sql(stats.detectable_margins()))
+    for n in (2, 3, 4, 5, 30, 73, 300, 301, 5000):
+        for es in (0.01, 0.1, 0.4, 1.0, 3.0):
+            (got,) = c.execute("SELECT tost_power(?, ?)", [n, es]).fetchone()
+            assert got == pytest.approx(stats.tost_power(n, 1.0, es), abs=1e-6), (n, es)
+    for es in (5.8, 2.0, 1.0, 0.5, 0.25, 0.1, 0.079):  # inside the table: exact
+        assert c.execute("SELECT tost_n_needed(?)", [es]).fetchone()[0] == stats.tost_n_needed(1.0, es), es
+    for es in (0.05, 0.02):  # beyond it: Guenther's formula, at most one pair short
+        got = c.execute("SELECT tost_n_needed(?)", [es]).fetchone()[0]
+        assert 0 <= stats.tost_n_needed(1.0, es) - got <= 1
+    assert c.execute("SELECT tost_power(1, 0.5), tost_power(4, 0), tost_n_needed(0)").fetchone() == (None,) * 3
+
+
+def test_policy_summary_says_n_and_power(con) -> None:
+    tests = {r["policy"]: r for r in stats.compare_policies(con, n_resamples=100) if r["metric"] == "is"}
+    rows = con.execute(
+        "SELECT policy, n_is, tost_power, n_needed, degenerate, underpowered, non_inferior FROM policy_summary"
+    ).fetchall()
+    for policy, n_is, power, needed, degenerate, underpowered, _ in rows:
+        r = tests[policy]
+        assert (n_is, needed, degenerate) == (r["n"], r["n_needed"], r["degenerate"]), policy
+        assert (power is None and math.isnan(r["tost_power"])) or power == pytest.approx(r["tost_power"], abs=1e-6)
+        assert underpowered == (None if needed is None else n_is < needed)
+    baseline = next(r for r in rows if r[0] == "fixed_k6")
+    assert baseline[4] and baseline[2] is None  # the baseline against itself: zero variance, no power

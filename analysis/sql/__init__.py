@@ -22,6 +22,7 @@ Pipeline (one scan of the store, then pure arithmetic per policy)::
                                        |  x  policies (one row per policy / cell)
                                        v
                    replay (stop_round, reason, tokens, final_is) --> policy_summary
+                     + answers (round_parts x scenarios: EM/F1 of each draft) at the returned round
 
 The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as one
 list lambda per (policy, trajectory): for every round t <= cap it yields
@@ -35,12 +36,14 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from string import Template
 
 from scipy import stats as _st
 
+from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.scoring import METRICS, check_weights
 
 REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
@@ -50,6 +53,13 @@ _PY_SPACE = (
     r"\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
 )
 APPROVED_REGEX = rf"^[{_PY_SPACE}]*(?i:approved)"
+
+# shp_ray.policy.answer in RE2 terms: Python's \w is a Unicode letter, digit or "_", its \s the _PY_SPACE set.
+_PY_WORD = r"\p{L}\p{N}_"
+ARTICLES_REGEX = rf"(^|[^{_PY_WORD}])(a|an|the)([^{_PY_WORD}]|$)"
+ANSWER_LINE_REGEX = rf"^[{_PY_SPACE}]*(?i:final answer|answer):"
+ANSWER_FIELDS = (("gen_id", "VARCHAR"), ("scenario_id", "VARCHAR"), ("round", "INTEGER"),
+                 ("has_answer_line", "BOOLEAN"), ("answer_em", "DOUBLE"), ("answer_f1", "DOUBLE"))  # fmt: skip
 
 # One-sided 95% t quantiles for the SQL non-inferiority check: exact (scipy) up to
 # df = 300, a Cornish-Fisher expansion beyond (error < 1e-9), so the plain DuckDB
@@ -195,6 +205,28 @@ def trajectories_sql(signals: str = "round_signals") -> str:
     return query("trajectories", signals=signals, approved_regex=quote(APPROVED_REGEX))
 
 
+def answer_normalize_sql(text: str) -> str:
+    """HotpotQA's normalize_answer of the SQL expression ``text`` (an expression)."""
+    return query(
+        "answer_normalize",
+        text=text,
+        punctuation=quote(string.punctuation),
+        articles=quote(ARTICLES_REGEX),
+        space=quote(f"[{_PY_SPACE}]+"),
+    )
+
+
+def answers_sql() -> str:
+    """Per draft: has_answer_line, answer_em, answer_f1 against the scenario's gold answer (answers.sql)."""
+    return query(
+        "answers",
+        answer_line=quote(ANSWER_LINE_REGEX),
+        norm_answer=answer_normalize_sql("answer"),
+        norm_gold=answer_normalize_sql("ground_truth"),
+        no_partial=", ".join(quote(v) for v in NO_PARTIAL_CREDIT),
+    )
+
+
 def cascade_code_sql() -> str:
     """tau*8 + reason code of the cascade (pure SQL), from per-trajectory first-hit rounds."""
     return query("cascade_code")
@@ -234,8 +266,24 @@ def t95_table_sql() -> str:
     return query("t95_table", rows=rows)
 
 
+def tost_plan_sql(detectable: Iterable[tuple[int, float]], points: int = 400) -> str:
+    """The planner's table and macros (tost_plan.sql): ``detectable`` is (n, delta/SD detected with power 0.8)
+    for n = 2.. (analysis.stats.detectable_margins); needs t95_table."""
+    rows = ", ".join(f"({int(n)}, {double(es)})" for n, es in detectable)
+    z_alpha, z_power = float(_st.norm.ppf(0.95)), float(_st.norm.ppf(0.8))
+    return query(
+        "tost_plan",
+        rows=rows,
+        points=int(points),
+        t95=t95_sql("n - 1"),
+        z_sum=double(z_alpha + z_power),
+        z_alpha=double(z_alpha),
+    )
+
+
 def policy_summary_sql(delta: float) -> str:
-    """Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority.
+    """Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority,
+    answer correctness (EM/F1) and the power of the non-inferiority test (needs tost_plan_sql).
 
     ``non_inferior``: the one-sided 95% lower bound of mean(final_is - baseline_is)
     is above -delta. analysis.stats gives the p-values.
@@ -250,6 +298,15 @@ def policy_summary_sql(delta: float) -> str:
 def family_inputs_sql(dim: int) -> str:
     """Per trajectory: the lists the family executor reads (critique embedding NULL where unknown)."""
     return query("family_inputs", dim=int(dim))
+
+
+def dynamics_sql() -> str:
+    """Revision dynamics per generation; approval is the cascade's own test."""
+    return query("dynamics", approved_regex=quote(APPROVED_REGEX))
+
+
+def dynamics_by_round_sql() -> str:
+    return query("dynamics_by_round", approved_regex=quote(APPROVED_REGEX))
 
 
 def family_replay_sql(kinds: Iterable[str], outcome_kinds: Iterable[str] = ()) -> str:

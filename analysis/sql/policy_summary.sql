@@ -1,7 +1,13 @@
--- Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority.
--- Filled by sql.policy_summary_sql: shares (share_<reason> columns), t95 (the t quantile at n_is - 1), delta.
+-- Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority, then answer
+-- correctness and the power of the non-inferiority test. Filled by sql.policy_summary_sql: shares (share_<reason>
+-- columns), t95 (the t quantile at n_is - 1), delta.
 -- non_inferior: the one-sided 95% lower bound of mean(final_is - baseline_is) is above -delta (the TOST
 -- non-inferiority test at alpha = 0.05, paired over trajectories with both scores known).
+-- mean_em / mean_f1: HotpotQA's answer metrics of the returned drafts; delta_em / delta_f1 paired against the
+-- baseline's last draft; share_answer_line: the returned drafts that state an "Answer:" line (the others score 0).
+-- tost_power / n_needed (tost_plan.sql): the power at N = n_is and the SD of the IS differences, and the N for
+-- power 0.8, so "non-inferior" never stands without its N and power. degenerate: every difference is the same
+-- (zero variance, e.g. the returned drafts are the baseline's): there is no test, whatever non_inferior says.
 WITH agg AS (
     SELECT r.gen_id, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
            count(*) AS n,
@@ -22,7 +28,22 @@ WITH agg AS (
 ), bound AS (
     SELECT agg.*, delta_is - ($t95) * sd_delta_is / sqrt(n_is) AS delta_is_lower95
     FROM agg
+), correct AS (
+    SELECT r.gen_id, r.policy, avg(r.final_em) AS mean_em, avg(r.final_f1) AS mean_f1,
+           avg(r.final_em - b.answer_em) AS delta_em, avg(r.final_f1 - b.answer_f1) AS delta_f1,
+           avg(r.final_has_answer_line::INTEGER) AS share_answer_line
+    FROM replay r
+    LEFT JOIN answers b ON b.gen_id = r.gen_id AND b.scenario_id = r.scenario_id AND b.round = r.depth
+    GROUP BY r.gen_id, r.policy
+), planned AS (
+    SELECT gen_id, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
+           tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
+    FROM bound
 )
-SELECT *, $delta AS margin, delta_is_lower95 > -$delta AS non_inferior
-FROM bound
-ORDER BY gen_id, policy
+SELECT b.*, $delta AS margin, b.delta_is_lower95 > -$delta AS non_inferior,
+       c.mean_em, c.mean_f1, c.delta_em, c.delta_f1, c.share_answer_line,
+       p.tost_power, p.n_needed, p.degenerate, b.n_is < p.n_needed AS underpowered
+FROM bound b
+LEFT JOIN correct c ON c.gen_id = b.gen_id AND c.policy = b.policy
+LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.policy = b.policy
+ORDER BY b.gen_id, b.policy

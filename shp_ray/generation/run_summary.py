@@ -14,6 +14,7 @@ import pyarrow as pa
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.progress import Progress
 from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.local_models import pinned_sha256
 from storage.parts import Store
 from storage.schemas import FAILURES
 
@@ -49,7 +50,12 @@ class GenerationSummary:
 
 
 def generation_row(gen_id: str, cfg: GenerationConfig, spec: ProviderSpec, embedder: str, dim: int) -> dict:
-    """The run's row of the ``generations`` table: what produced its drafts and embeddings."""
+    """The run's row of the ``generations`` table: what produced its drafts and embeddings.
+
+    ``config_json.model_sha256``: the sha256 of the GGUF an embedded (``llama``) model's alias pins, the
+    file LlamaServer verifies before serving it; None for other providers. Not in gen_id: an alias
+    names one file forever, so stores made before this field keep their gen_id.
+    """
     return {
         "gen_id": gen_id,
         "model": spec.model,
@@ -60,7 +66,12 @@ def generation_row(gen_id: str, cfg: GenerationConfig, spec: ProviderSpec, embed
         "embedder": embedder,
         "embedding_dim": dim,
         "config_json": json.dumps(
-            {"gen_id_parts": cfg.gen_id_parts(spec.kind, spec.model), "generation": cfg.to_dict()}, sort_keys=True
+            {
+                "gen_id_parts": cfg.gen_id_parts(spec.kind, spec.model),
+                "generation": cfg.to_dict(),
+                "model_sha256": pinned_sha256(spec.kind, spec.model),
+            },
+            sort_keys=True,
         ),
         "created_at": datetime.now(UTC),
     }

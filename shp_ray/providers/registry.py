@@ -10,6 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from shp_ray.providers import local_models
 from shp_ray.providers.base import Provider, ProviderSpec
 
 # kind -> "module:factory"; every HTTP kind speaks the OpenAI protocol to spec.base_url.
@@ -23,15 +24,18 @@ _FACTORIES: dict[str, str] = {
 
 # Said in every output (console, report), so a pipeline check is never mistaken for a model evaluation.
 PROVIDER_NOTES: dict[str, str] = {
-    "llama": "the embedded llama.cpp server with SmolLM2-135M-Instruct (a tiny local model: often wrong)",
+    "llama": "the embedded llama.cpp server (a small local model)",
     "sim": "the simulated OpenAI-compatible server (a test double: no model at all)",
     "scripted": "a scripted fake provider (a test double: no model at all)",
     "openai": "an OpenAI-compatible endpoint",
 }
 
 
-def describe_provider(kind: str) -> str:
-    """What produced the drafts, honestly named."""
+def describe_provider(kind: str, model: str = "") -> str:
+    """What produced the drafts, honestly named (for the embedded server: which model, and how small)."""
+    if kind == "llama" and model in local_models.MODELS:
+        m = local_models.MODELS[model]
+        return f"the embedded llama.cpp server with {m.name} ({m.honesty})"
     return PROVIDER_NOTES.get(kind, f"provider kind {kind!r}")
 
 

@@ -18,32 +18,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shp_ray.policy.answer import answer_line
 from shp_ray.policy.families.text import canonical_hash, content_words, token_edit_ratio, words
 from shp_ray.policy.scoring import cosine_distance
 
 Verifier = Callable[[str, Sequence[str]], bool]
-_MARKER = ("final answer:", "answer:")
 
 
 def final_answer(draft: str, fmt: str = "plain") -> str | None:
     """The answer a draft states, or None if it states none in the required format.
 
-    ``marker``: the text after the last "Final answer:" / "Answer:" line prefix.
-    ``plain``: the project's Writer replies with the answer only, so the whole draft.
+    ``marker``: the text after the last "Final answer:" / "Answer:" line (the one reading the
+    answer metrics use, :func:`shp_ray.policy.answer.answer_line`).
+    ``plain``: that line when the draft has one (prompt v2 ends with it), else the whole draft
+    (the v1 Writer replied with the answer only).
     """
-    text = draft.strip()
+    if fmt not in ("plain", "marker"):
+        raise ValueError(f"unknown answer format {fmt!r}; choose 'plain' or 'marker'")
+    line = answer_line(draft)
+    found = line.strip() if line is not None else None
     if fmt == "marker":
-        found = None
-        for line in text.splitlines():
-            low = line.strip().casefold()
-            for m in _MARKER:
-                if low.startswith(m):
-                    found = line.strip()[len(m) :].strip()
-                    break
         return found or None
-    if fmt == "plain":
-        return text or None
-    raise ValueError(f"unknown answer format {fmt!r}; choose 'plain' or 'marker'")
+    return found or draft.strip() or None
 
 
 def grounded_share(answer: str, contexts: Sequence[str]) -> float:

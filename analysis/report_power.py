@@ -1,0 +1,100 @@
+"""Honest statistics at small N: every "non-inferior" with its N and power, and the planner's sentence.
+
+A TOST at N = 4 says "non-inferior" whenever the returned drafts happen to score alike; the
+power tells how often it would say so for a policy that is in truth as good as the baseline.
+The numbers come from :func:`analysis.stats.tost_plan` (the IS rows of ``compare_policies``: n,
+sd_diff, tost_power, n_needed, degenerate) and, for shp-sweep's console, from ``policy_summary``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from analysis.stats import TARGET_POWER, TostPlan
+
+
+def _num(x: object) -> float:
+    """A float, NaN for None (the rows mix Python and SQL values)."""
+    return math.nan if x is None else float(x)  # type: ignore[arg-type]
+
+
+def _short(n: object, needed: object) -> bool:
+    """N below what the planner asks (False when it asks nothing: no test)."""
+    return needed is not None and int(n) < int(needed)  # type: ignore[call-overload]
+
+
+def power_cell(is_: Mapping[str, object]) -> str:
+    """``0.16 (N 41)``: the power at this N and the N for power 0.8; ``–`` when there is no test."""
+    power = _num(is_.get("tost_power"))
+    return "–" if math.isnan(power) else f"{power:.2f} (N {is_.get('n_needed')})"
+
+
+def tost_p_cell(is_: Mapping[str, object], p_text: str) -> str:
+    """The TOST p-value, or why there is none: zero variance (every paired difference the same)."""
+    return "zero variance" if is_.get("degenerate") else p_text
+
+
+def verdict(non_inferior: object, is_: Mapping[str, object]) -> str:
+    """The non-inferior cell: yes/no, never without its N and power."""
+    n = is_.get("n", "?")
+    if is_.get("degenerate"):
+        why = "identical to the baseline" if is_.get("mean_diff") == 0.0 else "constant ΔIS"
+        return f"no test (N {n}, {why})"
+    word = "yes" if non_inferior else "no"
+    power = _num(is_.get("tost_power"))
+    if math.isnan(power):
+        return f"{word} (N {n}, power unknown)"
+    if _short(n, is_.get("n_needed")):
+        return f"{word}, underpowered (N {n} < {is_['n_needed']}, power {power:.2f})"
+    return f"{word} (N {n}, power {power:.2f})"
+
+
+def section(gen: str, rows: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float) -> list[str]:
+    """Per generation: what the planner asks for at this variance, and a warning when N is below it."""
+    planned = [(str(r["policy"]), tests.get((gen, r["policy"], "is"), {})) for r in rows]
+    asks = [(p, t) for p, t in planned if t.get("n_needed") is not None]
+    lines = [
+        "### Power of the non-inferiority test",
+        "",
+        f"Paired TOST on ΔIS at δ = {delta:g}, α = 0.05. Power: the chance to say “non-inferior” at this N when "
+        "the policy is in truth exactly as good as the baseline (noncentral t at the observed SD of ΔIS; that SD is "
+        "itself estimated from the N pairs, so at small N the plan is rough too).",
+        "",
+    ]
+    if asks:
+        policy, worst = max(asks, key=lambda pt: int(pt[1]["n_needed"]))  # the policy that asks the most
+        plan = TostPlan(delta, int(worst["n"]), _num(worst.get("sd_diff")), _num(worst.get("tost_power")),
+                        int(worst["n_needed"]), False)  # fmt: skip
+        said = plan.sentence()
+        lines.append(f"- {said[0].upper()}{said[1:]} (`{policy}`).")
+        short = [p for p, t in asks if _short(t.get("n", 0), t["n_needed"])]
+        if short:
+            lines.append(
+                f"- **N is below what the planner asks for {len(short)} of {len(planned)} policies: "
+                "their “non-inferior” is not evidence.**"
+            )
+    degenerate = [p for p, t in planned if t.get("degenerate")]
+    if degenerate:
+        lines.append(
+            "- Zero variance, no test (every paired ΔIS the same, e.g. the returned drafts score as the "
+            "baseline's): " + ", ".join(f"`{p}`" for p in degenerate) + "."
+        )
+    return lines + [""]
+
+
+def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
+    """The line shp-sweep prints under its table when N is below what the planner asks; None otherwise.
+
+    ``summary``: policy_summary rows with policy, n_is, n_needed and margin (the sweep_summary query).
+    """
+    short = [r for r in summary if _short(r.get("n_is", 0), r.get("n_needed"))]
+    if not short:
+        return None
+    worst = max(short, key=lambda r: int(r["n_needed"]))  # type: ignore[call-overload]
+    return (
+        f"WARNING: N = {worst['n_is']} is below what the TOST planner asks: to detect a margin "
+        f"delta = {_num(worst.get('margin')):g} with power {TARGET_POWER:g} at this variance you need "
+        f"N = {worst['n_needed']} ({worst['policy']}); {len(short)} of {len(summary)} policies are underpowered, "
+        "so 'non-inferior' here is not evidence."
+    )

@@ -1,0 +1,39 @@
+-- Per draft: is it right? HotpotQA's exact match and token F1 against the scenario's gold answer
+-- (scenarios.ground_truth), as shp_ray.policy.answer.answer_scores computes them. Filled by sql.answers_sql:
+-- answer_line (regex of a line that starts with "Answer:" / "Final answer:"), norm_answer / norm_gold
+-- (answer_normalize.sql over answer / ground_truth), no_partial ('yes', 'no', 'noanswer': no partial credit).
+-- The LAST answer line counts; a draft without one scores 0 (has_answer_line says which). A scenario without
+-- a gold answer scores NULL (unknown, never 0). F1 keeps the script's order of operations (precision, recall,
+-- 2PR / (P + R)), so it equals the Python value bit for bit.
+WITH gold AS (
+    SELECT scenario_id, any_value(ground_truth) AS ground_truth FROM scenarios GROUP BY scenario_id
+), lines AS (
+    SELECT r.gen_id, r.scenario_id, r.round, g.ground_truth,
+           list_filter(string_split(coalesce(r.draft, ''), chr(10)), lambda l: regexp_matches(l, $answer_line))[-1]
+               AS line
+    FROM round_parts r LEFT JOIN gold g ON g.scenario_id = r.scenario_id
+), normalised AS (
+    SELECT gen_id, scenario_id, round, ground_truth, line IS NOT NULL AS has_answer_line,
+           $norm_answer AS pred, $norm_gold AS ref
+    FROM (SELECT *, regexp_replace(line, $answer_line, '') AS answer FROM lines)
+), tokens AS (
+    SELECT *, list_filter(string_split(pred, ' '), lambda w: w <> '') AS pt,
+           list_filter(string_split(ref, ' '), lambda w: w <> '') AS rt
+    FROM normalised
+), counted AS (
+    -- the size of the multiset intersection (Counter(pt) & Counter(rt))
+    SELECT *, coalesce(list_sum(list_transform(list_distinct(pt), lambda w:
+               least(len(list_filter(pt, lambda x: x = w)), len(list_filter(rt, lambda x: x = w))))), 0) AS same
+    FROM tokens
+)
+SELECT gen_id, scenario_id, round, has_answer_line,
+       CASE WHEN ground_truth IS NULL THEN NULL
+            WHEN NOT has_answer_line THEN 0::DOUBLE
+            ELSE (pred = ref)::INTEGER::DOUBLE END AS answer_em,
+       CASE WHEN ground_truth IS NULL THEN NULL
+            WHEN NOT has_answer_line THEN 0::DOUBLE
+            WHEN (pred IN ($no_partial) OR ref IN ($no_partial)) AND pred <> ref THEN 0::DOUBLE
+            WHEN same = 0 THEN 0::DOUBLE
+            ELSE (2 * (same::DOUBLE / len(pt)) * (same::DOUBLE / len(rt)))
+                 / ((same::DOUBLE / len(pt)) + (same::DOUBLE / len(rt))) END AS answer_f1
+FROM counted

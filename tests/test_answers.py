@@ -1,0 +1,182 @@
+"""Answer correctness beside IS: HotpotQA's EM and F1 (shp_ray.policy.answer) and the same numbers in SQL.
+
+The Python functions hold the official evaluation script's definitions on known cases; a stored
+fixture holds the ``answers`` view (and ``rounds``, ``replay``, ``policy_summary``) equal to them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import analysis
+from shp_ray.policy.answer import answer_line, answer_scores, exact_match, f1_score, normalize_answer
+from shp_ray.policy.table import family_policies, standard_policies
+from storage.parts import Store
+from storage.schemas import rounds_schema
+
+DIM = 8
+
+
+# --- the official definitions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "normalised"),
+    [
+        ("The Eiffel Tower!", "eiffel tower"),
+        ("  A  quick,\tbrown\nfox ", "quick brown fox"),
+        ("an apple a day", "apple day"),
+        ("Theatre and Athens", "theatre and athens"),  # an article only as a whole word
+        ("a-b", "ab"),  # punctuation goes before the articles: "a-b" is one word
+        ("the.the", "thethe"),
+        ("x_the the_x", "xthe thex"),  # "_" is punctuation, gone before the articles
+        ("2the théthe the–the", "2the théthe –"),  # digits and letters are word characters, "–" is not
+        ("Yes.", "yes"),
+        ("", ""),
+    ],
+)
+def test_normalize_answer_is_the_official_one(text: str, normalised: str) -> None:
+    assert normalize_answer(text) == normalised
+
+
+def test_exact_match_and_f1_on_known_cases() -> None:
+    assert exact_match("The Beatles", "beatles") == 1.0
+    assert exact_match("Beatles, The", "The Beatles") == 1.0  # the article goes wherever it stands
+    assert exact_match("The Beatles band", "The Beatles") == 0.0
+    assert f1_score("Barack Obama Jr", "Barack Obama") == pytest.approx(0.8)  # P 2/3, R 1
+    assert f1_score("x y y z", "y y y w") == 0.5  # a repeated token counts as often as both sides have it
+    assert f1_score("Paris", "London") == 0.0
+    assert f1_score("the Paris", "paris.") == 1.0
+
+
+def test_yes_no_and_noanswer_earn_no_partial_credit() -> None:
+    assert f1_score("yes", "no") == 0.0
+    assert f1_score("Yes!", "yes") == 1.0
+    assert f1_score("no", "no answer") == 0.0  # the prediction is "no", the gold is not: nothing
+    assert f1_score("yes it is", "yes") == 0.0  # the gold is "yes", the prediction differs
+    assert f1_score("noanswer", "no answer given") == 0.0
+    assert f1_score("no answer given", "no answer") == pytest.approx(0.8)  # neither side is exactly yes/no
+
+
+def test_the_last_answer_line_counts_and_a_draft_without_one_scores_zero() -> None:
+    assert answer_line("Reasoning [1].\nAnswer: Paris") == " Paris"
+    assert answer_line("Answer: Lyon\nOn reflection [2].\n  final ANSWER: Paris.") == " Paris."
+    assert answer_line("The answer: Paris") is None  # the line must start with it
+    assert answer_line("Paris") is None
+    assert answer_scores("Paris", "Paris") == (False, 0.0, 0.0)  # right, but not on an answer line
+    assert answer_scores("Because [1].\nAnswer: the Paris", "Paris") == (True, 1.0, 1.0)
+    assert answer_scores("Answer: Paris", None) == (True, None, None)  # no gold answer: unknown, not 0
+
+
+# --- the same numbers in SQL, on a stored fixture ------------------------------------------------------
+
+GOLD = {"s1": "Paris", "s2": "yes", "s3": "the Beatles", "s4": None, "s5": "", "s6": "Café du Monde", "s7": "2the"}
+DRAFTS = {
+    "s1": ["Paris", "It is Paris [1].\nAnswer: Paris.", "Answer: Lyon\nWait [2].\nFinal answer: the city of Paris"],
+    "s2": ["Answer: Yes", "answer: no", "Answer: yes, it is"],
+    "s3": ["Answer: Beatles", "Answer: The  Beatles!", "Answer: a band: The Beatles"],
+    "s4": ["Answer: anything", "Answer: else", ""],
+    "s5": ["Answer:", "Answer: something", "no line"],
+    "s6": ["\u00a0Answer:\u3000the café du monde", "Answer: Cafe du Monde", "ANSWER:café\u2003du   monde’s"],
+    "s7": ["Answer: 2the the", "Answer: théthe the–the 2the", "Answer: the_2the\r\nmore"],
+}
+SCORES = {"s1": [0.2, 0.9, 0.5], "s2": [0.6, 0.4, 0.3], "s3": [0.1, 0.2, 0.3], "s4": [0.5, 0.5, 0.5],
+          "s5": [0.3, 0.1, 0.2], "s6": [0.7, 0.8, 0.9], "s7": [0.4, 0.6, 0.2]}  # fmt: skip
+
+
+def write_answer_store(root) -> None:
+    store, now = Store(root), datetime.now(UTC)
+    gen = {"gen_id": "g", "model": "m", "prompt_version": "v", "max_rounds": 3, "temperature": 0.0, "seed": 0,
+           "embedder": "test (random vectors)", "embedding_dim": DIM, "config_json": "{}",
+           "created_at": now}  # fmt: skip
+    store.write("generations", pa.Table.from_pylist([gen]))
+    rng = np.random.default_rng(0)
+    scen, rounds, judg = [], [], []
+    for sid, drafts in DRAFTS.items():
+        scen.append({"scenario_id": sid, "dataset": "t", "split": "test", "question": "q?", "contexts": ["c"],
+                     "ground_truth": GOLD[sid], "references": [], "meta_json": "{}"})  # fmt: skip
+        for t, (d, m) in enumerate(zip(drafts, SCORES[sid], strict=True), start=1):
+            h = hashlib.sha256(f"{sid}:{t}:{d}".encode()).hexdigest()
+            rounds.append({"gen_id": "g", "scenario_id": sid, "round": t, "draft": d, "feedback": "fix it",
+                           "draft_hash": h, "writer_prompt_tokens": 10, "writer_completion_tokens": 5,
+                           "critic_prompt_tokens": 4, "critic_completion_tokens": 2, "writer_latency_s": 0.0,
+                           "critic_latency_s": 0.0, "embedding": rng.normal(size=DIM).astype(np.float32)})  # fmt: skip
+            judg.append({"judge_key": h, "judge": "j", "judge_prompt_version": "v", "scenario_id": sid,
+                         "draft_hash": h, "faithfulness": m, "answer_relevancy": m, "context_precision": m,
+                         "context_recall": m, "judge_prompt_tokens": 3, "judge_completion_tokens": 1,
+                         "error": ""})  # fmt: skip
+    store.write("scenarios", pa.Table.from_pylist(scen))
+    store.write("rounds", pa.Table.from_pylist(rounds, schema=rounds_schema(DIM)), schema=rounds_schema(DIM))
+    store.write("judgments", pa.Table.from_pylist(judg))
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    root = tmp_path_factory.mktemp("answers-store")
+    write_answer_store(root)
+    c = analysis.connect(root, policies=standard_policies() + family_policies())
+    yield c
+    c.close()
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return a is None and b is None or (a is not None and b is not None and a == b)  # bit for bit
+
+
+def test_the_sql_answer_metrics_equal_the_python_ones(con) -> None:
+    rows = con.sql(
+        "SELECT scenario_id, round, draft, has_answer_line, answer_em, answer_f1 FROM rounds ORDER BY ALL"
+    ).fetchall()
+    assert len(rows) == 21
+    for sid, t, draft, has, em, f1 in rows:
+        want = answer_scores(draft, GOLD[sid])
+        assert has == want[0] and _same(em, want[1]) and _same(f1, want[2]), (sid, t, draft, (has, em, f1), want)
+    by_round = {(s, t): (has, em, f1) for s, t, _, has, em, f1 in rows}
+    assert by_round[("s1", 1)] == (False, 0.0, 0.0)  # right, but no answer line: 0
+    assert by_round[("s6", 1)] == (True, 1.0, 1.0)  # Unicode spaces around the marker and in the answer
+    assert by_round[("s6", 2)] == (True, 0.0, pytest.approx(2 / 3))  # "cafe" is not "café"
+    assert by_round[("s4", 2)] == (True, None, None)  # no gold answer: unknown
+    assert by_round[("s5", 1)] == (True, 1.0, 0.0)  # empty vs empty: the script's EM 1, F1 0
+
+
+def test_replay_scores_the_returned_draft(con) -> None:
+    stored = con.sql("SELECT scenario_id, round, answer_em, answer_f1 FROM answers").fetchall()
+    answers = {(s, t): (em, f1) for s, t, em, f1 in stored}
+    returned = con.sql(
+        "SELECT r.policy, r.scenario_id, coalesce(f.selected_round, r.stop_round), r.final_em, r.final_f1 "
+        "FROM replay r LEFT JOIN family_replay f USING (policy, gen_id, scenario_id)"
+    ).fetchall()
+    assert {p for p, *_ in returned} >= {"fixed_k1", "oracle_is", "shp"}
+    for policy, sid, t, em, f1 in returned:
+        assert (em, f1) == answers[(sid, t)], (policy, sid, t)
+    oracle = dict(con.sql("SELECT scenario_id, final_f1 FROM replay WHERE policy = 'oracle_is'").fetchall())
+    assert oracle["s1"] == 1.0  # the judge's best draft (round 2) states "Paris."
+    described = [r[0] for r in con.sql("DESCRIBE replay").fetchall()]
+    assert described[-3:] == ["final_has_answer_line", "final_em", "final_f1"]
+
+
+def test_policy_summary_means_and_deltas_against_the_baseline(con) -> None:
+    rows = con.sql("SELECT policy, scenario_id, final_em, final_f1, final_has_answer_line FROM replay").fetchall()
+    base = {s: (em, f1) for p, s, em, f1, _ in rows if p == "fixed_k3"}  # depth 3: the baseline's last draft
+    summary = {
+        r[0]: r[1:]
+        for r in con.sql(
+            "SELECT policy, mean_em, mean_f1, delta_em, delta_f1, share_answer_line FROM policy_summary"
+        ).fetchall()
+    }
+    for policy in ("fixed_k1", "fixed_k3", "oracle_is", "shp"):
+        mine = [(s, em, f1, has) for p, s, em, f1, has in rows if p == policy]
+        ems = [em for _, em, _, _ in mine if em is not None]
+        f1s = [f1 for _, _, f1, _ in mine if f1 is not None]
+        d_f1 = [f1 - base[s][1] for s, _, f1, _ in mine if f1 is not None]
+        d_em = [em - base[s][0] for s, em, _, _ in mine if em is not None]
+        mean_em, mean_f1, delta_em, delta_f1, share = summary[policy]
+        assert mean_em == pytest.approx(sum(ems) / len(ems)) and mean_f1 == pytest.approx(sum(f1s) / len(f1s))
+        assert delta_em == pytest.approx(sum(d_em) / len(d_em)) and delta_f1 == pytest.approx(sum(d_f1) / len(d_f1))
+        assert share == pytest.approx(sum(has for *_, has in mine) / len(mine))
+    assert summary["fixed_k3"][2:4] == (0.0, 0.0)  # the baseline against itself

@@ -1,0 +1,53 @@
+"""shp-sweep's console table at small N: every "non-inferior" beside its power, and a warning line when N is
+below what the TOST planner asks (the demo's N = 4 must not pass for evidence)."""
+
+from __future__ import annotations
+
+import pytest
+
+import analysis
+from analysis import sql
+from analysis.report_power import warning
+from storage.synthetic import SyntheticSpec, write_synthetic_store
+from sweeps import app
+from sweeps.job import JobResult
+
+
+def _result(summary: list[dict]) -> JobResult:
+    return JobResult(run_id="r", gen_id="g", judge="j", store="s", scenarios=4, trajectories=4, summary=summary)
+
+
+@pytest.fixture(scope="module")
+def demo_summary(tmp_path_factory) -> list[dict]:
+    root = tmp_path_factory.mktemp("n4-store")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=4, rounds=4, seed=1))
+    con = analysis.connect(root)
+    try:
+        return con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist()
+    finally:
+        con.close()
+
+
+def test_n4_prints_the_warning_with_the_n_the_planner_asks(demo_summary, capsys) -> None:
+    app._print_table(_result(demo_summary))
+    out = capsys.readouterr().out
+    needed = max(r["n_needed"] for r in demo_summary if r["n_needed"] is not None)
+    assert "WARNING: N = 4 is below what the TOST planner asks" in out
+    assert f"you need N = {needed}" in out and "not evidence" in out and "delta = 0.02" in out
+    assert "power/N_needed" in out.splitlines()[1]
+    shp = next(line for line in out.splitlines() if line.startswith("shp "))
+    row = next(r for r in demo_summary if r["policy"] == "shp")
+    assert shp.endswith(f"{row['tost_power']:.2f}/N{row['n_needed']}")
+    baseline = next(line for line in out.splitlines() if line.startswith("fixed_k6 "))
+    assert baseline.endswith("  -")  # zero variance: no power to print
+
+
+def test_no_warning_when_n_is_enough() -> None:
+    rows = [
+        {"policy": "shp", "n_is": 60, "n_needed": 41, "margin": 0.02},
+        {"policy": "fixed_k6", "n_is": 60, "n_needed": None, "margin": 0.02},  # degenerate: nothing asked
+    ]
+    assert warning(rows) is None
+    rows[0]["n_is"] = 40
+    said = warning(rows)
+    assert said is not None and "N = 40" in said and "N = 41 (shp)" in said and "1 of 2 policies" in said
