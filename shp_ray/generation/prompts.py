@@ -54,7 +54,8 @@ PROMPT_SETS: dict[str, PromptSet] = {
     "shp-wc-v2": PromptSet(
         writer_system=(
             "You are the Writer. Answer the question using only the numbered contexts. "
-            "First write one to three sentences of reasoning that cite the contexts by number, like [2]. "
+            "In one to three sentences of your own, state the facts from the contexts that answer the question, "
+            "citing each context you use by its number, like [2]; do not copy the contexts. "
             "Then end with a final line of the form 'Answer: <the short answer>' (a name, a date, a number, "
             "yes or no: a few words, nothing else). When a previous draft and the Critic's feedback are given, "
             "rewrite the draft: fix every problem the Critic names that the contexts confirm, and keep what "
@@ -67,8 +68,11 @@ PROMPT_SETS: dict[str, PromptSet] = {
             "approve: list at most three concrete problems, each naming the context number that shows it "
             "(for example: 'Context [2] says X, but the draft says Y'), and say what the answer should be."
         ),
-        writer_task="Write the draft: reasoning citing the contexts, then the final 'Answer:' line.",
-        critic_task="Is the final answer correct and fully supported? APPROVED, or the problems.",
+        writer_task="Write the draft: a few sentences citing the contexts, then the final 'Answer:' line.",
+        critic_task=(
+            "If the final answer is correct and every claim is in the contexts, reply APPROVED. "
+            "Otherwise list the problems, each with the number of the context that shows it."
+        ),
     ),
 }
 
