@@ -69,7 +69,11 @@ def test_the_prompt_version_chooses_the_text_and_an_unknown_one_is_refused() -> 
         cfg = GenerationConfig(prompt_version=version)
         w = writer_request(scn, cfg, "m", 2, "draft", "feedback")
         c = critic_request(scn, cfg, "m", 1, "draft")
-        assert w.messages[0] == ("system", ps.writer_system) and w.messages[1][1].endswith(ps.writer_task)
+        assert w.messages[0] == ("system", ps.writer_system) and w.messages[1][1].endswith(
+            ps.revise_task or ps.writer_task
+        )
+        w1 = writer_request(scn, cfg, "m", 1, "", "")
+        assert w1.messages[1][1].endswith(ps.writer_task) and "Previous draft:" not in w1.messages[1][1]
         assert c.messages[0] == ("system", ps.critic_system)
         # the role markers the simulated server reads are in every version
         assert "You are the Writer" in ps.writer_system and "You are the Critic" in ps.critic_system

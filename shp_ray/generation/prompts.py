@@ -33,8 +33,12 @@ NO_CONTEXTS = "(no contexts were provided for this question)"
 class PromptSet:
     writer_system: str
     critic_system: str
-    writer_task: str  # the last line of every Writer request
+    writer_task: str  # the last line of the Writer's round-1 request
     critic_task: str = ""  # the last line of every Critic request ("" = none)
+    revise_task: str = ""  # the last line of the Writer's requests from round 2 ("" = writer_task)
+    # Round >= 2: the feedback before the previous draft, so a model that copies the block right above
+    # its task copies a draft, not the critique.
+    feedback_first: bool = False
 
 
 PROMPT_SETS: dict[str, PromptSet] = {
@@ -63,16 +67,19 @@ PROMPT_SETS: dict[str, PromptSet] = {
         ),
         critic_system=(
             "You are the Critic. Check the draft strictly against the question and the numbered contexts. "
-            "Reply with APPROVED as the first word only if the final 'Answer:' line answers exactly what "
-            "the question asks and every claim in the draft is stated in the contexts. Otherwise do not "
-            "approve: list at most three concrete problems, each naming the context number that shows it "
-            "(for example: 'Context [2] says X, but the draft says Y'), and say what the answer should be."
+            "Begin your reply with one of two words. APPROVED: only if the final 'Answer:' line answers exactly "
+            "what the question asks and every claim in the draft is stated in the contexts. PROBLEMS: otherwise, "
+            "followed by at most three concrete problems, each naming the context number that shows it "
+            "(for example: 'Context [2] says X, but the draft says Y'), and what the answer should be."
         ),
         writer_task="Write the draft: a few sentences citing the contexts, then the final 'Answer:' line.",
-        critic_task=(
-            "If the final answer is correct and every claim is in the contexts, reply APPROVED. "
-            "Otherwise list the problems, each with the number of the context that shows it."
+        critic_task="Begin with APPROVED, or with PROBLEMS: and the list.",
+        # Small models otherwise copy the request's layout, feedback included, into the new draft.
+        revise_task=(
+            "Write the revised draft only: a few sentences citing the contexts, then the final 'Answer:' line. "
+            "Do not repeat the feedback."
         ),
+        feedback_first=True,
     ),
 }
 
@@ -118,8 +125,10 @@ def writer_messages(
     ps = prompt_set(version)
     parts = [f"Round: {t}", f"Question: {question}", "Contexts:", format_contexts(contexts)]
     if t > 1:
-        parts += ["Previous draft:", previous_draft or "(empty)", "Critic feedback:", feedback or "(none)"]
-    parts.append(ps.writer_task)
+        draft_part = ["Previous draft:", previous_draft or "(empty)"]
+        feedback_part = ["Critic feedback:", feedback or "(none)"]
+        parts += feedback_part + draft_part if ps.feedback_first else draft_part + feedback_part
+    parts.append(ps.revise_task if t > 1 and ps.revise_task else ps.writer_task)
     return (("system", ps.writer_system), ("user", "\n".join(parts)))
 
 
