@@ -62,7 +62,7 @@ def section(dyn: dict[str, list[dict]]) -> list[str]:
     lines += [
         "",
         f"The SHP paper (drafts of an 8B model): mean d_t {PAPER['mean_distance']:.3f}, median "
-        f"{PAPER['median_distance']:.3f}, {PAPER['share_below_eps']:.0%} of distances below eps = 0.06.",
+        f"{PAPER['median_distance']:.3f}, {PAPER['share_below_eps']:.0%} of its distances under its eps of 0.06.",
         "",
     ]
     return lines
