@@ -10,7 +10,6 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from shp_ray.providers import local_models
 from shp_ray.providers.base import Provider, ProviderSpec
 
 # kind -> "module:factory"; every HTTP kind speaks the OpenAI protocol to spec.base_url.
@@ -33,6 +32,10 @@ PROVIDER_NOTES: dict[str, str] = {
 
 def describe_provider(kind: str, model: str = "") -> str:
     """What produced the drafts, honestly named (for the embedded server: which model, and how small)."""
+    # Imported here: the package imports this module, and `python -m shp_ray.providers.local_models`
+    # would otherwise find its module already loaded (runpy warns).
+    from shp_ray.providers import local_models
+
     if kind == "llama" and model in local_models.MODELS:
         m = local_models.MODELS[model]
         return f"the embedded llama.cpp server with {m.name} ({m.honesty})"
