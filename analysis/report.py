@@ -25,6 +25,7 @@ import duckdb
 
 from analysis import figures, report_dynamics, report_families, report_power, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
+from analysis.report_cells import cell, fetch_dicts
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
 from shp_ray.policy.table import ABLATION_CELLS, Policy
@@ -32,12 +33,6 @@ from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
 
 BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
-
-
-def _rows(con: duckdb.DuckDBPyConnection, query: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(query, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
@@ -50,14 +45,6 @@ def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
         w.writerows(rows)
 
 
-def _f(x: object, nd: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
-
-
 def _p(x: object) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
@@ -66,7 +53,7 @@ def _p(x: object) -> str:
 
 def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
     datasets = [r[0] for r in con.execute(sql.query("report_datasets")).fetchall()]
-    gens = _rows(con, sql.query("report_generations"))
+    gens = fetch_dicts(con, sql.query("report_generations"))
     judges = [r[0] for r in con.execute(sql.query("report_judges")).fetchall()]
     text = json.dumps([datasets, gens, judges], default=str).lower()
     return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
@@ -82,12 +69,13 @@ def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], 
     for r in summary:
         key = (r["gen_id"], r["policy"])
         tok, is_ = tests.get((*key, "operational_tokens"), {}), tests.get((*key, "is"), {})
-        ci = f"[{_f(is_.get('ci95_low'))}, {_f(is_.get('ci95_high'))}]"
+        ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
         lines.append(
-            f"| {r['policy']} | {_f(r['mean_rounds'], 2)} | {_f(r['mean_operational_tokens'], 0)} "
-            f"| {_f(100 * r['token_saving'] if r['token_saving'] is not None else None, 1)}% "
-            f"| {_f(r['mean_is'])} | {_f(r['delta_is'], 4)} {ci} | {_f(r.get('mean_em'))} | {_f(r.get('mean_f1'))} "
-            f"| {_f(r.get('delta_f1'), 4)} | {_p(tok.get('p_t_holm'))} | {_p(is_.get('p_t_holm'))} "
+            f"| {r['policy']} | {cell(r['mean_rounds'], 2)} | {cell(r['mean_operational_tokens'], 0)} "
+            f"| {cell(100 * r['token_saving'] if r['token_saving'] is not None else None, 1)}% "
+            f"| {cell(r['mean_is'])} | {cell(r['delta_is'], 4)} {ci} "
+            f"| {cell(r.get('mean_em'))} | {cell(r.get('mean_f1'))} "
+            f"| {cell(r.get('delta_f1'), 4)} | {_p(tok.get('p_t_holm'))} | {_p(is_.get('p_t_holm'))} "
             f"| {report_power.tost_p_cell(is_, _p(is_.get('tost_p')))} | {report_power.power_cell(is_)} "
             f"| {report_power.verdict(r['non_inferior'], is_)} |"
         )
@@ -140,7 +128,7 @@ def write_report(
     try:
         setup = setup_of(con)
         prov = _provenance(con)
-        summary = _rows(con, sql.query("report_summary"))
+        summary = fetch_dicts(con, sql.query("report_summary"))
         if not summary:
             raise AnalysisError(f"store {setup.store} has no complete trajectories to report on")
         tests_rows = stats.compare_policies(con, delta=delta, seed=seed, n_resamples=n_resamples)
@@ -149,7 +137,7 @@ def write_report(
         c1 = stats.conjecture1(con, seed=seed)
         dsum = stats.distance_summary(con, eps=eps)
         by_round = stats.distance_by_round(con)
-        best = _rows(con, BEST_QUERY)
+        best = fetch_dicts(con, BEST_QUERY)
         fam = report_families.collect(con)
         dyn = report_dynamics.collect(con)
     finally:
@@ -233,7 +221,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         reasons = ["| policy | critic | entropy | no_gain | failsafe |", "|---|---|---|---|---|"]
         for r in main + abl:
             if r["kind"] == "cascade":
-                shares = [_f(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
+                shares = [cell(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
                 reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
         lines += ["### Why cascades stopped", ""] + reasons + [""]
         lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
@@ -268,9 +256,9 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
     else:
         lines.append("- Not enough rounds (needs trajectories with T ≥ 3).")
     lines += [
-        f"- Distances (all d_t): mean {_f(dsum['mean'], 4)}, median {_f(dsum['median'], 4)}, "
-        f"max {_f(dsum['max'], 4)}, below eps = {dsum['eps']:g}: "
-        f"{_f(100 * dsum['share_below_eps'] if dsum['share_below_eps'] is not None else None, 1)}%",
+        f"- Distances (all d_t): mean {cell(dsum['mean'], 4)}, median {cell(dsum['median'], 4)}, "
+        f"max {cell(dsum['max'], 4)}, below eps = {dsum['eps']:g}: "
+        f"{cell(100 * dsum['share_below_eps'] if dsum['share_below_eps'] is not None else None, 1)}%",
         "",
         *report_dynamics.section(dyn or {}),
         "## Figures",

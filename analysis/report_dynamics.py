@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import duckdb
 
+from analysis import sql
+from analysis.report_cells import cell, fetch_dicts
+
 # The SHP paper's distance characterisation (its N = 60 HotpotQA test run).
 PAPER = {"mean_distance": 0.040, "median_distance": 0.022, "share_below_eps": 0.80}
 FROZEN = 0.5  # below this share of revised trajectories, a generation's dynamics are called frozen
 
 
-def _rows(con: duckdb.DuckDBPyConnection, view: str) -> list[dict]:
-    rel = con.sql(f"SELECT * FROM {view}")  # a view name of ours, never user input
-    cols = [d[0] for d in rel.description]
-    return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-
-
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict]]:
-    return {"dynamics": _rows(con, "dynamics"), "by_round": _rows(con, "dynamics_by_round")}
-
-
-def _f(x: object, nd: int = 3) -> str:
-    return "–" if x is None else f"{x:.{nd}f}"
+    return {
+        "dynamics": fetch_dicts(con, sql.query("report_dynamics")),
+        "by_round": fetch_dicts(con, sql.query("report_dynamics_by_round")),
+    }
 
 
 def section(dyn: dict[str, list[dict]]) -> list[str]:
@@ -39,7 +35,7 @@ def section(dyn: dict[str, list[dict]]) -> list[str]:
     for d in dyn["dynamics"]:
         lines.append(
             f"| {d['gen_id'][:12]} | {d['trajectories']} | {100 * d['round1_approval_rate']:.0f}% "
-            f"| {100 * d['share_revised']:.0f}% | {_f(d['mean_distinct_drafts'], 2)} |"
+            f"| {100 * d['share_revised']:.0f}% | {cell(d['mean_distinct_drafts'], 2)} |"
         )
     frozen = [d["gen_id"][:12] for d in dyn["dynamics"] if d["share_revised"] < FROZEN]
     if frozen:
@@ -56,8 +52,8 @@ def section(dyn: dict[str, list[dict]]) -> list[str]:
     ]
     for r in dyn["by_round"]:
         lines.append(
-            f"| {r['gen_id'][:12]} | {r['round']} | {_f(r['mean_distance'], 4)} | {_f(r['median_distance'], 4)} "
-            f"| {_f(r['mean_is'])} | {_f(None if r['approval_rate'] is None else 100 * r['approval_rate'], 0)}% |"
+            f"| {r['gen_id'][:12]} | {r['round']} | {cell(r['mean_distance'], 4)} | {cell(r['median_distance'], 4)} "
+            f"| {cell(r['mean_is'])} | {cell(None if r['approval_rate'] is None else 100 * r['approval_rate'], 0)}% |"
         )
     lines += [
         "",

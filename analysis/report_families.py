@@ -8,33 +8,22 @@ from collections.abc import Mapping, Sequence
 import duckdb
 
 from analysis import report_power, sql
+from analysis.report_cells import cell, fetch_dicts
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import FAMILIES
 
 REFERENCE_POLICIES = ("shp", "oracle_is")
 
 
-def _rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict]:
-    cur = con.execute(query)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
     """What the section needs, read while the connection is open (empty when no family was replayed)."""
-    kinds = {r["policy"]: r for r in _rows(con, sql.query("report_policy_kinds"))}
+    kinds = {r["policy"]: r for r in fetch_dicts(con, sql.query("report_policy_kinds"))}
     if not any(r["kind"] in FAMILIES for r in kinds.values()):
         return {}
-    reasons = _rows(con, sql.query("report_family_reasons"))
-    selection = _rows(con, sql.query("report_family_selection"))
-    critiques = _rows(con, sql.query("report_critique_coverage"))
+    reasons = fetch_dicts(con, sql.query("report_family_reasons"))
+    selection = fetch_dicts(con, sql.query("report_family_selection"))
+    critiques = fetch_dicts(con, sql.query("report_critique_coverage"))
     return {"kinds": kinds, "reasons": reasons, "selection": selection, "critiques": critiques[0]}
-
-
-def _f(x: object, nd: int = 3) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "–"
-    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
 def _gain_note(params_json: str) -> str:
@@ -85,13 +74,13 @@ def section(
         for r in refs + fam_rows:
             kind = kinds.get(r["policy"], {}).get("kind")
             is_ = tests.get((gen, r["policy"], "is"), {})
-            ci = f"[{_f(is_.get('ci95_low'))}, {_f(is_.get('ci95_high'))}]"
+            ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
             saving = None if r["token_saving"] is None else 100 * r["token_saving"]
             label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
             lines.append(
-                f"| {r['policy']} | {label} | {_f(r['mean_rounds'], 2)} "
-                f"| {_f(r['mean_operational_tokens'], 0)} | {_f(saving, 1)}% | {_f(r['mean_is'])} "
-                f"| {_f(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, _f(is_.get('tost_p')))} "
+                f"| {r['policy']} | {label} | {cell(r['mean_rounds'], 2)} "
+                f"| {cell(r['mean_operational_tokens'], 0)} | {cell(saving, 1)}% | {cell(r['mean_is'])} "
+                f"| {cell(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, cell(is_.get('tost_p')))} "
                 f"| {report_power.verdict(r['non_inferior'], is_)} "
                 f"| {', '.join(reasons.get(r['policy'], [])) or '–'} |"
             )
@@ -110,8 +99,9 @@ def section(
                 r, s = rows[p], sel.get(p, {})
                 gap = None if not oracle or r["mean_is"] is None else r["mean_is"] - oracle["mean_is"]
                 lines.append(
-                    f"| {p} | {_f(s.get('mean_stop', r['mean_rounds']), 2)} | {_f(s.get('mean_selected'), 2)} "
-                    f"| {_f(100 * s['share_earlier'], 0) + '%' if s else '–'} | {_f(r['mean_is'])} | {_f(gap, 4)} |"
+                    f"| {p} | {cell(s.get('mean_stop', r['mean_rounds']), 2)} | {cell(s.get('mean_selected'), 2)} "
+                    f"| {cell(100 * s['share_earlier'], 0) + '%' if s else '–'} "
+                    f"| {cell(r['mean_is'])} | {cell(gap, 4)} |"
                 )
             lines.append("")
         for p in (p for p in rows if kinds.get(p, {}).get("kind") == "gain_model"):
@@ -123,7 +113,7 @@ def section(
                 lines.append(
                     f"Share of the oracle gap closed on this split: ΔIS {r['delta_is']:+.4f} of oracle_is's "
                     f"{oracle['delta_is']:+.4f} over fixed_k{{max}} = **{100 * closed:.1f}%**, "
-                    f"at {_f(None if r['token_saving'] is None else 100 * r['token_saving'], 1)}% fewer tokens."
+                    f"at {cell(None if r['token_saving'] is None else 100 * r['token_saving'], 1)}% fewer tokens."
                 )
             else:
                 lines.append("Share of the oracle gap closed: – (no gap: oracle_is equals fixed_k{max} here).")
@@ -146,7 +136,7 @@ def section(
                 lines.append(
                     f"| {r['policy']} | "
                     + " | ".join(str(counts.get(o, 0)) for o in ("verified", "oscillation", "budget", "cap"))
-                    + f" | {_f(None if share is None else 100 * share, 0)}% |"
+                    + f" | {cell(None if share is None else 100 * share, 0)}% |"
                 )
             lines.append("")
     return lines

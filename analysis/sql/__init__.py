@@ -108,6 +108,14 @@ def quote(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+def quote_list(values: Iterable[str]) -> str:
+    """The inside of ``IN (...)``: quoted literals, or NULL for none.
+
+    ``IN ()`` is no SQL; ``IN (NULL)`` matches nothing.
+    """
+    return ", ".join(quote(v) for v in values) or "NULL"
+
+
 def double(value: float) -> str:
     """An exact DOUBLE literal (a bare 0.1 would parse as DECIMAL)."""
     return f"{quote(repr(float(value)))}::DOUBLE"
@@ -154,7 +162,7 @@ def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | None
     if gen_id is not None:
         where.append(f"gen_id = {quote(gen_id)}")
     if scenario_ids is not None:
-        where.append(f"scenario_id IN ({', '.join(quote(s) for s in scenario_ids) or 'NULL'})")
+        where.append(f"scenario_id IN ({quote_list(scenario_ids)})")
     return source if len(where) == 1 else f"SELECT * FROM ({source}) WHERE {' AND '.join(where)}"
 
 
@@ -223,7 +231,7 @@ def answers_sql() -> str:
         answer_line=quote(ANSWER_LINE_REGEX),
         norm_answer=answer_normalize_sql("answer"),
         norm_gold=answer_normalize_sql("ground_truth"),
-        no_partial=", ".join(quote(v) for v in NO_PARTIAL_CREDIT),
+        no_partial=quote_list(NO_PARTIAL_CREDIT),
     )
 
 
@@ -312,8 +320,4 @@ def dynamics_by_round_sql() -> str:
 def family_replay_sql(kinds: Iterable[str], outcome_kinds: Iterable[str] = ()) -> str:
     """Policies of the family ``kinds`` x trajectories through the UDF ``shp_family``; the reasons of
     ``outcome_kinds`` (verifier-first) are outcomes too."""
-
-    def listed(values: Iterable[str]) -> str:
-        return ", ".join(quote(v) for v in values) or "NULL"  # IN (NULL) matches nothing; IN () is no SQL
-
-    return query("family_replay", kinds=listed(kinds), outcome_kinds=listed(outcome_kinds))
+    return query("family_replay", kinds=quote_list(kinds), outcome_kinds=quote_list(outcome_kinds))

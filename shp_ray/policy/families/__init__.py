@@ -12,9 +12,7 @@ from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import (
     FAMILIES,
     FAMILY_BASES,
-    FAMILY_KINDS,
     family,
-    family_kinds,
     family_names,
     family_spec,
     register,
@@ -25,7 +23,6 @@ from shp_ray.policy.families.text import canonical, canonical_hash, clean_text
 __all__ = [
     "FAMILIES",
     "FAMILY_BASES",
-    "FAMILY_KINDS",
     "Family",
     "FamilyRun",
     "GainModel",
@@ -35,7 +32,6 @@ __all__ = [
     "canonical_hash",
     "clean_text",
     "family",
-    "family_kinds",
     "family_names",
     "family_spec",
     "params_json",

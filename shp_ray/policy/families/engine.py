@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from shp_ray.policy.families import best_round
-from shp_ray.policy.families.registry import FAMILY_KINDS, family
+from shp_ray.policy.families.registry import family
 from shp_ray.policy.families.signals import RoundSignal, SignalState
 
-__all__ = ["FAMILY_KINDS", "FamilyRun", "params_json", "run_signals", "run_trajectory", "trajectory_signals"]
+__all__ = ["FamilyRun", "params_json", "run_signals", "run_trajectory", "trajectory_signals"]
 
 
 class FamilyRun:

@@ -42,10 +42,6 @@ def register(fam: Family) -> Family:
     return fam
 
 
-def family_kinds() -> tuple[str, ...]:
-    return tuple(FAMILIES)
-
-
 def family(kind: str) -> Family:
     try:
         return FAMILIES[kind]
@@ -60,7 +56,6 @@ for _fam in (semantic.FAMILY, gain_model.FAMILY, verifier.FAMILY):
 FAMILY_BASES.update(
     {f"best_{s}": ("semantic", {"mode": "cap", "select": s}) for s in best_round.SELECTORS if s != "last"}
 )
-FAMILY_KINDS = family_kinds()  # the shipped kinds; registered ones are in FAMILIES
 
 
 _NAME = re.compile(r"(?P<base>[a-z_]+)(?:\+best=(?P<sel>[a-z]+))?(?:@(?P<over>.+))?")

@@ -1,0 +1,2 @@
+-- The dynamics section: revision dynamics per generation (the dynamics view).
+SELECT * FROM dynamics ORDER BY gen_id
