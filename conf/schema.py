@@ -32,8 +32,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
-from shp_ray.generation.config import GenerationConfig
-from shp_ray.generation.generate import DEFAULT_RAY_CPUS
+from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions

