@@ -16,12 +16,17 @@ from shp_ray.policy import cascade as halting
 from shp_ray.policy.cascade import HaltConfig
 
 
-def _cascade_udf(d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain):  # noqa: ANN001, ANN202
-    """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code."""
+def _cascade_udf(d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain):  # noqa: ANN001, ANN202
+    """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code.
+
+    ``a`` is approved(f_t) per round (the stored signal); decide() reads a critique, so an approved
+    round's is given as "APPROVED" and any other as "".
+    """
     codes = {r: c for c, r in sql.REASON_CODES.items()}
-    cols = [c.to_pylist() for c in (d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain)]
+    cols = [c.to_pylist() for c in (d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain)]
     out = []
-    for d_row, s_row, f_row, e, kk, w, c, cr, en, ga, mg in zip(*cols, strict=True):
+    for d_row, s_row, a_row, e, kk, w, c, cr, en, ga, mg in zip(*cols, strict=True):
+        f_row = [halting.APPROVAL if v else "" for v in a_row]
         cfg = HaltConfig(eps=e, k=kk, warmup=w, max_rounds=c, critic=cr, entropy=en, gain=ga, min_gain=mg)
         dist = [math.nan if v is None else v for v in d_row[1:]]
         scores = [math.nan if v is None else v for v in s_row]
@@ -39,7 +44,7 @@ def register_udfs(con: duckdb.DuckDBPyConnection) -> None:
     """``shp_cascade``: the cascade through decide(), for the ``replay_udf`` view."""
     from duckdb import sqltypes as t
 
-    dl, fl = duckdb.list_type(t.DOUBLE), duckdb.list_type(t.VARCHAR)
+    dl, fl = duckdb.list_type(t.DOUBLE), duckdb.list_type(t.BOOLEAN)
     con.create_function(
         "shp_cascade",
         _cascade_udf,

@@ -6,6 +6,8 @@
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
     shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
     shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
+    shp-query --store runs/store --signals rebuild   # store the per-round signals where missing
+    shp-query --store runs/store --signals check     # recompute them from the rounds; exit 1 on a difference
     shp-query --store runs/store "SELECT tost_n_needed(0.02 / 0.05), tost_power(4, 0.02 / 0.05)"
                                                  # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 
@@ -16,7 +18,8 @@ is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW / SUMMARIZ
 or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA,
 CALL, INSTALL, LOAD, several statements ... are refused before they run (exit 2),
 so the store can never be modified. ``--write-init`` writes only ``views.sql``,
-never a table part.
+never a table part; ``--signals rebuild`` writes only ``signals`` parts (derived from the rounds,
+:mod:`analysis.signals_store`).
 """
 
 from __future__ import annotations
@@ -276,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verify", action="store_true", help="check every part (hash, schema, values); exit 1 if damaged")
     ap.add_argument("--quarantine", action="store_true", help="move damaged parts to <store>/_quarantine/ (repair)")
     ap.add_argument("--recheck", action="store_true", help="with --verify/--quarantine: read every part again")
+    ap.add_argument(
+        "--signals",
+        choices=("rebuild", "check"),
+        default=None,
+        help="rebuild: store the per-round signals of trajectories that lack them; check: recompute every "
+        "stored one from the rounds and compare (exit 1 on a difference). Prints one JSON line.",
+    )
     args = ap.parse_args(argv)
+    if args.signals is not None:
+        if args.sql is not None:
+            ap.error("--signals takes no SQL")
+        return _signals(args.store, args.signals)
     if args.verify or args.quarantine:
         if args.sql is not None:
             ap.error("--verify and --quarantine take no SQL")
@@ -308,6 +322,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         con.close()
+
+
+def _signals(store: str, action: str) -> int:
+    from analysis import signals_store
+
+    try:
+        report = signals_store.build(store) if action == "rebuild" else signals_store.check(store)
+    except (AnalysisError, ValueError, OSError) as exc:
+        print(f"shp-query: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"signals": action, **report.as_dict()}))
+    if report.different_rows:
+        print(
+            f"shp-query: {report.different_rows} stored signal rows differ from their rounds "
+            f"(e.g. {', '.join(report.examples)}): the signals were computed by other code than this "
+            f"version's under the same signals_version; move <store>/signals away and run --signals rebuild",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def policies_from(spec: str | None) -> list[Policy] | None:

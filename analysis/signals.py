@@ -53,6 +53,21 @@ def trajectories_from_signals(rows: Iterable[tuple]) -> list[Trajectory]:
     return [Trajectory(s, tuple(r), gen_id=g) for (g, s), r in out.items()]
 
 
+def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
+    """(Re)fill the ``round_signals`` table of ``con`` from ``signals`` (SIGNAL_COLUMNS; approval read
+    from each critique by the SQL regex, the way a store without stored signals is read)."""
+    try:
+        table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
+    con.register("signals_input", table)
+    try:
+        select = sql.query("signals_input", approved_regex=sql.quote(sql.APPROVED_REGEX))
+        con.execute(sql.create("round_signals", select, table=True))
+    finally:
+        con.unregister("signals_input")
+
+
 def connect_signals(
     signals: pa.Table, policies: Iterable[Policy] | None = None, *, delta: float = DEFAULT_DELTA
 ) -> duckdb.DuckDBPyConnection:
@@ -62,20 +77,14 @@ def connect_signals(
     round 1). Property tests feed hypothesis trajectories through it, and the
     benchmark times the replay apart from the one-time store scan.
     """
-    try:
-        table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
-    except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
     con = new_connection()
-    con.register("signals_input", table)
-    con.execute(sql.create("round_signals", sql.query("signals_input"), table=True))
-    con.unregister("signals_input")
+    load_signals(con, signals)
     for stmt in (
         sql.create("trajectories", sql.trajectories_sql(), table=True),
         policies_sql(default_policies() if policies is None else policies),
         sql.t95_table_sql(),
         sql.tost_plan_sql(detectable_margins()),
-        sql.create("answers", sql.empty_select(sql.ANSWER_FIELDS)),  # no drafts here: answer metrics unknown
+        sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
         sql.create("replay_core", sql.replay_sql("sql")),
         sql.create("replay", sql.query("replay_core_only")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),

@@ -2,7 +2,7 @@
 that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``views.sql``).
 
     scenarios, generations, failures, manifests, results,    the Parquet parts, as stored
-    feedback_embeddings, round_parts, judgments_raw
+    feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
     policies, replay_core, replay, family_*, policy_summary   the replay
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
@@ -89,6 +89,45 @@ def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str |
     return found[0]
 
 
+# Where round_signals' per-round signals come from (signals_coverage): every trajectory has stored signals
+# (read them: no embedding is read), none has (compute them all from the rounds' embeddings), or some have.
+STORED, COMPUTED, MIXED = "stored", "computed", "mixed"
+
+
+def _coverage(gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+    stored = sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
+    return sql.query("signals_coverage", stored=stored)
+
+
+def signals_source(
+    con: duckdb.DuckDBPyConnection, store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None
+) -> tuple[str, int]:
+    """Which signals round_signals reads (STORED, COMPUTED or MIXED), and how many trajectories lack
+    stored ones (reads key columns only). Needs the ``round_parts`` and ``signals_raw`` views."""
+    if not store.parts("signals"):
+        return COMPUTED, -1
+    status = _coverage(gen_id, scenario_ids)
+    ((missing, duplicated),) = con.execute(sql.query("signals_status_counts", status=status)).fetchall()
+    if missing == 0 and duplicated == 0:
+        return STORED, 0
+    return MIXED, int(missing)
+
+
+def signals_statements(
+    kind: str, dim: int, gen_id: str | None, scenario_ids: Sequence[str] | None
+) -> tuple[list[str], str]:
+    """The per-round signals relation of ``kind`` that round_signals reads (and, for MIXED, the
+    ``signal_status`` table it needs), as (statements before, relation)."""
+    if kind == STORED:
+        return [], sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
+    if kind == COMPUTED:
+        return [], sql.signals_from_rounds_sql("round_parts", dim)
+    if kind == MIXED:
+        status = sql.create("signal_status", _coverage(gen_id, scenario_ids), table=True)
+        return [status], sql.signals_mixed_sql(dim)
+    raise ValueError(f"unknown signals source {kind!r}")
+
+
 def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
     """Refuse a store whose rounds are not 1..T once each per trajectory (say which)."""
     bad = con.sql(sql.query("bad_trajectories")).fetchall()
@@ -113,22 +152,27 @@ def build_statements(
     gen_id: str | None = None,
     scenario_ids: Sequence[str] | None = None,
     with_families: bool = True,
+    signals: str = COMPUTED,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
     ``with_families``: the other stopping families' rows (they need the Python UDF
-    ``shp_family``, so the plain-CLI views.sql leaves them out).
+    ``shp_family``, so the plain-CLI views.sql leaves them out). ``signals``: where the
+    per-round signals come from (:func:`signals_source`).
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
+    before, relation = signals_statements(signals, dim, gen_id, scenario_ids)
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(store, t)) for t in tables]
     stmts += [
         sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
+        sql.create("signals_raw", source(store, "signals")),
         sql.create("judgments_raw", source(store, "judgments")),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
-        sql.create("round_signals", sql.round_signals_sql(dim, where, weights), table=materialize),
-        sql.create("answers", sql.answers_sql(), table=materialize),
+        *before,
+        sql.create("round_signals", sql.round_signals_sql(relation, where, weights), table=materialize),
+        sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
         sql.create("trajectories", sql.trajectories_sql(), table=materialize),
         sql.create("dynamics", sql.dynamics_sql()),

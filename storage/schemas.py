@@ -9,6 +9,10 @@
 - ``results``:     one row per sweep job x policy cell x trajectory (what ``shp-sweep`` replayed).
 - ``feedback_embeddings``: embedder x sha256(critique text) -> embedding; optional, for the
   ``consensus`` and ``gain_model`` stopping families (old stores without it stay readable).
+- ``signals``:     one row per round: what the replay reads of it (d_t, approval, tokens, EM/F1),
+  computed once from the round's row and the previous one (shp_ray.policy.round_signals), so
+  opening a store reads no embedding. Derived: rebuilt from ``rounds`` by ``shp-query --signals``;
+  a store without it (or with another ``signals_version``) is replayed from the embeddings.
 """
 
 from __future__ import annotations
@@ -151,6 +155,24 @@ def feedback_embeddings_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
 
 FEEDBACK_EMBEDDINGS = feedback_embeddings_schema()
 
+SIGNALS = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("round", pa.int32()),
+        ("draft_hash", pa.string()),
+        ("distance", pa.float64()),  # d_t; NULL at round 1
+        ("approved", pa.bool_()),  # f_t starts with APPROVED
+        ("writer_tokens", pa.int64()),  # prompt + completion
+        ("critic_tokens", pa.int64()),
+        ("has_answer_line", pa.bool_()),
+        ("answer_em", pa.float64()),  # NULL: the scenario has no gold answer
+        ("answer_f1", pa.float64()),
+        ("embedder", pa.string()),  # the generation's embedder (gen_id already names it)
+        ("signals_version", pa.string()),  # how they were computed (shp_ray.policy.round_signals)
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "scenarios": SCENARIOS,
     "generations": GENERATIONS,
@@ -160,6 +182,7 @@ TABLES: dict[str, pa.Schema] = {
     "manifests": MANIFESTS,
     "results": RESULTS,
     "feedback_embeddings": FEEDBACK_EMBEDDINGS,
+    "signals": SIGNALS,
 }
 
 # What a stored value can be. ``Store.write`` refuses a table holding anything else and
@@ -193,6 +216,14 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
         "final_is": (0.0, 1.0, True),
     },
     "feedback_embeddings": {"embedding": (None, None, False)},
+    "signals": {
+        "round": (1, None, False),
+        "distance": (0.0, 2.0, False),
+        "writer_tokens": (0, None, False),
+        "critic_tokens": (0, None, False),
+        "answer_em": (0.0, 1.0, False),
+        "answer_f1": (0.0, 1.0, False),
+    },
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -204,4 +235,5 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "manifests": ("run_id",),
     "results": ("run_id", "policy", "gen_id", "scenario_id"),
     "feedback_embeddings": ("embedder", "text_hash", "embedding"),
+    "signals": ("gen_id", "scenario_id", "round", "approved", "signals_version"),
 }

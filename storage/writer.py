@@ -1,10 +1,13 @@
 """Buffered, deduplicating writes of whole trajectories into the store.
 
 Flush order makes the rounds part the commit marker: scenarios, generations,
-judgments and failures land first, rounds last. A kill between them leaves
+judgments and failures land first, then rounds. A kill between them leaves
 rows that a rerun recognises (keys loaded at start) and does not write again;
 a kill before the rounds part means the trajectory is regenerated -- from the
-response cache, paying nothing.
+response cache, paying nothing. The rounds' ``signals`` come right after the
+rounds: derived data, so a kill between the two loses nothing (the reader
+computes missing signals from the embeddings; ``shp-query --signals rebuild``
+stores them).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from storage.parts import Store
 from storage.resume import column_values
 from storage.schemas import TABLES, rounds_schema
 
-_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds")
+_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals")
 
 
 def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:
@@ -68,7 +71,7 @@ class StoreWriter:
             self.flush()
 
     def flush(self) -> int:
-        """Write every buffered row (rounds last); returns the number of parts written."""
+        """Write every buffered row (rounds, then their signals, last); returns the number of parts written."""
         parts = 0
         for name in _ORDER:
             rows = self.buffers[name]

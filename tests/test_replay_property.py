@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.db import SIGNAL_COLUMNS, connect_signals, set_policies
+from analysis.signals import load_signals
 from analysis.sql import APPROVED_REGEX
 from shp_ray import theory_checks
 from shp_ray.policy.cascade import HaltConfig, approved
@@ -116,9 +117,7 @@ def con():
 def load(con, trajs: list[Trajectory], pols: list[Policy]) -> None:
     from analysis import sql
 
-    con.register("signals_input", signals_table(trajs))
-    con.execute("CREATE OR REPLACE TEMP TABLE round_signals AS SELECT * FROM signals_input")
-    con.unregister("signals_input")
+    load_signals(con, signals_table(trajs))
     con.execute("CREATE OR REPLACE TEMP TABLE trajectories AS " + sql.trajectories_sql())
     set_policies(con, pols)
 

@@ -25,7 +25,7 @@ def test_an_unknown_name_is_refused_and_the_known_ones_are_listed() -> None:
 
 
 def test_a_template_takes_exactly_its_placeholders() -> None:
-    assert sql.query("bench_signals", columns="gen_id, round").startswith("SELECT gen_id, round FROM round_signals")
+    assert sql.query("bench_signals", columns="gen_id, round").startswith("SELECT gen_id, round FROM rounds")
     with pytest.raises(TypeError, match=r"takes \['columns'\], given none"):
         sql.query("bench_signals")
     with pytest.raises(TypeError, match="given"):

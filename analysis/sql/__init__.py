@@ -13,16 +13,16 @@ The builders below compute what cannot be written down once: SQL literals (:func
 The Python connection (:mod:`analysis.db`) and the plain DuckDB CLI init script
 (``<store>/views.sql``) run the SAME statements, so they cannot drift apart.
 
-Pipeline (one scan of the store, then pure arithmetic per policy)::
+Pipeline (one scan of the store's scalar signals, then pure arithmetic per policy)::
 
-    round_parts (Parquet) --+--> round_signals (d_t, IS_t, tokens; materialised once)
-    judgments (Parquet) ----+          |
-                                       v
+    signals (Parquet: d_t, approval, tokens, EM/F1) --+--> round_signals (+ IS_t; materialised once)
+      [or computed from round_parts' embeddings]      |          |
+    judgments (Parquet) ------------------------------+          v
                    trajectories (one row per gen_id, scenario_id; lists over rounds)
                                        |  x  policies (one row per policy / cell)
                                        v
-                   replay (stop_round, reason, tokens, final_is) --> policy_summary
-                     + answers (round_parts x scenarios: EM/F1 of each draft) at the returned round
+                   replay (stop_round, reason, tokens, final_is, EM/F1 of the returned draft)
+                                       --> policy_summary
 
 The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as one
 list lambda per (policy, trajectory): for every round t <= cap it yields
@@ -44,6 +44,7 @@ from string import Template
 from scipy import stats as _st
 
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
+from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights
 
 REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
@@ -58,8 +59,6 @@ APPROVED_REGEX = rf"^[{_PY_SPACE}]*(?i:approved)"
 _PY_WORD = r"\p{L}\p{N}_"
 ARTICLES_REGEX = rf"(^|[^{_PY_WORD}])(a|an|the)([^{_PY_WORD}]|$)"
 ANSWER_LINE_REGEX = rf"^[{_PY_SPACE}]*(?i:final answer|answer):"
-ANSWER_FIELDS = (("gen_id", "VARCHAR"), ("scenario_id", "VARCHAR"), ("round", "INTEGER"),
-                 ("has_answer_line", "BOOLEAN"), ("answer_em", "DOUBLE"), ("answer_f1", "DOUBLE"))  # fmt: skip
 
 # One-sided 95% t quantiles for the SQL non-inferiority check: exact (scipy) up to
 # df = 300, a Cornish-Fisher expansion beyond (error < 1e-9), so the plain DuckDB
@@ -196,11 +195,12 @@ def _literal(value: object, sqltype: str) -> str:
 # --- the views: signals, trajectories, replay, summary ----------------------------------------------
 
 
-def round_signals_sql(dim: int, judge_where: str, weights: Mapping[str, float]) -> str:
-    """Per generated round: d_t, IS_t (under ``weights``, by the judge ``judge_where`` picks), tokens, f_t."""
+def round_signals_sql(signals: str, judge_where: str, weights: Mapping[str, float]) -> str:
+    """Per generated round: the ``signals`` relation's d_t, approval, tokens, EM/F1, with IS_t (under
+    ``weights``, by the judge ``judge_where`` picks)."""
     return query(
         "round_signals",
-        dim=int(dim),
+        signals=signals,
         judge_metrics=", ".join(METRICS),
         judge_where=judge_where,
         is_score=is_expression(weights, "j."),
@@ -208,9 +208,37 @@ def round_signals_sql(dim: int, judge_where: str, weights: Mapping[str, float]) 
     )
 
 
+def signals_stored_sql() -> str:
+    """The store's signals rows of the current signals_version (signals_stored.sql)."""
+    return query("signals_stored", version=quote(SIGNALS_VERSION))
+
+
+def signals_from_rounds_sql(rounds: str, dim: int) -> str:
+    """The signals computed from the rounds rows of the relation ``rounds`` (reads their embeddings)."""
+    return query(
+        "signals_from_rounds",
+        rounds=rounds,
+        dim=int(dim),
+        approved_regex=quote(APPROVED_REGEX),
+        answers=answers_sql(rounds),
+    )
+
+
+def signals_check_sql(values: Sequence[str], limit: int) -> str:
+    """The comparison of recomputed and stored signals (signals_check.sql) over the ``values`` columns."""
+    differs = " OR ".join(f"r.{c} IS DISTINCT FROM s.{c}" for c in values) or "false"
+    return query("signals_check", differs=f"({differs})", limit=int(limit))
+
+
+def signals_mixed_sql(dim: int) -> str:
+    """Stored signals where a trajectory has them, computed from its rounds where not (needs signal_status)."""
+    computed = signals_from_rounds_sql(f"({query('signals_unstored_rounds')})", dim)
+    return query("signals_mixed", stored=signals_stored_sql(), computed=computed)
+
+
 def trajectories_sql(signals: str = "round_signals") -> str:
     """One row per trajectory with per-round lists (index t = round t), from the relation ``signals``."""
-    return query("trajectories", signals=signals, approved_regex=quote(APPROVED_REGEX))
+    return query("trajectories", signals=signals)
 
 
 def answer_normalize_sql(text: str) -> str:
@@ -224,10 +252,12 @@ def answer_normalize_sql(text: str) -> str:
     )
 
 
-def answers_sql() -> str:
-    """Per draft: has_answer_line, answer_em, answer_f1 against the scenario's gold answer (answers.sql)."""
+def answers_sql(rounds: str = "round_parts") -> str:
+    """Per draft of the relation ``rounds``: has_answer_line, answer_em, answer_f1 against the scenario's
+    gold answer (answers.sql)."""
     return query(
         "answers",
+        rounds=rounds,
         answer_line=quote(ANSWER_LINE_REGEX),
         norm_answer=answer_normalize_sql("answer"),
         norm_gold=answer_normalize_sql("ground_truth"),
@@ -249,7 +279,7 @@ def replay_sql(executor: str = "sql") -> str:
     if executor == "sql":
         code, inputs = cascade_code_sql(), "x.crit, x.mk, x.gw"
     elif executor == "udf":
-        code, inputs = query("cascade_udf_code"), "x.d_inf, x.fb"
+        code, inputs = query("cascade_udf_code"), "x.d_inf, x.a"
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
@@ -310,11 +340,11 @@ def family_inputs_sql(dim: int) -> str:
 
 def dynamics_sql() -> str:
     """Revision dynamics per generation; approval is the cascade's own test."""
-    return query("dynamics", approved_regex=quote(APPROVED_REGEX))
+    return query("dynamics")
 
 
 def dynamics_by_round_sql() -> str:
-    return query("dynamics_by_round", approved_regex=quote(APPROVED_REGEX))
+    return query("dynamics_by_round")
 
 
 def family_replay_sql(kinds: Iterable[str], outcome_kinds: Iterable[str] = ()) -> str:

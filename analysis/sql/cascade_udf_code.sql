@@ -1,3 +1,3 @@
 -- An expression: the same code as cascade_code.sql through the Arrow UDF shp_cascade, which loops
 -- shp_ray.policy.cascade.decide (registered by analysis.cascade_udf).
-shp_cascade(d_inf, s, fb, eps, k, warmup, cap, critic, entropy, gain, min_gain)
+shp_cascade(d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain)

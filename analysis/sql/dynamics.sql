@@ -1,6 +1,6 @@
 -- Revision dynamics per generation: does the loop revise at all? A run whose Critic approves at
 -- round 1 and whose Writer repeats its draft tells nothing about any stopping policy.
--- Filled by sql.dynamics_sql: approved_regex (approved(f_t) as a quoted regex literal).
+-- approved: the critique f_t starts with APPROVED (round_signals).
 -- round1_approval_rate: share of trajectories whose round-1 critique approved;
 -- share_revised: share whose draft changes after round 1 (some later draft differs from draft 1);
 -- mean_distinct_drafts: distinct drafts per trajectory (1 = frozen).
@@ -12,8 +12,8 @@ SELECT gen_id,
        avg(distinct_drafts) AS mean_distinct_drafts
 FROM (
     SELECT gen_id, scenario_id,
-           bool_or(round = 1 AND regexp_matches(coalesce(feedback, ''), $approved_regex)) AS approved_r1,
-           count(*) FILTER (WHERE regexp_matches(coalesce(feedback, ''), $approved_regex)) AS approval_rounds,
+           bool_or(round = 1 AND approved) AS approved_r1,
+           count(*) FILTER (WHERE approved) AS approval_rounds,
            count(DISTINCT draft_hash) AS distinct_drafts
     FROM round_signals
     GROUP BY gen_id, scenario_id

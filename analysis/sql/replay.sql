@@ -1,14 +1,16 @@
--- Every policy x every trajectory in one query (cascade, random, oracle). Filled by sql.replay_sql:
+-- Every policy x every trajectory in one query (cascade, random, oracle), with the answer metrics of the returned
+-- draft (final_has_answer_line, final_em, final_f1). Filled by sql.replay_sql:
 -- inputs (the trajectory columns the cascade form reads), code (cascade_code.sql or cascade_udf_code.sql),
 -- reasons (WHEN code THEN reason, from REASON_CODES).
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
-           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.baseline_tokens, x.baseline_is, $inputs
+           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.hl, x.em, x.f1, x.baseline_tokens, x.baseline_is, $inputs
     FROM policies p CROSS JOIN trajectories x
     WHERE p.kind IN ('cascade', 'random', 'oracle')  -- the other families: family_replay.sql
 ), decided AS (
-    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, cap, baseline_tokens, baseline_is,
+    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, hl, em, f1, cap, baseline_tokens,
+           baseline_is,
            CASE kind
                WHEN 'cascade' THEN $code
                WHEN 'random' THEN
@@ -28,5 +30,6 @@ SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
            + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
        j[stop_round]::BIGINT AS evaluation_tokens,
        s[stop_round] AS final_is,
-       depth, baseline_tokens::BIGINT AS baseline_tokens, baseline_is
+       depth, baseline_tokens::BIGINT AS baseline_tokens, baseline_is,
+       hl[stop_round] AS final_has_answer_line, em[stop_round] AS final_em, f1[stop_round] AS final_f1
 FROM stopped

@@ -1,17 +1,17 @@
 -- One row per trajectory with per-round lists (index t = round t). Filled by sql.trajectories_sql:
--- signals (the per-round relation), approved_regex (approved(f_t) as a quoted regex literal).
+-- signals (the per-round relation: round_signals).
 -- d_inf: d_t with NULL/NaN (and round 1) as +inf, so "all of the last k below eps" is list_max(...) < eps
 --        and a missing distance never halts.
 -- s: IS_t with NaN as NULL (a NULL difference never shows "no gain").
 -- a: approved(f_t); the cascade at round t reads a[t-1].
 -- cw / cc / cj: cumulative writer / critic / judge tokens.
+-- hl / em / f1: has_answer_line, answer EM and F1 of each round's draft (the returned draft's, by index).
 WITH x AS (
     SELECT gen_id, scenario_id, round,
            CASE WHEN distance IS NULL OR isnan(distance) OR round = 1 THEN 'inf'::DOUBLE
                 ELSE distance::DOUBLE END AS d_inf,
            CASE WHEN isnan(is_score) THEN NULL ELSE is_score::DOUBLE END AS s,
-           coalesce(feedback, '') AS fb,
-           regexp_matches(coalesce(feedback, ''), $approved_regex) AS a,
+           approved AS a, has_answer_line AS hl, answer_em AS em, answer_f1 AS f1,
            sum(writer_tokens) OVER w AS cw,
            sum(critic_tokens) OVER w AS cc,
            sum(judge_tokens) OVER w AS cj,
@@ -33,7 +33,8 @@ SELECT *,
 FROM (
     SELECT gen_id, scenario_id, count(*)::INTEGER AS depth,
            list(d_inf ORDER BY round) AS d_inf, list(s ORDER BY round) AS s,
-           list(fb ORDER BY round) AS fb, list(a ORDER BY round) AS a,
+           list(a ORDER BY round) AS a,
+           list(hl ORDER BY round) AS hl, list(em ORDER BY round) AS em, list(f1 ORDER BY round) AS f1,
            list(cw::BIGINT ORDER BY round) AS cw, list(cc::BIGINT ORDER BY round) AS cc,
            list(cj::BIGINT ORDER BY round) AS cj, list(j::BIGINT ORDER BY round) AS j
     FROM x

@@ -47,7 +47,7 @@ def _same(a: float | None, b: float) -> bool:
 
 def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) -> dict[str, object]:
     import analysis
-    from analysis import sql
+    from analysis import signals_store, sql
     from analysis.policy_table import default_policies, grid_policies
     from shp_ray.policy.reference import replay
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -55,6 +55,9 @@ def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) ->
     t0 = time.perf_counter()
     write_synthetic_store(workdir, SyntheticSpec(n_trajectories=n, rounds=rounds, dim=dim, seed=seed))
     synth_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    signals_store.build(workdir)  # what the generation writes beside its rounds
+    signals_s = time.perf_counter() - t0
     eps_grid = [round(float(e), 4) for e in np.linspace(0.02, 0.2, 10)]
     policies = default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))
 
@@ -105,6 +108,7 @@ def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) ->
         "mismatched_rows": mismatched,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "synth_s": round(synth_s, 1),
+        "signals_build_s": round(signals_s, 1),
         "dim": dim,
         "data": "synthetic (storage.synthetic: random-walk embeddings, random metrics; not a model's output)",
     }

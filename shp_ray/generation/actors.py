@@ -23,7 +23,7 @@ import ray
 
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
-from shp_ray.generation.embedder import Embedder
+from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import failure_outcome
 from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.loop import generate_trajectory
@@ -145,7 +145,7 @@ class TrajectoryWorker:
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def run(self, scenario: Scenario) -> dict[str, object]:
         result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
-        rows = trajectory_rows(result, self.gen_id, self.dim)
+        rows = trajectory_rows(result, self.gen_id, self.dim, embedder_name(self.cfg.embedder))
         await self.writer.add_trajectory.remote(rows)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)

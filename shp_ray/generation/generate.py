@@ -176,7 +176,7 @@ async def _run_local(
     async def one(scn: Scenario) -> None:
         try:
             result = await generate_trajectory(scn, cfg, spec.model, services)
-            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim))
+            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim, embedder.name))
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
             count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.loop import TrajectoryResult
+from shp_ray.policy.round_signals import trajectory_signals
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
 from shp_ray.policy.weights import uniform
@@ -32,11 +33,13 @@ def scenario_row(scn: Scenario) -> dict[str, object]:
     }
 
 
-def trajectory_rows(result: TrajectoryResult, gen_id: str, dim: int) -> dict[str, list[dict[str, object]]]:
-    """Rows of rounds, judgments, failures and the scenario for one trajectory.
+def trajectory_rows(
+    result: TrajectoryResult, gen_id: str, dim: int, embedder: str
+) -> dict[str, list[dict[str, object]]]:
+    """Rows of rounds, their signals, judgments, failures and the scenario for one trajectory.
 
     A failed trajectory has no rounds (only its failure rows): the store holds
-    whole trajectories or none.
+    whole trajectories or none. ``embedder``: the name the generations row records.
     """
     sid = result.scenario.scenario_id
     rounds, judgments = [], []
@@ -76,6 +79,7 @@ def trajectory_rows(result: TrajectoryResult, gen_id: str, dim: int) -> dict[str
                 }
             )
     now = datetime.now(UTC)
+    signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder})
     failures = [
         {
             "gen_id": gen_id,
@@ -91,9 +95,32 @@ def trajectory_rows(result: TrajectoryResult, gen_id: str, dim: int) -> dict[str
     return {
         "scenarios": [scenario_row(result.scenario)],
         "rounds": rounds,
+        "signals": signals,
         "judgments": judgments,
         "failures": failures,
     }
+
+
+def signal_rows(
+    rounds: list[dict[str, object]], gold: Mapping[str, str | None], embedder: Mapping[str, str]
+) -> list[dict[str, object]]:
+    """The ``signals`` rows of whole trajectories' rounds rows (sorted by trajectory and round)."""
+    if not rounds:
+        return []
+    cols = trajectory_signals(
+        gen_id=[r["gen_id"] for r in rounds],
+        scenario_id=[r["scenario_id"] for r in rounds],
+        rounds=[r["round"] for r in rounds],
+        drafts=[r["draft"] for r in rounds],
+        feedback=[r["feedback"] for r in rounds],
+        draft_hash=[r["draft_hash"] for r in rounds],
+        writer_tokens=[r["writer_prompt_tokens"] + r["writer_completion_tokens"] for r in rounds],
+        critic_tokens=[r["critic_prompt_tokens"] + r["critic_completion_tokens"] for r in rounds],
+        embeddings=np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rounds]),
+        gold=gold,
+        embedder=embedder,
+    )
+    return [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
 
 
 def load_trajectories(

@@ -15,21 +15,34 @@ METRICS: tuple[str, ...] = (
 )
 
 
-def cosine_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
-    """d = 1 - cos(a, b), total and bounded (Lemma 1).
+def row_cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """d = 1 - cos(a_i, b_i) for each row i of two (n, dim) arrays, total and bounded (Lemma 1).
 
-    A zero-norm (or non-finite) vector maps to 1.0: "no evidence of
-    convergence", which can never trigger an entropy halt at eps <= 1.
+    A zero-norm (or non-finite) vector maps to 1.0: "no evidence of convergence", which can never
+    trigger an entropy halt at eps <= 1. Computed in float64, each row reduced on its own, so a row's
+    value does not depend on how many rows are computed with it (stored signals, a rebuild and the
+    live Stopper agree bit for bit).
     """
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 2:
+        raise ValueError(f"row_cosine_distances: expected two (n, dim) arrays of one shape, got {x.shape}, {y.shape}")
+    nx = np.sqrt(np.sum(x * x, axis=1))
+    ny = np.sqrt(np.sum(y * y, axis=1))
+    ok = (nx > 0.0) & (ny > 0.0) & np.isfinite(nx) & np.isfinite(ny)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        d = 1.0 - np.sum(x * y, axis=1) / (nx * ny)
+    d = np.where(ok & np.isfinite(d), d, 1.0)
+    return np.clip(d, 0.0, 2.0)
+
+
+def cosine_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
+    """d = 1 - cos(a, b) of two vectors: :func:`row_cosine_distances` of one row."""
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
     if x.shape != y.shape:
         raise ValueError(f"cosine_distance: shapes differ ({x.shape} vs {y.shape})")
-    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
-    if not (nx > 0.0 and ny > 0.0 and math.isfinite(nx) and math.isfinite(ny)):
-        return 1.0
-    d = 1.0 - float(np.dot(x, y)) / (nx * ny)
-    return min(2.0, max(0.0, d))
+    return float(row_cosine_distances(x[None, :], y[None, :])[0])
 
 
 def l2_normalise(v: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -1,0 +1,159 @@
+"""The store's ``signals`` table: build it from the rounds (where missing) and prove it equal to them.
+
+    shp-query --store runs/store --signals rebuild   # store the signals of trajectories that lack them
+    shp-query --store runs/store --signals check     # recompute every stored signal; exit 1 on a difference
+
+The generation writes each trajectory's signals right after its rounds
+(:func:`shp_ray.policy.round_signals.trajectory_signals`); a store written before the table existed,
+or a run killed between the two parts, has trajectories without them, which every connection then
+recomputes from the embeddings. ``rebuild`` stores them once, with the SAME function, so rebuilt and
+generated values are equal bit for bit; ``check`` recomputes each stored row and compares.
+
+One rounds part at a time (bounded memory): a part holds whole trajectories (every writer of this
+project writes whole trajectories; compaction merges whole parts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis import sql
+from analysis.errors import AnalysisError
+from analysis.sandbox import new_connection
+from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
+from storage.parts import Store
+from storage.schemas import SIGNALS
+from storage.verify import DamagedStore, require_sound
+
+_ROUND_COLUMNS = [
+    "gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
+    "writer_completion_tokens", "critic_prompt_tokens", "critic_completion_tokens", "embedding",
+]  # fmt: skip
+_VALUES = [f.name for f in SIGNALS if f.name not in ("gen_id", "scenario_id", "round")]
+
+
+@dataclass
+class SignalsReport:
+    """What a build or a check found, per trajectory and per row."""
+
+    trajectories: int = 0  # trajectories in the rounds
+    built: int = 0  # trajectories whose signals were written now
+    rows_written: int = 0
+    checked_rows: int = 0  # stored rows recomputed
+    different_rows: int = 0  # stored rows whose recomputed values differ
+    unstored: int = 0  # trajectories without stored signals (check)
+    examples: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "examples" or v}
+
+
+def _key(table: pa.Table) -> pa.Array:
+    return pc.binary_join_element_wise(table["gen_id"], table["scenario_id"], "\x1f")
+
+
+def _lookups(store: Store) -> tuple[dict[str, str | None], dict[str, str]]:
+    scenarios = store.read("scenarios", columns=["scenario_id", "ground_truth"]).to_pydict()
+    gold = dict(zip(scenarios["scenario_id"], scenarios["ground_truth"], strict=True))
+    gens = store.read("generations", columns=["gen_id", "embedder"]).to_pydict()
+    return gold, dict(zip(gens["gen_id"], gens["embedder"], strict=True))
+
+
+def _stored_keys(store: Store) -> set[str]:
+    """Trajectories with signals of the current version (whole: writers write whole trajectories)."""
+    if not store.parts("signals"):
+        return set()
+    t = store.read("signals", columns=["gen_id", "scenario_id", "signals_version"])
+    t = t.filter(pc.equal(t["signals_version"], SIGNALS_VERSION))
+    return set(pc.unique(_key(t)).to_pylist())
+
+
+def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int]]:
+    """Per rounds part: the signals of its trajectories (those not in ``skip``) and how many it holds."""
+    gold, embedder = _lookups(store)
+    for part in store.parts("rounds"):
+        rounds = pq.read_table(part, columns=_ROUND_COLUMNS, filesystem=store.fs)
+        rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
+        keys = _key(rounds)
+        n_traj = len(pc.unique(keys))
+        if skip:
+            rounds = rounds.filter(pc.invert(pc.is_in(keys, value_set=pa.array(sorted(skip), pa.string()))))
+        if rounds.num_rows == 0:
+            yield SIGNALS.empty_table(), n_traj
+            continue
+        c = rounds.to_pydict()
+        emb = rounds["embedding"].combine_chunks()
+        dim = emb.type.list_size
+        vectors = emb.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+        try:
+            cols = trajectory_signals(
+                gen_id=c["gen_id"],
+                scenario_id=c["scenario_id"],
+                rounds=c["round"],
+                drafts=c["draft"],
+                feedback=c["feedback"],
+                draft_hash=c["draft_hash"],
+                writer_tokens=(np.asarray(c["writer_prompt_tokens"]) + c["writer_completion_tokens"]).tolist(),
+                critic_tokens=(np.asarray(c["critic_prompt_tokens"]) + c["critic_completion_tokens"]).tolist(),
+                embeddings=vectors,
+                gold=gold,
+                embedder=embedder,
+            )
+        except ValueError as exc:
+            raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None
+        yield pa.table(cols, schema=SIGNALS), n_traj
+
+
+def _sound(store: Store) -> None:
+    try:
+        require_sound(store)
+    except DamagedStore as exc:
+        raise AnalysisError(str(exc)) from None
+
+
+def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
+    """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all)."""
+    store = store_root if isinstance(store_root, Store) else Store(store_root)
+    _sound(store)
+    report = SignalsReport()
+    skip = _stored_keys(store) if missing_only else None
+    for table, n_traj in _computed(store, skip):
+        report.trajectories += n_traj
+        if table.num_rows:
+            store.write("signals", table)
+            report.rows_written += table.num_rows
+            report.built += len(pc.unique(_key(table)))
+    return report
+
+
+def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
+    """Recompute the signals of every stored row from its rounds; count rows that differ (NULL = NULL)."""
+    store = store_root if isinstance(store_root, Store) else Store(store_root)
+    _sound(store)
+    report = SignalsReport()
+    stored = store.read("signals")
+    stored = stored.filter(pc.equal(stored["signals_version"], SIGNALS_VERSION))
+    con: duckdb.DuckDBPyConnection = new_connection()
+    try:
+        con.register("stored_signals", stored)
+        for table, n_traj in _computed(store, None):
+            report.trajectories += n_traj
+            con.register("recomputed_signals", table)
+            ((checked, unstored, different, examples),) = con.execute(
+                sql.signals_check_sql(_VALUES, max_examples)
+            ).fetchall()
+            report.checked_rows += checked
+            report.unstored += unstored
+            report.different_rows += different
+            report.examples += [e for e in (examples or []) if len(report.examples) < max_examples]
+            con.unregister("recomputed_signals")
+    finally:
+        con.close()
+    return report
