@@ -88,7 +88,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
         if rounds.num_rows == 0:
             yield SIGNALS.empty_table(), n_traj
             continue
-        c = rounds.to_pydict()
+        c = rounds.drop_columns(["embedding"]).to_pydict()
         emb = rounds["embedding"].combine_chunks()
         dim = emb.type.list_size
         vectors = emb.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)

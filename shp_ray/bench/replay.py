@@ -1,19 +1,21 @@
 """``shp-bench replay``: DuckDB replay of every policy vs the per-trajectory Python loop.
 
-Writes a SYNTHETIC store (real schemas, made-up numbers) of N trajectories x
-R rounds, then:
+Writes a SYNTHETIC store (real schemas, made-up numbers) of N trajectories x R rounds with its
+signals (as a generation writes them), or takes one (``--store``), then measures in a FRESH
+process (``--drop-caches`` also empties the OS page cache first, as root), as a new
+``shp-query`` or sweep job would open it:
 
-- ``scan_s``: analysis.connect() -- one scan of the Parquet store computing
-  d_t (DuckDB array cosine distance), IS_t and tokens per round, materialised;
-- ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells
-  included) and a 10 x 5 eps x k grid over every trajectory, fetched to Arrow;
+- ``scan_s``: analysis.connect() -- reads the store's per-round signals (scalar columns, no
+  embedding), joins IS_t, builds the per-trajectory lists, materialised;
+- ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells included) and a
+  10 x 5 eps x k grid over every trajectory, streamed to Arrow record batches (never held whole:
+  65 rows per trajectory);
 - ``python_s``: the paper's way, a Python loop over trajectories calling
-  :func:`shp_ray.policy.reference.replay` (decide() round by round) on the SAME
-  per-round signals; measured on a subsample and extrapolated linearly when
-  the subsample is smaller than N (said so in the JSON).
+  :func:`shp_ray.policy.reference.replay` (decide() round by round) on the SAME per-round
+  signals; measured on a subsample and extrapolated linearly (said so in the JSON).
 
-The SQL rows of the subsample are compared with the Python outcomes; any
-difference fails the benchmark. Prints ONE JSON line last.
+The SQL rows of the subsample are compared with the Python outcomes; any difference fails the
+benchmark. ``peak_rss_mb`` is the measuring process's. Prints ONE JSON line last.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ import argparse
 import json
 import math
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+
+def _policies(rounds: int):  # noqa: ANN202
+    from analysis.policy_table import default_policies, grid_policies
+
+    eps_grid = [round(float(e), 4) for e in np.linspace(0.02, 0.2, 10)]
+    return default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))
 
 
 def _trajectories(con, keys: list[tuple[str, str]]):  # noqa: ANN001, ANN202
@@ -45,71 +55,109 @@ def _same(a: float | None, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def run(n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path) -> dict[str, object]:
+def measure(store: Path, rounds: int, sample: int) -> dict[str, object]:
+    """The timed part, in this (fresh) process: open the store, replay every cell, compare a subsample."""
+    t0 = time.perf_counter()
     import analysis
-    from analysis import signals_store, sql
-    from analysis.policy_table import default_policies, grid_policies
+    from analysis import sql
     from shp_ray.policy.reference import replay
-    from storage.synthetic import SyntheticSpec, write_synthetic_store
 
+    import_s = time.perf_counter() - t0
+    policies = _policies(rounds)
     t0 = time.perf_counter()
-    write_synthetic_store(workdir, SyntheticSpec(n_trajectories=n, rounds=rounds, dim=dim, seed=seed))
-    synth_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    signals_store.build(workdir)  # what the generation writes beside its rounds
-    signals_s = time.perf_counter() - t0
-    eps_grid = [round(float(e), 4) for e in np.linspace(0.02, 0.2, 10)]
-    policies = default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))
-
-    t0 = time.perf_counter()
-    con = analysis.connect(workdir, policies=policies)
+    con = analysis.connect(store, policies=policies)
     scan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = con.sql(sql.query("bench_replay")).to_arrow_table()
+    rows = sum(b.num_rows for b in con.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
     sql_s = time.perf_counter() - t0
-    if result.num_rows != n * len(policies):
-        raise AssertionError(f"replay returned {result.num_rows} rows, expected {n * len(policies)}")
-
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
-    step = max(1, len(keys) // min(sample, len(keys)))
+    n = len(keys)
+    if rows != n * len(policies):
+        raise AssertionError(f"replay returned {rows} rows, expected {n * len(policies)}")
+    step = max(1, n // min(sample, n))
     picked = keys[::step][:sample]
     trajs = _trajectories(con, picked)
     t0 = time.perf_counter()
     python = {(p.name, t.gen_id, t.scenario_id): replay(p, t) for t in trajs for p in policies}
     python_measured_s = time.perf_counter() - t0
-    python_s = python_measured_s * n / len(trajs)
-
-    wanted = {(g, s) for g, s in picked}
-    cols = [result.column(c).to_pylist() for c in result.column_names]
+    result = con.execute(sql.query("bench_replay_sample")).fetchall()
     compared = mismatched = 0
-    for name, g, s, tau, reason, op, ev, fin in zip(*cols, strict=True):
-        if (g, s) not in wanted:
-            continue
+    for name, g, s, tau, reason, op, ev, fin in result:
         ref = python[(name, g, s)]
         compared += 1
         same = (tau, reason, op, ev) == (ref.stop_round, ref.reason, ref.operational_tokens, ref.evaluation_tokens)
         mismatched += not (same and _same(fin, ref.final_is))
+    signals = analysis.setup_of(con).signals
     con.close()
+    python_s = python_measured_s * n / len(trajs)
     return {
         "trajectories": n,
         "rounds": rounds,
         "cells": len(policies),
+        "replay_rows": rows,
         "sql_s": round(sql_s, 3),
         "scan_s": round(scan_s, 3),
         "end_to_end_s": round(scan_s + sql_s, 3),
+        "import_s": round(import_s, 3),
         "python_s": round(python_s, 3),
         "python_measured_trajectories": len(trajs),
         "python_measured_s": round(python_measured_s, 3),
         "python_extrapolated": len(trajs) < n,
         "speedup": round(python_s / sql_s, 1),
         "speedup_end_to_end": round(python_s / (scan_s + sql_s), 1),
-        "identical": mismatched == 0,
+        "identical": mismatched == 0 and compared == len(trajs) * len(policies),
         "compared_rows": compared,
         "mismatched_rows": mismatched,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "synth_s": round(synth_s, 1),
-        "signals_build_s": round(signals_s, 1),
-        "dim": dim,
+        "peak_rss_mb": round(peak_rss_mb, 1),
+        "signals": signals,
+    }
+
+
+def _drop_caches() -> bool:
+    """Empty the OS page cache (root only), so the store is read from disk: a cold start."""
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def _du_mb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
+
+
+def run(
+    n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
+    drop_caches: bool = False,
+) -> dict[str, object]:  # fmt: skip
+    from analysis import signals_store
+    from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+    made: dict[str, object] = {}
+    if store is None:
+        store = workdir
+        t0 = time.perf_counter()
+        write_synthetic_store(store, SyntheticSpec(n_trajectories=n, rounds=rounds, dim=dim, seed=seed))
+        made["synth_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        signals_store.build(store)  # what the generation writes beside its rounds
+        made["signals_build_s"] = round(time.perf_counter() - t0, 1)
+        made["dim"] = dim
+    cold = _drop_caches() if drop_caches else False
+    cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
+    cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the measuring process failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {
+        **out,
+        "page_cache": "dropped (cold from disk)" if cold else "warm (not dropped)",
+        "store_mb": _du_mb(store),
+        **made,
+        "process": "fresh (connect + replay timed in a new interpreter)",
         "data": "synthetic (storage.synthetic: random-walk embeddings, random metrics; not a model's output)",
     }
 
@@ -122,16 +170,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-sample", type=int, default=5_000, help="trajectories the Python loop runs on")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", type=Path, default=None, help="write the synthetic store here and keep it")
+    ap.add_argument("--store", type=Path, default=None, help="measure this store (e.g. one --keep wrote)")
+    ap.add_argument("--drop-caches", action="store_true", help="empty the OS page cache first (root only)")
+    ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
     if args.trajectories < 1 or args.rounds < 1 or args.python_sample < 1:
         ap.error("--trajectories, --rounds and --python-sample must be >= 1")
-    if args.keep is not None:
+    if args.measure is not None:
+        print(json.dumps(measure(args.measure, args.rounds, args.python_sample)), flush=True)
+        return 0
+    if args.store is not None:
+        if not args.store.is_dir():
+            ap.error(f"--store {args.store}: no such folder")
+        out = run(0, args.rounds, args.dim, args.python_sample, args.seed, args.store, store=args.store,
+                  drop_caches=args.drop_caches)  # fmt: skip
+    elif args.keep is not None:
         if args.keep.exists() and any(args.keep.iterdir()):
             ap.error(f"--keep {args.keep} is not empty; give a new folder")
-        out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, args.keep)
+        out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, args.keep,
+                  drop_caches=args.drop_caches)  # fmt: skip
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
-            out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, Path(tmp))
+            out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, Path(tmp),
+                      drop_caches=args.drop_caches)  # fmt: skip
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 

@@ -15,6 +15,9 @@ METRICS: tuple[str, ...] = (
 )
 
 
+_ROW_CHUNK = 4096
+
+
 def row_cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """d = 1 - cos(a_i, b_i) for each row i of two (n, dim) arrays, total and bounded (Lemma 1).
 
@@ -23,17 +26,20 @@ def row_cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     value does not depend on how many rows are computed with it (stored signals, a rebuild and the
     live Stopper agree bit for bit).
     """
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    if x.shape != y.shape or x.ndim != 2:
-        raise ValueError(f"row_cosine_distances: expected two (n, dim) arrays of one shape, got {x.shape}, {y.shape}")
-    nx = np.sqrt(np.sum(x * x, axis=1))
-    ny = np.sqrt(np.sum(y * y, axis=1))
-    ok = (nx > 0.0) & (ny > 0.0) & np.isfinite(nx) & np.isfinite(ny)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        d = 1.0 - np.sum(x * y, axis=1) / (nx * ny)
-    d = np.where(ok & np.isfinite(d), d, 1.0)
-    return np.clip(d, 0.0, 2.0)
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"row_cosine_distances: expected two (n, dim) arrays of one shape, got {a.shape}, {b.shape}")
+    out = np.empty(len(a), dtype=np.float64)
+    for i in range(0, len(a), _ROW_CHUNK):  # bounded float64 temporaries; each row's sums are its own
+        x = a[i : i + _ROW_CHUNK].astype(np.float64)
+        y = b[i : i + _ROW_CHUNK].astype(np.float64)
+        nx = np.sqrt(np.sum(x * x, axis=1))
+        ny = np.sqrt(np.sum(y * y, axis=1))
+        ok = (nx > 0.0) & (ny > 0.0) & np.isfinite(nx) & np.isfinite(ny)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            d = 1.0 - np.sum(x * y, axis=1) / (nx * ny)
+        out[i : i + _ROW_CHUNK] = np.clip(np.where(ok & np.isfinite(d), d, 1.0), 0.0, 2.0)
+    return out
 
 
 def cosine_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
