@@ -6,6 +6,7 @@ both equal to the reference executor, so the SQL form is checked against decide(
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import duckdb
@@ -40,11 +41,14 @@ def _cascade_udf(d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_ga
     return pa.array(out, pa.int64())
 
 
-def register_udfs(con: duckdb.DuckDBPyConnection) -> None:
-    """``shp_cascade``: the cascade through decide(), for the ``replay_udf`` view."""
+def register_udfs(con: duckdb.DuckDBPyConnection, rounds: int) -> None:
+    """``shp_cascade``: the cascade through decide(), for the ``replay_udf`` view (over replay_inputs'
+    ``rounds`` round columns)."""
     from duckdb import sqltypes as t
 
     dl, fl = duckdb.list_type(t.DOUBLE), duckdb.list_type(t.BOOLEAN)
+    with contextlib.suppress(duckdb.InvalidInputException, duckdb.CatalogException):
+        con.remove_function("shp_cascade")  # registered again when the round columns change
     con.create_function(
         "shp_cascade",
         _cascade_udf,
@@ -53,4 +57,4 @@ def register_udfs(con: duckdb.DuckDBPyConnection) -> None:
         type="arrow",
         side_effects=False,
     )
-    con.execute(sql.create("replay_udf", sql.replay_sql("udf")))
+    con.execute(sql.create("replay_udf", sql.replay_sql(rounds, "udf")))

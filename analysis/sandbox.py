@@ -21,10 +21,21 @@ from storage.parts import Store
 from storage.schemas import TABLES
 
 
-def new_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory connection: the store's Parquet parts are only ever read."""
+def new_connection(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection: the store's Parquet parts are only ever read.
+
+    Its spill folder is chosen now, before any work (DuckDB cannot switch it once it has spilled),
+    so a store larger than ``memory_limit`` (e.g. ``"1.5GB"``; default: DuckDB's, 80% of RAM) is
+    opened by spilling there rather than by growing without bound.
+    """
     con = duckdb.connect(":memory:")
-    con.execute(sql.query("new_connection"))
+    con.execute(sql.query("new_connection", spill=sql.quote(_spill_path())))
+    if memory_limit is not None:
+        try:
+            con.execute(sql.query("memory_limit", limit=sql.quote(memory_limit)))
+        except duckdb.Error as exc:
+            con.close()
+            raise ValueError(f"memory_limit {memory_limit!r}: {exc}") from None
     return con
 
 
@@ -68,6 +79,6 @@ def lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
     accepts queries only. Views and UDFs made before this keep working; spilling goes to ``spill``.
     The statements, in order: ``analysis/sql/lock_down.sql``.
     """
-    spill = _spill_path()
+    ((spill,),) = con.execute(sql.query("spill_folder")).fetchall()  # new_connection chose it
     allowed = ", ".join(sql.quote(d) for d in _sandbox_dirs(store, spill))
-    con.execute(sql.query("lock_down", spill=sql.quote(spill), allowed=allowed))
+    con.execute(sql.query("lock_down", allowed=allowed))

@@ -20,7 +20,7 @@ from analysis.errors import AnalysisError
 from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
 from analysis.stats import detectable_margins
-from analysis.views import DEFAULT_DELTA
+from analysis.views import DEFAULT_DELTA, deepest
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
 
@@ -55,7 +55,8 @@ def trajectories_from_signals(rows: Iterable[tuple]) -> list[Trajectory]:
 
 def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
     """(Re)fill the ``round_signals`` table of ``con`` from ``signals`` (SIGNAL_COLUMNS; approval read
-    from each critique by the SQL regex, the way a store without stored signals is read)."""
+    from each critique by the SQL regex, the way a store without stored signals is read), and the
+    replay's inputs and views over them (their round columns follow the deepest trajectory)."""
     try:
         table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
     except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -66,6 +67,11 @@ def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
         con.execute(sql.create("round_signals", select, table=True))
     finally:
         con.unregister("signals_input")
+    rounds = deepest(con, "round_signals")
+    con.execute(sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=True))
+    con.execute(sql.create("trajectories", sql.trajectories_sql()))
+    con.execute(sql.create("replay_core", sql.replay_sql(rounds)))
+    register_udfs(con, rounds)
 
 
 def connect_signals(
@@ -78,17 +84,14 @@ def connect_signals(
     benchmark times the replay apart from the one-time store scan.
     """
     con = new_connection()
+    con.execute(policies_sql(default_policies() if policies is None else policies))
     load_signals(con, signals)
     for stmt in (
-        sql.create("trajectories", sql.trajectories_sql(), table=True),
-        policies_sql(default_policies() if policies is None else policies),
         sql.t95_table_sql(),
         sql.tost_plan_sql(detectable_margins()),
         sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
-        sql.create("replay_core", sql.replay_sql("sql")),
         sql.create("replay", sql.query("replay_core_only")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
     ):
         con.execute(stmt)
-    register_udfs(con)
     return con

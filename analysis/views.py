@@ -128,6 +128,12 @@ def signals_statements(
     raise ValueError(f"unknown signals source {kind!r}")
 
 
+def deepest(con: duckdb.DuckDBPyConnection, relation: str = "round_parts") -> int:
+    """The highest round of ``relation`` (1 when empty): how many round columns the replay needs."""
+    ((rounds,),) = con.execute(sql.query("deepest_round", relation=relation)).fetchall()
+    return int(rounds)
+
+
 def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
     """Refuse a store whose rounds are not 1..T once each per trajectory (say which)."""
     bad = con.sql(sql.query("bad_trajectories")).fetchall()
@@ -153,12 +159,14 @@ def build_statements(
     scenario_ids: Sequence[str] | None = None,
     with_families: bool = True,
     signals: str = COMPUTED,
+    rounds: int = 1,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
     ``with_families``: the other stopping families' rows (they need the Python UDF
     ``shp_family``, so the plain-CLI views.sql leaves them out). ``signals``: where the
-    per-round signals come from (:func:`signals_source`).
+    per-round signals come from (:func:`signals_source`); ``rounds``: the deepest trajectory
+    (:func:`deepest`), the number of round columns of ``replay_inputs``.
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
@@ -174,13 +182,15 @@ def build_statements(
         sql.create("round_signals", sql.round_signals_sql(relation, where, weights), table=materialize),
         sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
-        sql.create("trajectories", sql.trajectories_sql(), table=materialize),
+        sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=materialize),
+        # the per-trajectory lists (family replay, statistics, users): computed when read
+        sql.create("trajectories", sql.trajectories_sql()),
         sql.create("dynamics", sql.dynamics_sql()),
         sql.create("dynamics_by_round", sql.dynamics_by_round_sql()),
         policies_sql(policies),
         sql.t95_table_sql(),
         sql.tost_plan_sql(detectable_margins()),
-        sql.create("replay_core", sql.replay_sql("sql")),
+        sql.create("replay_core", sql.replay_sql(rounds)),
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),

@@ -18,6 +18,8 @@ import psutil
 import pyarrow.compute as pc
 import pytest
 
+import analysis
+from analysis import signals_store
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec
@@ -62,6 +64,14 @@ def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_sessi
     gens = store.read("generations").to_pylist()
     assert len(gens) == 1 and gens[0]["embedder"].startswith("all-MiniLM-L6-v2") and gens[0]["gen_id"] == s.gen_id
     assert store.read("scenarios").num_rows == 5 and store.read("manifests").num_rows == 2
+    # Each trajectory's signals were written beside its rounds, equal to what its rounds give.
+    signals = store.read("signals")
+    assert signals.num_rows == 15 and _unique(signals, "gen_id", "scenario_id", "round")
+    checked = signals_store.check(store)
+    assert (checked.checked_rows, checked.different_rows, checked.unstored) == (15, 0, 0)
+    con = analysis.connect(store.path)
+    assert analysis.setup_of(con).signals == "stored"  # opening it reads no embedding
+    con.close()
 
 
 def _proc(pid: int) -> psutil.Process | None:
@@ -84,6 +94,8 @@ def _count(path: Path) -> int:
 # A generation in its own process (to be killed): the Python API, the summary printed as one JSON line.
 _GENERATE = """
 import json, sys
+import analysis
+from analysis import signals_store
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec

@@ -115,10 +115,7 @@ def con():
 
 
 def load(con, trajs: list[Trajectory], pols: list[Policy]) -> None:
-    from analysis import sql
-
     load_signals(con, signals_table(trajs))
-    con.execute("CREATE OR REPLACE TEMP TABLE trajectories AS " + sql.trajectories_sql())
     set_policies(con, pols)
 
 

@@ -60,9 +60,9 @@ def test_connections_opened_and_closed_leave_no_spill_folder(store, private_tmp)
 def test_a_connection_that_spilled_leaves_nothing(store, private_tmp, monkeypatch, ending) -> None:
     made = analysis.db._new_connection
 
-    def small_memory() -> duckdb.DuckDBPyConnection:  # set before connect() locks the configuration
-        con = made()
-        con.execute("SET memory_limit = '32MB'")
+    def small_memory(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:  # before the lock-down
+        con = made(memory_limit)
+        con.execute("SET memory_limit = '48MB'")  # connect() itself fits; the sort below does not
         con.execute("SET threads = 1")
         return con
 

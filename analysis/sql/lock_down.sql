@@ -1,7 +1,7 @@
 -- The read-only sandbox, run last in analysis.connect (see analysis.sandbox.lock_down for why each line).
--- Filled with spill (the quoted spill folder) and allowed (the quoted folders a query may read).
+-- Filled with allowed (the quoted folders a query may read: the store's tables and the spill folder that
+-- new_connection.sql set).
 -- Order matters: lock_configuration last, so nothing after it can be changed.
-SET temp_directory = $spill;
 SET allowed_directories = [$allowed];
 SET enable_external_access = false;
 SET autoinstall_known_extensions = false;

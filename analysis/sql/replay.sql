@@ -1,22 +1,22 @@
 -- Every policy x every trajectory in one query (cascade, random, oracle), with the answer metrics of the returned
 -- draft (final_has_answer_line, final_em, final_f1). Filled by sql.replay_sql:
--- inputs (the trajectory columns the cascade form reads), code (cascade_code.sql or cascade_udf_code.sql),
--- reasons (WHEN code THEN reason, from REASON_CODES).
+-- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES),
+-- s_cap (IS of rounds 1..cap as a list: the oracle's), and the round-t picks of replay_inputs' columns
+-- (CASE <round> WHEN t THEN <column>_t ...): cw_paid, cc_before_paid, cj_paid, j_stop, s_stop, hl_stop, em_stop,
+-- f1_stop.
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
-           p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap,
-           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.cj, x.j, x.hl, x.em, x.f1, x.baseline_tokens, x.baseline_is, $inputs
-    FROM policies p CROSS JOIN trajectories x
+           p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap, x.*
+    FROM policies p CROSS JOIN replay_inputs x
     WHERE p.kind IN ('cascade', 'random', 'oracle')  -- the other families: family_replay.sql
 ), decided AS (
-    SELECT policy, kind, consults_is, gen_id, scenario_id, depth, s, cw, cc, cj, j, hl, em, f1, cap, baseline_tokens,
-           baseline_is,
+    SELECT *,
            CASE kind
                WHEN 'cascade' THEN $code
                WHEN 'random' THEN
                    (('0x' || left(sha256(seed::VARCHAR || ':' || scenario_id), 15))::BIGINT % cap + 1) * 8
-               ELSE CASE WHEN list_max(s[1:cap]) IS NULL THEN 1
-                         ELSE list_position(s[1:cap], list_max(s[1:cap])) END * 8
+               ELSE CASE WHEN list_max($s_cap) IS NULL THEN 1
+                         ELSE list_position($s_cap, list_max($s_cap)) END * 8
            END AS code
     FROM pt
 ), stopped AS (
@@ -26,10 +26,10 @@ WITH pt AS (
 SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
        CASE kind WHEN 'cascade' THEN CASE code % 8 $reasons END WHEN 'random' THEN 'random' ELSE 'oracle' END
            AS reason,
-       (cw[paid] + CASE WHEN paid > 1 THEN cc[paid - 1] ELSE 0 END
-           + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
-       j[stop_round]::BIGINT AS evaluation_tokens,
-       s[stop_round] AS final_is,
-       depth, baseline_tokens::BIGINT AS baseline_tokens, baseline_is,
-       hl[stop_round] AS final_has_answer_line, em[stop_round] AS final_em, f1[stop_round] AS final_f1
+       ($cw_paid + CASE WHEN paid > 1 THEN $cc_before_paid ELSE 0 END
+           + CASE WHEN consults_is THEN $cj_paid ELSE 0 END)::BIGINT AS operational_tokens,
+       ($j_stop)::BIGINT AS evaluation_tokens,
+       $s_stop AS final_is,
+       depth, baseline_tokens, baseline_is,
+       $hl_stop AS final_has_answer_line, $em_stop AS final_em, $f1_stop AS final_f1
 FROM stopped
