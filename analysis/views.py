@@ -179,7 +179,8 @@ def build_statements(
         sql.create("judgments_raw", source(store, "judgments")),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
-        sql.create("round_signals", sql.round_signals_sql(relation, where, weights), table=materialize),
+        # a view: replay_inputs (below) is what the replay reads, computed once from it
+        sql.create("round_signals", sql.round_signals_sql(relation, where, weights)),
         sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
         sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=materialize),

@@ -55,7 +55,7 @@ def _same(a: float | None, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def measure(store: Path, rounds: int, sample: int) -> dict[str, object]:
+def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = None) -> dict[str, object]:
     """The timed part, in this (fresh) process: open the store, replay every cell, compare a subsample."""
     t0 = time.perf_counter()
     import analysis
@@ -65,7 +65,7 @@ def measure(store: Path, rounds: int, sample: int) -> dict[str, object]:
     import_s = time.perf_counter() - t0
     policies = _policies(rounds)
     t0 = time.perf_counter()
-    con = analysis.connect(store, policies=policies)
+    con = analysis.connect(store, policies=policies, memory_limit=memory_limit)
     scan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = sum(b.num_rows for b in con.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
@@ -111,6 +111,7 @@ def measure(store: Path, rounds: int, sample: int) -> dict[str, object]:
         "mismatched_rows": mismatched,
         "peak_rss_mb": round(peak_rss_mb, 1),
         "signals": signals,
+        "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
     }
 
 
@@ -130,7 +131,7 @@ def _du_mb(path: Path) -> float:
 
 def run(
     n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
-    drop_caches: bool = False,
+    drop_caches: bool = False, memory_limit: str | None = None,
 ) -> dict[str, object]:  # fmt: skip
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -148,6 +149,7 @@ def run(
     cold = _drop_caches() if drop_caches else False
     cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
     cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
+    cmd += ["--memory-limit", memory_limit] if memory_limit else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"the measuring process failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -172,27 +174,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="write the synthetic store here and keep it")
     ap.add_argument("--store", type=Path, default=None, help="measure this store (e.g. one --keep wrote)")
     ap.add_argument("--drop-caches", action="store_true", help="empty the OS page cache first (root only)")
+    ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
     if args.trajectories < 1 or args.rounds < 1 or args.python_sample < 1:
         ap.error("--trajectories, --rounds and --python-sample must be >= 1")
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.rounds, args.python_sample)), flush=True)
+        print(json.dumps(measure(args.measure, args.rounds, args.python_sample, args.memory_limit)), flush=True)
         return 0
     if args.store is not None:
         if not args.store.is_dir():
             ap.error(f"--store {args.store}: no such folder")
         out = run(0, args.rounds, args.dim, args.python_sample, args.seed, args.store, store=args.store,
-                  drop_caches=args.drop_caches)  # fmt: skip
+                  drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
     elif args.keep is not None:
         if args.keep.exists() and any(args.keep.iterdir()):
             ap.error(f"--keep {args.keep} is not empty; give a new folder")
         out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, args.keep,
-                  drop_caches=args.drop_caches)  # fmt: skip
+                  drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
             out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, Path(tmp),
-                      drop_caches=args.drop_caches)  # fmt: skip
+                      drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 

@@ -1,0 +1,92 @@
+"""The replay's SQL builders: replay_inputs (each round's signals as scalar columns) and the replay over it,
+whose cascade is CASE chains over those columns (cascade_code.sql) or the decide() UDF (cascade_udf_code.sql).
+
+The number of round columns is the store's deepest trajectory, so the text is built per connection; the
+statements themselves are the ``.sql`` files of this folder.
+"""
+
+from __future__ import annotations
+
+from analysis.sql import REASON_CODES, query, quote
+
+
+def pick(column: str, index: str, rounds: int) -> str:
+    """The round-``index`` value of replay_inputs' ``<column>_<t>`` columns (NULL past ``rounds``)."""
+    return f"CASE {index} " + " ".join(f"WHEN {t} THEN {column}_{t}" for t in range(1, rounds + 1)) + " END"
+
+
+def _round_list(column: str, length: str, rounds: int) -> str:
+    return f"[{', '.join(f'{column}_{t}' for t in range(1, rounds + 1))}][1:{length}]"
+
+
+def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
+    """One row per trajectory of ``signals``, each round's signals in columns ``<name>_1 .. <name>_<rounds>``
+    (replay_inputs.sql); ``rounds``: the deepest trajectory (at least 1)."""
+    rounds = max(1, int(rounds))
+    per_round = []
+    for t in range(1, rounds + 1):
+        per_round += [
+            f"any_value({c}) FILTER (WHERE round = {t}) AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")
+        ]
+        per_round += [f"sum({c}) FILTER (WHERE round <= {t}) AS c{c}_{t}" for c in ("w", "c", "j")]
+    derived = [
+        f"greatest({', '.join(f'd_{u}' for u in range(t - k + 1, t + 1))}) AS m{k}_{t}"
+        for k in range(1, rounds)
+        for t in range(k + 1, rounds + 1)
+    ]
+    derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
+    cc_before = pick("cc", "depth - 1", rounds) if rounds > 1 else "NULL"
+    derived += [
+        f"({pick('cw', 'depth', rounds)} + coalesce({cc_before}, 0))::BIGINT AS baseline_tokens",
+        f"{pick('s', 'depth', rounds)} AS baseline_is",
+    ]
+    return query("replay_inputs", signals=signals, per_round=",\n           ".join(per_round),
+                 derived=",\n       ".join(derived))  # fmt: skip
+
+
+def cascade_code_sql(rounds: int) -> str:
+    """tau*8 + reason code of the cascade (pure SQL) over replay_inputs with ``rounds`` round columns."""
+    rounds = max(1, int(rounds))
+    entropy = " ".join(
+        f"WHEN {k} THEN CASE "
+        + " ".join(f"WHEN {t} <= depth AND m{k}_{t} < eps THEN {t}" for t in range(k + 1, rounds + 1))
+        + " END"
+        for k in range(1, rounds)
+    )
+    gain = " ".join(
+        f"WHEN greatest(warmup, 2) <= {t} AND {t} <= depth AND g_{t} <= min_gain THEN {t}" for t in range(2, rounds + 1)
+    )
+    return query(
+        "cascade_code",
+        entropy_hit=f"CASE k {entropy} END" if entropy else "NULL::INTEGER",
+        gain_hit=f"CASE {gain} END" if gain else "NULL::INTEGER",
+    )
+
+
+def replay_sql(rounds: int, executor: str = "sql") -> str:
+    """Every policy x every trajectory in one query over replay_inputs (``rounds`` round columns);
+    ``executor`` picks the cascade form.
+
+    ``sql``: the CASE chains of cascade_code.sql. ``udf``: the Arrow UDF ``shp_cascade`` that
+    loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.cascade_udf`).
+    """
+    rounds = max(1, int(rounds))
+    if executor == "sql":
+        code = cascade_code_sql(rounds)
+    elif executor == "udf":
+        code = query(
+            "cascade_udf_code",
+            d_list=_round_list("d", "depth", rounds),
+            s_list=_round_list("s", "depth", rounds),
+            a_list=_round_list("a", "depth", rounds),
+        )
+    else:
+        raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
+    reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
+    picks = {
+        "cw_paid": pick("cw", "paid", rounds),
+        "cc_before_paid": pick("cc", "paid - 1", rounds),
+        "cj_paid": pick("cj", "paid", rounds),
+        **{f"{c}_stop": pick(c, "stop_round", rounds) for c in ("j", "s", "hl", "em", "f1")},
+    }
+    return query("replay", code=code, reasons=reasons, s_cap=_round_list("s", "cap", rounds), **picks)
