@@ -143,7 +143,7 @@ def connect(
     try:
         con.execute(sql.create("judgments_raw", source(store, "judgments")))
         con.execute(sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)))
-        con.execute(sql.create("signals_raw", source(store, "signals")))
+        con.execute(sql.create("signals_raw", source(store, "signals", gen_id)))
         if validate:
             check_trajectories(con, store)
         judge, version = pick_judge(con, judge, judge_prompt_version)

@@ -49,15 +49,16 @@ def _sqltype(t: pa.DataType) -> str:
     raise TypeError(f"no SQL type for {t}")
 
 
-def source(store: Store, table: str) -> str:
-    """The rows of ``table``: its parts, or a typed empty relation while it has none."""
-    glob = store.glob(table) if store.parts(table) else None
-    return sql.table_source(glob, [(f.name, _sqltype(f.type)) for f in TABLES[table]])
+def source(store: Store, table: str, gen_id: str | None = None) -> str:
+    """The rows of ``table``: its parts, or a typed empty relation while it has none. ``gen_id``: only the
+    parts that can hold that generation's rows (its partition folder: the others are never opened)."""
+    globs = store.globs(table) if gen_id is None else store.globs(table, gen_id)
+    return sql.table_source(globs, [(f.name, _sqltype(f.type)) for f in TABLES[table]])
 
 
 def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
     """The rounds parts, optionally narrowed to one generation and a set of scenarios (a sweep job's scope)."""
-    return sql.narrowed(source(store, "rounds"), gen_id, scenario_ids)
+    return sql.narrowed(source(store, "rounds", gen_id), gen_id, scenario_ids)
 
 
 def embedding_dim(store: Store) -> int:
@@ -175,7 +176,7 @@ def build_statements(
     stmts = [sql.create(t, source(store, t)) for t in tables]
     stmts += [
         sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
-        sql.create("signals_raw", source(store, "signals")),
+        sql.create("signals_raw", source(store, "signals", gen_id)),
         sql.create("judgments_raw", source(store, "judgments")),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,

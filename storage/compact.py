@@ -48,27 +48,31 @@ def _write_text(store: Store, path: str, text: str) -> None:
 
 
 def _groups(store: Store, table: str, small_bytes: int, target_bytes: int) -> list[list[str]]:
-    infos = store.fs.get_file_info(store.parts(table))
+    """Runs of small parts to merge, each within ONE folder (a partition's parts stay in its folder)."""
+    by_folder: dict[str, list] = {}
+    for info in store.fs.get_file_info(store.parts(table)):
+        by_folder.setdefault(info.path.rsplit("/", 1)[0], []).append(info)
     groups: list[list[str]] = []
-    current: list[str] = []
-    size = 0
-    for info in infos:
-        if info.size is None or info.size >= small_bytes:
-            continue
-        if current and size + info.size > target_bytes:
+    for infos in by_folder.values():
+        current: list[str] = []
+        size = 0
+        for info in infos:
+            if info.size is None or info.size >= small_bytes:
+                continue
+            if current and size + info.size > target_bytes:
+                groups.append(current)
+                current, size = [], 0
+            current.append(info.path)
+            size += info.size
+        if current:
             groups.append(current)
-            current, size = [], 0
-        current.append(info.path)
-        size += info.size
-    if current:
-        groups.append(current)
     return [g for g in groups if len(g) >= 2]
 
 
 def _merge(store: Store, table: str, sources: list[str]) -> tuple[str, str, int]:
     """Stream ``sources`` into one temp part written like ``Store.write`` writes (page checksums,
     named with the sha256 of its bytes), so a merged part is verified like any other."""
-    folder = store.table_path(table)
+    folder = sources[0].rsplit("/", 1)[0]  # the sources' own folder (_groups never mixes folders)
     stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
     tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
     schema = pq.read_schema(sources[0], filesystem=store.fs)

@@ -1,7 +1,8 @@
 """The store root and its atomic Parquet part writes.
 
-Layout: ``<root>/<table>/part-<time>-<uuid>.sha256-<hash>.parquet``. A part is first written
-under a name that no reader globs (``_tmp-*.partial``), flushed, then renamed:
+Layout: ``<root>/<table>/[<column>=<value>/]part-<time>-<uuid>.sha256-<hash>.parquet``, the
+tables that grow split into one folder per generation or dataset (:mod:`storage.partitions`).
+A part is first written under a name that no reader globs (``_tmp-*.partial``), flushed, then renamed:
 a reader (DuckDB's ``*.parquet`` glob included) never sees half a file, and a
 killed writer leaves only a temp file that :meth:`Store.sweep_temp` removes.
 
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from storage import partitions
 from storage.part_rules import value_problems
 from storage.schemas import TABLES
 from storage.verified_record import record_written
@@ -186,6 +188,9 @@ class HashingSink:
         return True
 
 
+_ALL = object()  # Store.parts / globs: every partition
+
+
 class Store:
     def __init__(self, root: str | Path) -> None:
         text = str(root)
@@ -205,11 +210,29 @@ class Store:
         return f"{self.path}/{name}"
 
     def glob(self, name: str) -> str:
-        """The pattern DuckDB's read_parquet takes for one table."""
+        """The pattern of one table's parts directly in its folder (those written before partitions)."""
         return f"{self.uri}/{name}/{PART_GLOB}"
 
+    def globs(self, name: str, partition: object = _ALL) -> list[str]:
+        """The patterns DuckDB's read_parquet takes for one table: each matches at least one part now
+        (read_parquet refuses a pattern that matches nothing). ``partition``: only the folder of that
+        value of the table's partition column (and the parts of no folder, which may hold it too)."""
+        found = self.parts(name, partition)
+        root = f"{self.table_path(name)}/"
+        out = []
+        if any("/" not in p[len(root) :] for p in found):
+            out.append(self.glob(name))
+        in_folders = sorted({p[len(root) :].split("/", 1)[0] for p in found if "/" in p[len(root) :]})
+        if in_folders:
+            column = partitions.PARTITION_BY[name]
+            if partition is _ALL:
+                out.append(f"{self.uri}/{name}/{column}=*/{PART_GLOB}")
+            else:
+                out += [f"{self.uri}/{name}/{folder}/{PART_GLOB}" for folder in in_folders]
+        return out
+
     def write(self, name: str, table: pa.Table, schema: pa.Schema | None = None) -> str:
-        """Write one part atomically; returns its path. Empty tables write nothing.
+        """Write one part atomically per partition folder; returns the (last) path. Empty tables write nothing.
 
         Refused (StoreError, nothing written): columns or types that do not match the schema, and
         values that cannot be (``VALUE_RANGES``: a negative token count, a NaN embedding ...). The
@@ -228,7 +251,13 @@ class Store:
         problems = value_problems(name, table)
         if problems:
             raise StoreError(f"table {name!r} holds values that cannot be: {'; '.join(problems)}")
-        folder = self.table_path(name)
+        path = ""
+        for folder, rows in partitions.split(name, table):
+            path = self._write_part(name, rows, folder)
+        return path
+
+    def _write_part(self, name: str, table: pa.Table, folder: str | None) -> str:
+        folder = self.table_path(name) + (f"/{folder}" if folder else "")
         self.fs.create_dir(folder, recursive=True)
         stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
         tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
@@ -251,11 +280,28 @@ class Store:
         record_written(self, name, final, table)
         return final
 
-    def parts(self, name: str) -> list[str]:
-        selector = pafs.FileSelector(self.table_path(name), allow_not_found=True)
+    def _folders(self, name: str, partition: object = _ALL) -> list[str]:
+        """The folders that hold ``name``'s parts: the table folder and its partition folders (only the
+        one of ``partition``, when given)."""
+        root = self.table_path(name)
+        found = [root]
+        if name not in partitions.PARTITION_BY:
+            return found
+        if partition is not _ALL:
+            folder = f"{root}/{partitions.folder_name(partitions.PARTITION_BY[name], partition)}"
+            return found + ([folder] if self.fs.get_file_info(folder).type == pafs.FileType.Directory else [])
+        for info in self.fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+            if info.type == pafs.FileType.Directory and partitions.is_partition_folder(name, info.base_name):
+                found.append(info.path)
+        return found
+
+    def parts(self, name: str, partition: object = _ALL) -> list[str]:
+        """Every part of ``name`` (in its folder and its partition folders); ``partition``: only those
+        that can hold that value of the partition column (its folder, and parts of no folder)."""
         return sorted(
             info.path
-            for info in self.fs.get_file_info(selector)
+            for folder in self._folders(name, partition)
+            for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
             if info.type == pafs.FileType.File
             and info.base_name.endswith(".parquet")
             and not info.base_name.startswith(TMP_PREFIX)
@@ -275,8 +321,11 @@ class Store:
         """Remove temp files left by a killed writer; returns how many."""
         removed = 0
         for name in TABLES:
-            selector = pafs.FileSelector(self.table_path(name), allow_not_found=True)
-            for info in self.fs.get_file_info(selector):
+            for info in (
+                info
+                for folder in self._folders(name)
+                for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+            ):
                 if info.base_name.startswith(TMP_PREFIX):
                     self.fs.delete_file(info.path)
                     removed += 1

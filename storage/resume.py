@@ -11,14 +11,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.partitions import PARTITION_BY
 from storage.parts import Store
 
 
 def column_values(store: Store, table: str, column: str, where: tuple[str, str] | None = None) -> set[str]:
-    """Distinct values of one column, optionally where another column equals a value; part by part."""
+    """Distinct values of one column, optionally where another column equals a value; part by part
+    (when that column partitions the table, only the parts of its folder are opened)."""
     out: set[str] = set()
     columns = [column] if where is None else [column, where[0]]
-    for path in store.parts(table):
+    pruned = where is not None and PARTITION_BY.get(table) == where[0]
+    for path in store.parts(table, where[1]) if pruned else store.parts(table):
         t = pq.read_table(path, columns=columns, filesystem=store.fs)
         if where is not None:
             t = t.filter(pc.equal(t[where[0]], where[1]))
@@ -36,7 +39,7 @@ FATAL_STAGES = ("writer", "critic")  # a failed writer/critic call ends the traj
 
 def _fatal_failures(store: Store, gen_id: str, columns: list[str], scenario_ids: list[str] | None = None):
     """The ``failures`` rows of ``gen_id`` that ended a trajectory, part by part (only ``columns``)."""
-    for path in store.parts("failures"):
+    for path in store.parts("failures", gen_id):
         t = pq.read_table(path, columns=sorted({"gen_id", "scenario_id", "stage", *columns}), filesystem=store.fs)
         mask = pc.and_(pc.equal(t["gen_id"], gen_id), pc.is_in(t["stage"], value_set=pa.array(FATAL_STAGES)))
         if scenario_ids is not None:

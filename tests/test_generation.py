@@ -155,8 +155,10 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     judgments = store.read("judgments")
     assert judgments.num_rows == n * 3 and _unique(judgments, "judge_key")
     assert store.read("generations").num_rows == 1 and store.read("failures").num_rows == 0
-    leftovers = [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
+    folder = Path(store.table_path("rounds"))
+    leftovers = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".parquet")]
     assert leftovers == []  # the killed writer's temp file (if any) was swept
+    assert [p.name for p in folder.iterdir()] == [f"gen_id={summary['gen_id']}"]  # one generation, one folder
 
 
 def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:

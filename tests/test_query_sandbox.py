@@ -126,7 +126,7 @@ BYPASSES: list[tuple[str, str, str]] = [
     ("SELECT * FROM read_text('{store}/rounds/{up}/secret.txt')", SANDBOX, "'..' from the store to outside"),
     ("SELECT * FROM read_text('{store}/rounds/*/../../views.sql')", SANDBOX, "'..' behind a glob"),
     ("SELECT * FROM read_text('{store}/rounds/planted.txt')", SANDBOX, "a symlink in a table folder to outside"),
-    ("SELECT * FROM read_blob(['{store}/rounds/*.parquet', '/etc/hostname'])", SANDBOX, "a list smuggling a path"),
+    ("SELECT * FROM read_blob(['{store}/rounds/**/*.parquet', '/etc/hostname'])", SANDBOX, "a list smuggling a path"),
     ("SELECT * FROM read_text('~/.bashrc')", SANDBOX, "the home folder"),
     ("SELECT * FROM read_text('/proc/self/cwd/README.md')", SANDBOX, "the working folder, through /proc"),
     ("SELECT * FROM read_text('/proc/self/root/etc/passwd')", SANDBOX, "the file system root, through /proc"),
@@ -158,7 +158,7 @@ BYPASSES: list[tuple[str, str, str]] = [
 QUERIES = [
     "SELECT count(*) AS n FROM replay",
     "SELECT count(*) AS n FROM replay_udf",
-    "SELECT count(*) AS n FROM read_parquet('{store}/rounds/*.parquet')",
+    "SELECT count(*) AS n FROM read_parquet('{store}/rounds/**/*.parquet')",
     "EXPLAIN SELECT count(*) FROM replay",
     "EXPLAIN ANALYZE SELECT count(*) FROM replay",
     "EXPLAIN (FORMAT json) SELECT 1",
@@ -348,7 +348,7 @@ def test_object_store_roots_are_locked_down_too(places, root) -> None:
             "SELECT * FROM read_csv('/etc/passwd')",
             "SELECT * FROM read_text('https://example.com/')",
             "SELECT * FROM read_parquet('s3://other-bucket/x.parquet')",
-            "SELECT * FROM read_parquet('{store}/rounds/*.parquet')",  # a local store is not this store
+            "SELECT * FROM read_parquet('{store}/rounds/**/*.parquet')",  # a local store is not this store
         ):
             with pytest.raises(duckdb.PermissionException):
                 con.execute(_fill(sql, places)).fetchall()

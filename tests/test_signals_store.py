@@ -98,8 +98,10 @@ def test_trajectories_without_signals_are_computed_and_named(tmp_path, caplog) -
     other = tmp_path / "other"
     _synthetic(other, gen_id="second-gen", seed=4, n_trajectories=7)
     for table in ("rounds", "generations"):
-        for part in (other / table).glob("part-*.parquet"):
-            shutil.copy(part, root / table / part.name)
+        for part in (other / table).rglob("part-*.parquet"):
+            dest = root / part.relative_to(other)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(part, dest)
     plain = tmp_path / "plain"
     shutil.copytree(root, plain)
     shutil.rmtree(plain / "signals")

@@ -27,11 +27,13 @@ def _failure_rows(n: int) -> pa.Table:
 def test_write_and_read_back(tmp_path):
     store = Store(tmp_path)
     path = store.write("failures", _failure_rows(3))
-    assert path.endswith(".parquet") and "/failures/part-" in path
+    assert path.endswith(".parquet") and "/failures/gen_id=g/part-" in path  # the generation's folder
     store.write("failures", _failure_rows(2))
     table = store.read("failures")
     assert table.num_rows == 5 and table.schema.equals(FAILURES)
-    assert store.glob("failures").endswith("/failures/*.parquet")
+    assert store.globs("failures") == [f"{store.uri}/failures/gen_id=*/*.parquet"]
+    assert store.globs("failures", "g") == [f"{store.uri}/failures/gen_id=g/*.parquet"]
+    assert store.globs("failures", "other") == [] and store.parts("failures", "other") == []
 
 
 def test_empty_and_unknown_tables(tmp_path):

@@ -164,7 +164,9 @@ def test_compaction_merges_parts_without_losing_or_duplicating(tmp_path) -> None
     after = store.read("rounds")
     assert sorted(after["scenario_id"].to_pylist()) == sorted(before["scenario_id"].to_pylist())
     assert after.schema.field("embedding").type == pa.list_(pa.float32(), 384)
-    assert not [p for p in os.listdir(store.table_path("rounds")) if not p.endswith(".parquet")]
+    # One partition folder (the generation's), holding only the merged part.
+    assert os.listdir(store.table_path("rounds")) == ["gen_id=g"]
+    assert not [p for p in os.listdir(f"{store.table_path('rounds')}/gen_id=g") if not p.endswith(".parquet")]
     # The merged part is written like any other: hash-named, page checksums, and it verifies.
     from storage.parts import part_digest
     from storage.verify import verify_store
@@ -191,10 +193,10 @@ def test_compaction_killed_midway_is_recovered_without_duplicates(tmp_path, stag
     store = _store_with_parts(tmp_path, 3)
     sources = store.parts("rounds")
     merged = pa.concat_tables([pq.read_table(p) for p in sources])
-    folder = store.table_path("rounds")
+    folder = sources[0].rsplit("/", 1)[0]  # the generation's partition folder: a merge never leaves it
     tmp, final = f"{folder}/_tmp-x.partial", f"{folder}/part-merged.parquet"
     pq.write_table(merged, tmp)
-    with open(f"{folder}/{JOURNAL_PREFIX}x.json", "w") as fh:
+    with open(f"{store.table_path('rounds')}/{JOURNAL_PREFIX}x.json", "w") as fh:
         json.dump({"sources": sources, "tmp": tmp, "final": final}, fh)
     hide = sources[:1] if stage == "hidden_some" else sources
     for s in hide:

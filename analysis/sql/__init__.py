@@ -140,8 +140,9 @@ def is_expression(weights: Mapping[str, float], prefix: str = "") -> str:
 # --- a store's tables as sources ------------------------------------------------------------------
 
 
-def read_parquet(glob: str) -> str:
-    return f"read_parquet({quote(glob)}, union_by_name = true)"
+def read_parquet(globs: Sequence[str]) -> str:
+    """The parts matching ``globs``; values come from the files, never from partition folder names."""
+    return f"read_parquet([{', '.join(quote(g) for g in globs)}], union_by_name = true, hive_partitioning = false)"
 
 
 def empty_select(schema_fields: Sequence[tuple[str, str]]) -> str:
@@ -150,9 +151,9 @@ def empty_select(schema_fields: Sequence[tuple[str, str]]) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def table_source(glob: str | None, schema_fields: Sequence[tuple[str, str]]) -> str:
-    """A table's rows: its Parquet parts at ``glob``, or (None: no parts yet) a typed empty relation."""
-    return f"SELECT * FROM {read_parquet(glob)}" if glob is not None else empty_select(schema_fields)
+def table_source(globs: Sequence[str], schema_fields: Sequence[tuple[str, str]]) -> str:
+    """A table's rows: its Parquet parts at ``globs``, or (none: no parts yet) a typed empty relation."""
+    return f"SELECT * FROM {read_parquet(globs)}" if globs else empty_select(schema_fields)
 
 
 def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
