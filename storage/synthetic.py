@@ -132,7 +132,9 @@ def _write_chunk(
 
     ii, tt = np.nonzero(keep)
     last = tt + 1 == depths[ii]
-    drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}." for i, t in zip(ii, tt, strict=True)]
+    # another generation's drafts differ (as a real one's would): their judgments never collide
+    tag = "" if spec.gen_id == SyntheticSpec.gen_id else f" ({spec.gen_id})"
+    drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}{tag}." for i, t in zip(ii, tt, strict=True)]
     hashes = [_hash(d) for d in drafts]
     feedback = [
         "" if is_last else ("APPROVED - looks complete." if approve[i, t] else f"Revise round {t + 1}: add detail.")

@@ -6,7 +6,9 @@ WITH j AS (
            judge_prompt_tokens + judge_completion_tokens AS judge_tokens
     FROM judgments_raw
     WHERE $judge_where
-    QUALIFY row_number() OVER (PARTITION BY scenario_id, draft_hash ORDER BY judge_key) = 1
+    -- one judgment per draft; the tie-breakers make the pick the same in every evaluation of this view
+    QUALIFY row_number() OVER (PARTITION BY scenario_id, draft_hash ORDER BY judge_key, $judge_metrics,
+                               judge_prompt_tokens, judge_completion_tokens) = 1
 )
 SELECT p.gen_id, p.scenario_id, p.round, p.draft_hash, p.distance, p.approved,
        $is_score AS is_score,

@@ -90,6 +90,23 @@ def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = No
         mismatched += not (same and _same(fin, ref.final_is))
     signals = analysis.setup_of(con).signals
     con.close()
+    gens = sorted({g for g, _ in keys})
+    narrowed: dict[str, object] = {}
+    if len(gens) > 1:  # a sweep job replays one generation: it opens that generation's folder only
+        from storage.parts import Store
+
+        st = Store(store)
+        t0 = time.perf_counter()
+        one = analysis.connect(store, policies=policies, gen_id=gens[0], memory_limit=memory_limit)
+        one_rows = sum(b.num_rows for b in one.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
+        narrowed = {
+            "generations": len(gens),
+            "one_generation_end_to_end_s": round(time.perf_counter() - t0, 3),
+            "one_generation_rows": one_rows,
+            "rounds_parts": len(st.parts("rounds")),
+            "rounds_parts_opened_for_one": len(st.parts("rounds", gens[0])),
+        }
+        one.close()
     python_s = python_measured_s * n / len(trajs)
     return {
         "trajectories": n,
@@ -112,6 +129,7 @@ def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = No
         "peak_rss_mb": round(peak_rss_mb, 1),
         "signals": signals,
         "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
+        **narrowed,
     }
 
 
@@ -131,7 +149,7 @@ def _du_mb(path: Path) -> float:
 
 def run(
     n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
-    drop_caches: bool = False, memory_limit: str | None = None,
+    drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1,
 ) -> dict[str, object]:  # fmt: skip
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -140,7 +158,11 @@ def run(
     if store is None:
         store = workdir
         t0 = time.perf_counter()
-        write_synthetic_store(store, SyntheticSpec(n_trajectories=n, rounds=rounds, dim=dim, seed=seed))
+        for g in range(generations):  # the same questions, G generations (a sweep over G configs)
+            share = n // generations + (1 if g < n % generations else 0)
+            gen = "synthetic-gen" if generations == 1 else f"synthetic-gen-{g:02d}"
+            spec = SyntheticSpec(n_trajectories=share, rounds=rounds, dim=dim, seed=seed + g, gen_id=gen)
+            write_synthetic_store(store, spec)
         made["synth_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         signals_store.build(store)  # what the generation writes beside its rounds
@@ -174,11 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="write the synthetic store here and keep it")
     ap.add_argument("--store", type=Path, default=None, help="measure this store (e.g. one --keep wrote)")
     ap.add_argument("--drop-caches", action="store_true", help="empty the OS page cache first (root only)")
+    ap.add_argument("--generations", type=int, default=1, help="split the trajectories over this many generations")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
-    if args.trajectories < 1 or args.rounds < 1 or args.python_sample < 1:
-        ap.error("--trajectories, --rounds and --python-sample must be >= 1")
+    if args.trajectories < 1 or args.rounds < 1 or args.python_sample < 1 or args.generations < 1:
+        ap.error("--trajectories, --rounds, --python-sample and --generations must be >= 1")
+    if args.generations > args.trajectories:
+        ap.error("--generations cannot exceed --trajectories")
     if args.measure is not None:
         print(json.dumps(measure(args.measure, args.rounds, args.python_sample, args.memory_limit)), flush=True)
         return 0
@@ -191,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep.exists() and any(args.keep.iterdir()):
             ap.error(f"--keep {args.keep} is not empty; give a new folder")
         out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, args.keep,
-                  drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
+                  drop_caches=args.drop_caches, memory_limit=args.memory_limit, generations=args.generations)  # fmt: skip
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
             out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, Path(tmp),
-                      drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
+                      drop_caches=args.drop_caches, memory_limit=args.memory_limit, generations=args.generations)  # fmt: skip
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 
