@@ -207,20 +207,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure is not None:
         print(json.dumps(measure(args.measure, args.rounds, args.python_sample, args.memory_limit)), flush=True)
         return 0
+    opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations}
+    shape = (args.trajectories, args.rounds, args.dim, args.python_sample, args.seed)
     if args.store is not None:
         if not args.store.is_dir():
             ap.error(f"--store {args.store}: no such folder")
-        out = run(0, args.rounds, args.dim, args.python_sample, args.seed, args.store, store=args.store,
-                  drop_caches=args.drop_caches, memory_limit=args.memory_limit)  # fmt: skip
+        out = run(0, *shape[1:], args.store, store=args.store, **opts)
     elif args.keep is not None:
         if args.keep.exists() and any(args.keep.iterdir()):
             ap.error(f"--keep {args.keep} is not empty; give a new folder")
-        out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, args.keep,
-                  drop_caches=args.drop_caches, memory_limit=args.memory_limit, generations=args.generations)  # fmt: skip
+        out = run(*shape, args.keep, **opts)
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
-            out = run(args.trajectories, args.rounds, args.dim, args.python_sample, args.seed, Path(tmp),
-                      drop_caches=args.drop_caches, memory_limit=args.memory_limit, generations=args.generations)  # fmt: skip
+            out = run(*shape, Path(tmp), **opts)
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 
