@@ -79,6 +79,11 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
     """Per rounds part: the signals of its trajectories (those not in ``skip``) and how many it holds."""
     gold, embedder = _lookups(store)
     for part in store.parts("rounds"):
+        if skip:  # read the keys first: a part whose trajectories all have signals costs no embedding read
+            keys = pc.unique(_key(pq.read_table(part, columns=["gen_id", "scenario_id"], filesystem=store.fs)))
+            if pc.all(pc.is_in(keys, value_set=pa.array(sorted(skip), pa.string()))).as_py():
+                yield SIGNALS.empty_table(), len(keys)
+                continue
         rounds = pq.read_table(part, columns=_ROUND_COLUMNS, filesystem=store.fs)
         rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
         keys = _key(rounds)

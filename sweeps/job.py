@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
+from analysis import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
 from shp_ray.generation.datasets import Scenario, load_scenarios
@@ -122,7 +123,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
             return None
         with endpoint(job) as ep:
             preflight(ep.spec, ep.watchdog)  # one real completion before Ray and the workers start
-            return generate(
+            summary = generate(
                 missing,
                 job.generation,
                 job.store,
@@ -135,6 +136,10 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
                 watchdog=ep.watchdog,
                 ephemeral_endpoint=ep.ephemeral,
             )
+        # A run killed between a flush's rounds and their signals left trajectories without them (the
+        # resumed run above wrote its own): store those now, so no connection recomputes them.
+        signals_store.build(store)
+        return summary
 
 
 def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge: str) -> int:

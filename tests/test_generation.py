@@ -159,6 +159,11 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     leftovers = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".parquet")]
     assert leftovers == []  # the killed writer's temp file (if any) was swept
     assert [p.name for p in folder.iterdir()] == [f"gen_id={summary['gen_id']}"]  # one generation, one folder
+    # The kill may have fallen between a flush's rounds and their signals: what is missing is rebuilt, and
+    # every stored signal equals what its rounds give.
+    signals_store.build(store)
+    checked = signals_store.check(store)
+    assert (checked.checked_rows, checked.different_rows, checked.unstored) == (n * 3, 0, 0)
 
 
 def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:
