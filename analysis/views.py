@@ -108,10 +108,10 @@ def signals_source(
     if not store.parts("signals"):
         return COMPUTED, -1
     status = _coverage(gen_id, scenario_ids)
-    ((missing, duplicated),) = con.execute(sql.query("signals_status_counts", status=status)).fetchall()
-    if missing == 0 and duplicated == 0:
+    ((missing, duplicated, orphaned),) = con.execute(sql.query("signals_status_counts", status=status)).fetchall()
+    if missing == 0 and duplicated == 0 and orphaned == 0:
         return STORED, 0
-    return MIXED, int(missing)
+    return MIXED, int(missing)  # the mixed relation reads stored rows only of trajectories that have rounds
 
 
 def signals_statements(

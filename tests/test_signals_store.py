@@ -187,3 +187,19 @@ def test_a_generated_trajectory_carries_its_signals(tmp_path) -> None:
     rebuilt = next(iter(signals_store._computed(store, None)))[0].to_pylist()
     assert rows == rebuilt
     assert pc.sum(pa.array([r["approved"] for r in rows])).as_py() >= 0
+
+
+def test_signals_whose_rounds_are_gone_are_never_replayed(tmp_path) -> None:
+    """A quarantined rounds part takes its trajectories out of the replay, though their signals stay."""
+    root = tmp_path / "store"
+    _synthetic(root, n_trajectories=30)
+    _synthetic(root, n_trajectories=5, gen_id="second-gen", seed=9)
+    signals_store.build(root)
+    kept = tmp_path / "kept"
+    _synthetic(kept, n_trajectories=30)
+    signals_store.build(kept)
+    _, reference, _ = _open(kept)
+    shutil.rmtree(root / "rounds" / "gen_id=second-gen")  # e.g. moved to _quarantine/
+    kind, replayed, rounds = _open(root)
+    assert kind == "mixed" and replayed == reference
+    assert {r[0] for r in rounds} == {"synthetic-gen"}
