@@ -22,28 +22,24 @@ WITH agg AS (
            count(r.final_is - r.baseline_is) AS n_is,
            avg(r.final_is - r.baseline_is) AS delta_is,
            stddev_samp(r.final_is - r.baseline_is) AS sd_delta_is,
+           avg(r.final_em) AS mean_em, avg(r.final_f1) AS mean_f1,
+           avg(r.final_em - r.baseline_em) AS delta_em, avg(r.final_f1 - r.baseline_f1) AS delta_f1,
+           avg(r.final_has_answer_line::INTEGER) AS share_answer_line,
            $shares
     FROM replay r JOIN policies p ON p.policy = r.policy
     GROUP BY r.gen_id, r.policy
 ), bound AS (
     SELECT agg.*, delta_is - ($t95) * sd_delta_is / sqrt(n_is) AS delta_is_lower95
     FROM agg
-), correct AS (
-    SELECT r.gen_id, r.policy, avg(r.final_em) AS mean_em, avg(r.final_f1) AS mean_f1,
-           avg(r.final_em - b.answer_em) AS delta_em, avg(r.final_f1 - b.answer_f1) AS delta_f1,
-           avg(r.final_has_answer_line::INTEGER) AS share_answer_line
-    FROM replay r
-    LEFT JOIN answers b ON b.gen_id = r.gen_id AND b.scenario_id = r.scenario_id AND b.round = r.depth
-    GROUP BY r.gen_id, r.policy
 ), planned AS (
     SELECT gen_id, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
            tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
     FROM bound
 )
-SELECT b.*, $delta AS margin, b.delta_is_lower95 > -$delta AS non_inferior,
-       c.mean_em, c.mean_f1, c.delta_em, c.delta_f1, c.share_answer_line,
+SELECT b.* EXCLUDE (mean_em, mean_f1, delta_em, delta_f1, share_answer_line),
+       $delta AS margin, b.delta_is_lower95 > -$delta AS non_inferior,
+       b.mean_em, b.mean_f1, b.delta_em, b.delta_f1, b.share_answer_line,
        p.tost_power, p.n_needed, p.degenerate, b.n_is < p.n_needed AS underpowered
 FROM bound b
-LEFT JOIN correct c ON c.gen_id = b.gen_id AND c.policy = b.policy
 LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.policy = b.policy
 ORDER BY b.gen_id, b.policy

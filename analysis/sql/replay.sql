@@ -30,6 +30,6 @@ SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
            + CASE WHEN consults_is THEN $cj_paid ELSE 0 END)::BIGINT AS operational_tokens,
        ($j_stop)::BIGINT AS evaluation_tokens,
        $s_stop AS final_is,
-       depth, baseline_tokens, baseline_is,
+       depth, baseline_tokens, baseline_is, baseline_em, baseline_f1,
        $hl_stop AS final_has_answer_line, $em_stop AS final_em, $f1_stop AS final_f1
 FROM stopped

@@ -39,6 +39,8 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
     derived += [
         f"({pick('cw', 'depth', rounds)} + coalesce({cc_before}, 0))::BIGINT AS baseline_tokens",
         f"{pick('s', 'depth', rounds)} AS baseline_is",
+        f"{pick('em', 'depth', rounds)} AS baseline_em",
+        f"{pick('f1', 'depth', rounds)} AS baseline_f1",
     ]
     return query("replay_inputs", signals=signals, per_round=",\n           ".join(per_round),
                  derived=",\n       ".join(derived))  # fmt: skip

@@ -2,9 +2,9 @@
 -- each with the answer metrics of its returned draft: round stop_round for the cascade/random/oracle rows,
 -- selected_round for a family (which may return an earlier draft than the one it stopped at).
 SELECT policy, gen_id, scenario_id, stop_round, reason, operational_tokens, evaluation_tokens, final_is,
-       depth, baseline_tokens, baseline_is, final_has_answer_line, final_em, final_f1
+       depth, baseline_tokens, baseline_is, baseline_em, baseline_f1, final_has_answer_line, final_em, final_f1
 FROM replay_core
 UNION ALL
 SELECT policy, gen_id, scenario_id, stop_round, reason, operational_tokens, evaluation_tokens, final_is,
-       depth, baseline_tokens, baseline_is, final_has_answer_line, final_em, final_f1
+       depth, baseline_tokens, baseline_is, baseline_em, baseline_f1, final_has_answer_line, final_em, final_f1
 FROM family_replay

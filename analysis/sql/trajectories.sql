@@ -29,7 +29,8 @@ SELECT *,
        list_transform(range(1, depth + 1), lambda w: list_transform(range(1, depth + 1), lambda t:
            CASE WHEN t >= greatest(w, 2) THEN s[t] - s[t - 1] END)) AS gw,
        -- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
-       cw[depth] + coalesce(cc[depth - 1], 0) AS baseline_tokens, s[depth] AS baseline_is
+       cw[depth] + coalesce(cc[depth - 1], 0) AS baseline_tokens, s[depth] AS baseline_is,
+       em[depth] AS baseline_em, f1[depth] AS baseline_f1
 FROM (
     SELECT gen_id, scenario_id, count(*)::INTEGER AS depth,
            list(d_inf ORDER BY round) AS d_inf, list(s ORDER BY round) AS s,
