@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, unit
+from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, draw_slow_fault, unit
 from shp_ray.providers.sim_limits import Limits
 from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
 
@@ -36,6 +36,8 @@ class SimStats:
     http_429: int = 0
     http_4xx: int = 0
     tokens: int = 0
+    slow_faults: int = 0  # held, then failed with a 504
+    ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
 
     def as_dict(self) -> dict[str, Any]:
@@ -47,6 +49,8 @@ class SimStats:
             "tokens": self.tokens,
             "faults": dict(self.faults),
             "faults_total": sum(self.faults.values()),
+            "slow_faults": self.slow_faults,
+            "ok_unread": self.ok_unread,
         }
 
 
@@ -125,6 +129,11 @@ class SimApp:
         digest = hashlib.sha256(raw).hexdigest()
         nth = self.seen[digest]
         self.seen[digest] += 1
+        hold = draw_slow_fault(self.o.seed, self.o.slow_fault_rate, self.o.slow_fault_s, digest, nth)
+        if hold is not None:
+            self.stats.slow_faults += 1
+            await asyncio.sleep(hold)
+            return _error(504, "upstream timed out (simulated slow fault)", "server_error")
         fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
         if fault is not None:
             self.stats.faults[fault] += 1
@@ -148,6 +157,8 @@ class SimApp:
                 content_type="application/json",
             )
         self.stats.ok += 1
+        if request.transport is None or request.transport.is_closing():
+            self.stats.ok_unread += 1  # the reply is generated (and billed) whether or not it is read
         reply = {
             "id": f"chatcmpl-sim-{digest[:16]}-{nth}",
             "object": "chat.completion",
