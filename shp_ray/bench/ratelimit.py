@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=int, default=8)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--api-key-env", default="", help="NAME of the env var holding the key")
+    p.add_argument(
+        "--deadline", default="adaptive", choices=("adaptive", "off"), help="abandon and retry stuck attempts"
+    )
     p.add_argument("--naive", action="store_true", help="baseline: AsyncOpenAI + semaphore, default retries")
     p.add_argument("--side-by-side", action="store_true", help="run --naive first, then the client (needs --serve)")
     g = p.add_argument_group("--serve: an in-process SIMULATED server (test double)")
@@ -75,7 +78,7 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         max_retries=args.max_retries,
         timeout_s=args.timeout,
     )
-    provider = make_provider(spec)
+    provider = make_provider(spec, deadline=args.deadline == "adaptive")
     failed = 0
     t0 = time.monotonic()
     async with provider:  # type: ignore[attr-defined]
@@ -90,8 +93,12 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         if isinstance(r, BaseException) and not isinstance(r, ProviderError):
             raise r
     stats = provider.stats  # type: ignore[attr-defined]
+    deadline = provider.deadline  # type: ignore[attr-defined]
     return _summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
-        "errors": dict(errors)
+        "errors": dict(errors),
+        "hedges": stats.get("hedges", 0),
+        "abandoned": stats.get("abandoned", 0),
+        "deadline": None if deadline is None else deadline.snapshot(),
     }
 
 

@@ -22,6 +22,7 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 
 NAMESPACE = "shp_ray"
+ROOM_NOW_S = 0.02  # "room now": pacing would let a request start within this (one event-loop hiccup)
 _local: dict[str, list[tuple[asyncio.AbstractEventLoop, RateLimiter]]] = {}
 
 
@@ -33,6 +34,10 @@ def limiter_id(base_url: str, api_key: str) -> str:
 
 class LimiterHandle(Protocol):
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]: ...
+
+    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
+        """A lease to send NOW if the limiter has room (a free slot, nobody queued, pacing allows it)."""
+        ...
 
     def release(self, lease: int, **outcome: Any) -> None: ...
 
@@ -51,6 +56,10 @@ class LocalLimiter:
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
         return await self.limiter.acquire(est_tokens)
+
+    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
+        grant = self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
+        return None if grant is None else grant[0]
 
     def release(self, lease: int, **outcome: Any) -> None:
         self.limiter.release(lease, **outcome)
@@ -114,6 +123,10 @@ class RayLimiter:
                 asyncio.get_running_loop().call_soon(self._flush_acquires)
             self._acquires[:0] = rest
 
+    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
+        # rare (a hedge): one plain actor call, not worth batching
+        return await self.actor.try_acquire_now.remote(est_tokens)
+
     def release(self, lease: int, **outcome: Any) -> None:
         if not self._releases:
             asyncio.get_running_loop().call_soon(self._flush_releases)
@@ -154,6 +167,10 @@ def _actor_class() -> Any:
                     break
                 grants.append(grant)
             return grants
+
+        async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
+            grant = self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
+            return None if grant is None else grant[0]
 
         async def release(self, lease: int, **outcome: Any) -> None:
             self.limiter.release(lease, **outcome)

@@ -34,9 +34,7 @@ def draw_fault(seed: int, kinds: Sequence[str], rate: float, digest: str, nth: i
     return kinds[int(unit(seed, "fault-kind", digest, nth) * len(kinds))]
 
 
-def draw_slow_fault(
-    seed: int, rate: float, hold_s: tuple[float, float], digest: str, nth: int
-) -> float | None:
+def draw_slow_fault(seed: int, rate: float, hold_s: tuple[float, float], digest: str, nth: int) -> float | None:
     """Seconds the ``nth`` arrival of ``digest`` is held before it fails, or None (share ``rate`` do)."""
     if rate <= 0 or unit(seed, "slow-fault?", digest, nth) >= rate:
         return None
