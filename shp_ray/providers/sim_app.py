@@ -39,6 +39,17 @@ class SimStats:
     slow_faults: int = 0  # held, then failed with a 504
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
+    timeline: list[list[int]] = field(default_factory=list)
+    _t0: float | None = None
+
+    def tick(self, now: float, refused: bool) -> None:
+        if self._t0 is None:
+            self._t0 = now
+        second = int(now - self._t0)
+        while len(self.timeline) <= second:
+            self.timeline.append([0, 0])
+        self.timeline[second][1 if refused else 0] += 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +62,7 @@ class SimStats:
             "faults_total": sum(self.faults.values()),
             "slow_faults": self.slow_faults,
             "ok_unread": self.ok_unread,
+            "timeline": [list(x) for x in self.timeline],
         }
 
 
@@ -115,6 +127,7 @@ class SimApp:
         n_prompt = prompt_tokens(messages)
         now = time.monotonic()
         wait = self.limits.wait_for(n_prompt, now)
+        self.stats.tick(now, refused=wait > 0)
         if wait > 0:
             self.stats.http_429 += 1
             self.limits.refused(now)
