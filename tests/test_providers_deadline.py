@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 
 import pytest
 
@@ -18,7 +19,7 @@ from shp_ray.providers.sim_server import SimServer
 
 pytestmark = pytest.mark.integration
 SEED, RATE = 5, 0.3
-FAST = DeadlinePolicy(floor_s=0.2, min_samples=2)
+FAST = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0)  # learns from the two warm-up calls at once
 
 
 def _req(i: int) -> ChatRequest:
@@ -82,7 +83,7 @@ def test_without_room_the_stuck_attempt_is_abandoned_and_retried_through_the_que
     draws = _probe(24)
     healthy = [i for i, (first, _) in enumerate(draws) if not first][:2]
     stuck = next(i for i, (first, second) in enumerate(draws) if first and not second)
-    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, abandon_after=2.0)
+    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0, abandon_after=2.0)
     # max_concurrency=1: the stuck attempt holds the only slot, so a hedge never finds room
     with SimServer(seed=SEED, slow_fault_rate=RATE, slow_fault_s=(5.0, 5.0)) as sim:
         client = _client(sim.base_url, deadline=policy, max_concurrency=1)
@@ -129,7 +130,9 @@ def test_a_told_limit_stays_unbroken_with_hedges_on():
 
 
 def test_the_deadline_learns_from_successes_and_spends_a_budget():
-    d = AdaptiveDeadline(DeadlinePolicy(floor_s=0.5, slack=2.0, min_samples=3, budget_share=0.5, budget_cap=2.0))
+    d = AdaptiveDeadline(
+        DeadlinePolicy(floor_s=0.5, slack=2.0, min_samples=3, watch=0.0, budget_share=0.5, budget_cap=2.0)
+    )
     assert d.for_attempt(0) is None  # nothing seen yet
     for latency in (0.1, 0.2, 0.4):
         d.observe(latency)
@@ -140,6 +143,15 @@ def test_the_deadline_learns_from_successes_and_spends_a_budget():
     assert d.for_attempt(0) == pytest.approx(0.8)  # ... and earned back per attempt
     with pytest.raises(ValueError, match="slack"):
         DeadlinePolicy(slack=0.5)
+
+
+def test_no_deadline_before_the_client_has_watched_long_enough_to_see_a_slow_reply():
+    d = AdaptiveDeadline(DeadlinePolicy(floor_s=0.05, min_samples=1, watch=2.0))
+    assert d.for_attempt(0) is None  # the first attempt starts the watch
+    d.observe(0.001)
+    assert d.current() is None  # 0.05 s deadline, but not 2 x 0.05 s watched yet
+    time.sleep(0.12)
+    assert d.current() == pytest.approx(0.05)
 
 
 def test_the_embedded_server_keeps_the_plain_timeout():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import math
 import os
@@ -166,12 +167,12 @@ class OpenAICompatProvider:
                     assert self.deadline is not None
                     released = True  # the race owns the lease until it hands one back
                     hard = soft * self.deadline.policy.abandon_after
-                    won = await race(lambda: self._attempt(session, request), limiter, lease, est, soft, hard)
+                    send = functools.partial(self._attempt, session, request)
+                    won = await race(send, limiter, lease, est, soft, self.deadline, hard)
                     lease, released, sent = won.lease, False, won.sent
                     attempts += won.hedges
                     self.counters["attempts"] += won.hedges
                     self.counters["hedges"] += won.hedges
-                    self.deadline.spend(won.hedges)
                     result = won.result or _Attempt("abandoned", detail=f"no reply within {hard:.2f} s (adaptive)")
                 latency = time.monotonic() - sent
                 headers = result.headers or {}

@@ -31,6 +31,18 @@ from shp_ray.providers.shared_limiter import LimiterHandle
 POLL_S = 0.1  # how often an attempt past its deadline asks the limiter for room
 
 
+class HedgeGate(Protocol):
+    """Who may hedge (the adaptive deadline's overdue count and budget)."""
+
+    def enter_overdue(self) -> None: ...
+
+    def leave_overdue(self) -> None: ...
+
+    def may_hedge(self) -> bool: ...
+
+    def spend(self, n: int) -> None: ...
+
+
 class AttemptLike(Protocol):
     kind: str  # "ok" = a usable reply
     status: int | None
@@ -57,6 +69,7 @@ async def race(
     lease: int,
     est_tokens: int,
     deadline_s: float,
+    gate: HedgeGate,
     abandon_s: float = math.inf,
     max_hedges: int = 2,
 ) -> RaceResult[A]:
@@ -69,9 +82,13 @@ async def race(
     running: dict[asyncio.Future[A], tuple[int, float]] = {asyncio.ensure_future(send()): (lease, t0)}
     keep: int | None = None  # the lease handed back (not released here)
     hedges = 0
+    overdue = False
     try:
         while True:
             age = time.monotonic() - t0
+            if age >= deadline_s and not overdue:
+                overdue = True
+                gate.enter_overdue()
             if age >= abandon_s:
                 keep = lease
                 for _, (other, _) in running.items():
@@ -79,10 +96,11 @@ async def race(
                         limiter.release(other, outcome="cancelled")
                 return RaceResult(None, lease, t0, hedges)
             room_wanted = age >= deadline_s and hedges < max_hedges and len(running) == 1
-            if room_wanted:
+            if room_wanted and gate.may_hedge():
                 hedge = await limiter.try_acquire_now(est_tokens)
                 if hedge is not None:
                     hedges += 1
+                    gate.spend(1)
                     running[asyncio.ensure_future(send())] = (hedge, time.monotonic())
                     room_wanted = False
             # wake at the deadline, then every POLL_S while a hedge waits for room, and at abandon_s
@@ -106,6 +124,8 @@ async def race(
                 if own == lease:
                     lease = next(iter(running.values()))[0]  # the survivor becomes the attempt abandoned
     finally:
+        if overdue:
+            gate.leave_overdue()
         for task, (own, _) in running.items():
             task.cancel()
             if keep is None:  # the race itself was cancelled: nothing is handed back
