@@ -44,7 +44,7 @@ class DeadlinePolicy:
     budget_share: float = 0.05  # extra attempts (hedges, abandoned) allowed per attempt, in the long run
     budget_cap: float = 5.0  # ... and in a burst
     abandon_after: float = 4.0  # x the deadline: cancel what still runs and retry through the queue
-    max_overdue: int = 1  # hedge only while at most this many attempts are past their deadline
+    max_overdue: int = 4  # hedge only while at most this many attempts are past their deadline at once
 
     def __post_init__(self) -> None:
         if self.floor_s <= 0 or self.slack < 1 or self.window < 1 or self.min_samples < 1 or self.abandon_after < 1:
