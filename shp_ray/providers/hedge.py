@@ -59,6 +59,12 @@ class RaceResult(Generic[A]):
     hedges: int  # hedges sent
 
 
+async def _after(delay: float, send: Callable[[], Awaitable[A]]) -> A:
+    if delay > 0:  # at most ROOM_NOW_S: the pacing's own start time, kept to the letter
+        await asyncio.sleep(delay)
+    return await send()
+
+
 def _outcome(result: AttemptLike) -> str:
     return "rate_limited" if result.status == 429 else "error"
 
@@ -97,11 +103,11 @@ async def race(
                 return RaceResult(None, lease, t0, hedges)
             room_wanted = age >= deadline_s and hedges < max_hedges and len(running) == 1
             if room_wanted and gate.may_hedge():
-                hedge = await limiter.try_acquire_now(est_tokens)
-                if hedge is not None:
+                grant = await limiter.try_acquire_now(est_tokens)
+                if grant is not None:
                     hedges += 1
                     gate.spend(1)
-                    running[asyncio.ensure_future(send())] = (hedge, time.monotonic())
+                    running[asyncio.ensure_future(_after(grant[1], send))] = (grant[0], time.monotonic() + grant[1])
                     room_wanted = False
             # wake at the deadline, then every POLL_S while a hedge waits for room, and at abandon_s
             wake = deadline_s - age if age < deadline_s else (POLL_S if room_wanted else math.inf)

@@ -47,8 +47,9 @@ def limiter_id(base_url: str, api_key: str) -> str:
 class LimiterHandle(Protocol):
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]: ...
 
-    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
-        """A lease to send NOW if the limiter has room (a free slot, nobody queued, pacing allows it)."""
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        """(lease, delay <= ROOM_NOW_S) if the limiter has room now (a free slot, nobody queued,
+        pacing lets it start at once), else None and nothing reserved."""
         ...
 
     def release(self, lease: int, **outcome: Any) -> None: ...
@@ -69,9 +70,8 @@ class LocalLimiter:
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
         return await self.limiter.acquire(est_tokens)
 
-    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
-        grant = self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
-        return None if grant is None else grant[0]
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        return self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
 
     def release(self, lease: int, **outcome: Any) -> None:
         self.limiter.release(lease, **outcome)
@@ -140,7 +140,7 @@ class RayLimiter:
                 asyncio.get_running_loop().call_soon(self._flush_acquires)
             self._acquires[:0] = rest
 
-    async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
         # rare (a hedge): one plain actor call, not worth batching
         return await self.actor.try_acquire_now.remote(est_tokens)
 
@@ -189,9 +189,8 @@ def _actor_class() -> Any:
             now = time.monotonic()
             return host_clock(), [(lease, delay, now + delay) for lease, delay in grants]
 
-        async def try_acquire_now(self, est_tokens: int = 0) -> int | None:
-            grant = self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
-            return None if grant is None else grant[0]
+        async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+            return self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
 
         async def release(self, lease: int, **outcome: Any) -> None:
             self.limiter.release(lease, **outcome)
