@@ -56,3 +56,17 @@ def test_workers_share_one_named_limiter(ray_session):
         snapshot = ray.get(actor.snapshot.remote())
     assert snapshot["acquired"] >= 33 and snapshot["in_flight"] == 0
     ray.kill(actor)
+
+
+def test_actors_on_this_host_read_the_same_clock(ray_session):
+    """The limiter actor's reserved start is an absolute time: valid in a worker only on one clock."""
+    ray = ray_session
+    from shp_ray.providers.shared_limiter import host_clock
+
+    @ray.remote(num_cpus=0)
+    def clock_and_time() -> tuple[str, float]:
+        return host_clock(), time.monotonic()
+
+    before = time.monotonic()
+    clock, theirs = ray.get(clock_and_time.remote())
+    assert clock == host_clock() and before <= theirs <= time.monotonic()  # one CLOCK_MONOTONIC

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 from email.utils import parsedate_to_datetime
@@ -122,3 +123,27 @@ def test_fixed_window_and_rejected_requests_that_count():
         assert codes == [200, 200, 429, 429]
         headers = _post(s.base_url, _chat("x", "g"))[1]
         assert 0 < float(headers["retry-after-ms"]) <= 60_000 and headers["x-ratelimit-remaining-requests"] == "0"
+
+
+def test_slow_faults_hold_then_fail_and_unread_replies_are_counted():
+    # every arrival is a slow fault, held 0.2 s, then a 504
+    with SimServer(slow_fault_rate=1.0, slow_fault_s=(0.2, 0.2), seed=1) as s:
+        status, _, text = _post(s.base_url, _chat("x", "held"))
+        assert status == 504 and "slow fault" in text
+        assert s.stats["slow_faults"] == 1 and s.stats["ok"] == 0
+    with pytest.raises(ValueError, match="slow_fault_s"):
+        SimOptions(slow_fault_s=(3.0, 1.0))
+    # a reply served after the client gave up is still served (a paid call) and counted as unread
+    with SimServer(latency_s=0.5) as s:
+        req = urllib.request.Request(
+            s.base_url + "/chat/completions",
+            data=json.dumps(_chat("x", "gone")).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(req, timeout=0.1)
+        for _ in range(50):
+            if s.stats["ok"]:
+                break
+            time.sleep(0.05)
+        assert s.stats["ok"] == 1 and s.stats["ok_unread"] == 1

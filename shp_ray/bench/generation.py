@@ -214,8 +214,25 @@ def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
         "ratio": round(float(summary["generation_s"]) / bound_s, 3),
         "server_ok": stats["ok"],
         "server_429": stats["http_429"],
+        **_timeline(stats["timeline"]),
         "failed": summary["failed"],
         "embedder": summary["embedder"],
+    }
+
+
+def _timeline(timeline: list[list[int]]) -> dict[str, object]:
+    """Where the time goes, from the server's per-second counts: the ramp, the steady state, the tail."""
+    # the preflight call comes first, then nothing while Ray starts: the generation's seconds follow
+    start = 0
+    if len(timeline) > 1 and timeline[1][0] == 0:
+        start = next((i for i, (a, _) in enumerate(timeline) if i > 0 and a > 0), len(timeline))
+    admitted = [a for a, _ in timeline[start:]]
+    mid = admitted[10:-10] or admitted
+    return {
+        "admitted_per_s": admitted,
+        "refused_per_s": [r for _, r in timeline[start:]],
+        "first_10s_rps": round(sum(admitted[:10]) / max(1, len(admitted[:10])), 2),
+        "steady_rps": round(sum(mid) / len(mid), 2) if mid else 0.0,
     }
 
 

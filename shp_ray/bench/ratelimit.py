@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Any
 
 from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
+from shp_ray.providers.sim_faults import parse_range, parse_share
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=int, default=8)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--api-key-env", default="", help="NAME of the env var holding the key")
+    p.add_argument(
+        "--deadline", default="adaptive", choices=("adaptive", "off"), help="abandon and retry stuck attempts"
+    )
     p.add_argument("--naive", action="store_true", help="baseline: AsyncOpenAI + semaphore, default retries")
     p.add_argument("--side-by-side", action="store_true", help="run --naive first, then the client (needs --serve)")
     g = p.add_argument_group("--serve: an in-process SIMULATED server (test double)")
@@ -44,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--serve-fault-rate", type=float, default=0.0)
     g.add_argument("--serve-latency", type=float, default=0.0)
     g.add_argument("--serve-slow", type=float, default=1.0, help="seconds a 'slow' fault adds")
+    g.add_argument("--serve-slow-fault-rate", type=parse_share, default=0.0, help="share held, then 504 (1/120)")
+    g.add_argument("--serve-slow-fault-s", type=parse_range, default=(5.0, 8.0), help="a slow fault's hold: LOW,HIGH")
     g.add_argument("--serve-window-kind", default="sliding", help="sliding | fixed")
     g.add_argument("--serve-count-rejected", action="store_true", help="429'd requests use quota too")
     g.add_argument("--serve-retry-after", default="seconds", help="seconds | http-date | ms | none")
@@ -72,7 +78,7 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         max_retries=args.max_retries,
         timeout_s=args.timeout,
     )
-    provider = make_provider(spec)
+    provider = make_provider(spec, deadline=args.deadline == "adaptive")
     failed = 0
     t0 = time.monotonic()
     async with provider:  # type: ignore[attr-defined]
@@ -87,8 +93,12 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         if isinstance(r, BaseException) and not isinstance(r, ProviderError):
             raise r
     stats = provider.stats  # type: ignore[attr-defined]
+    deadline = provider.deadline  # type: ignore[attr-defined]
     return _summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
-        "errors": dict(errors)
+        "errors": dict(errors),
+        "hedges": stats.get("hedges", 0),
+        "abandoned": stats.get("abandoned", 0),
+        "deadline": None if deadline is None else deadline.snapshot(),
     }
 
 
@@ -157,6 +167,8 @@ def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
         "fault_rate": args.serve_fault_rate,
         "latency_s": args.serve_latency,
         "slow_s": args.serve_slow,
+        "slow_fault_rate": args.serve_slow_fault_rate,
+        "slow_fault_s": args.serve_slow_fault_s,
         "seed": args.seed,
         "retry_after": args.serve_retry_after,
         "window_kind": args.serve_window_kind,
@@ -166,13 +178,20 @@ def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
     with SimServer(**options) as sim:
         result = asyncio.run(runner(args, sim.base_url))
         stats = sim.stats
+    stats.pop("timeline")  # per second; the generation bench reads it, this line stays short
     admitted = stats["requests"] - stats["http_429"]
+    # A call is paid for when the server serves it, whether or not the client still reads the reply
+    # (an abandoned or hedged attempt that completed anyway); the minimum is one per request.
+    result["paid_calls"] = stats["ok"]
+    result["paid_calls_wasted"] = stats["ok"] - result["ok"]
     result["server"] = {"simulated": True, **{k: v for k, v in options.items() if v is not None}, **stats}
     if args.serve_rpm:
         capacity = args.serve_rpm / 60.0
         result["capacity_rps"] = round(capacity, 3)
         # the share of the server's request budget the run used (faulted requests consume it too)
         result["utilisation"] = round(admitted / result["elapsed_s"] / capacity, 3)
+        # the same for the answers the caller got: extra attempts (retries, hedges) cannot raise it
+        result["goodput"] = round(result["ok"] / result["elapsed_s"] / capacity, 3)
         result["http_429_share"] = round(stats["http_429"] / args.requests, 3)
     return result
 

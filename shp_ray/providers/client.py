@@ -7,6 +7,11 @@ server's hint (Retry-After, retry-after-ms, x-ratelimit-reset-*) or exponential 
 full jitter; never a permanent 4xx (400/401/403/404). A call that finally fails raises
 ``ProviderError`` -- with no key, header or query string in its text.
 
+An attempt that runs past every recent success (an adaptive deadline, :mod:`deadline`) gets a
+hedge once the limiter has room for one (:mod:`hedge`), and is abandoned and retried through the
+limiter at a multiple of that deadline: a server that holds a request for seconds before failing
+it no longer sets the run's tail. ``counters["hedges"]`` and ``counters["abandoned"]`` count them.
+
 ``Completion.latency_s`` is the wall time the caller waited (pacing, retries and backoff included);
 ``attempts`` counts HTTP attempts.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import math
 import os
@@ -27,6 +33,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
+from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy
+from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
@@ -50,7 +58,7 @@ def safe_endpoint(base_url: str) -> str:
 
 @dataclass
 class _Attempt:
-    kind: str  # ok | http | timeout | connection | malformed
+    kind: str  # ok | http | timeout | abandoned | connection | malformed
     status: int | None = None
     headers: dict[str, str] | None = None
     completion: tuple[str, Usage, str] | None = None  # content, usage, model
@@ -70,6 +78,7 @@ class OpenAICompatProvider:
         rate_limit_budget_s: float = 900.0,
         headroom: float = 0.98,
         use_ray: bool | None = None,
+        deadline: DeadlinePolicy | None | bool = True,
     ) -> None:
         if not spec.base_url:
             raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
@@ -92,6 +101,11 @@ class OpenAICompatProvider:
         self._session: aiohttp.ClientSession | None = None
         self._limiter: LimiterHandle | None = None
         self.counters: collections.Counter[str] = collections.Counter()
+        # The embedded llama.cpp server's latency is its own queue and the reply's length on a
+        # shared CPU: abandoning there re-queues the same work, so it keeps the plain timeout.
+        if deadline is True:
+            deadline = None if spec.kind == "llama" else DeadlinePolicy()
+        self.deadline = AdaptiveDeadline(deadline) if isinstance(deadline, DeadlinePolicy) else None
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAICompatProvider(endpoint={self.endpoint!r}, model={self.spec.model!r})"
@@ -136,7 +150,7 @@ class OpenAICompatProvider:
         session, limiter = self._ensure()
         t0 = time.monotonic()
         est = estimate_prompt_tokens(request) + request.max_tokens
-        attempts = errors = limited = 0
+        attempts = errors = limited = abandoned = 0
         while True:
             attempts += 1
             lease, delay = await limiter.acquire(est)
@@ -146,7 +160,20 @@ class OpenAICompatProvider:
                     await asyncio.sleep(delay)
                 sent = time.monotonic()
                 self.counters["attempts"] += 1
-                result = await self._attempt(session, request)
+                soft = None if self.deadline is None else self.deadline.for_attempt(abandoned)
+                if soft is None:
+                    result = await self._attempt(session, request)
+                else:
+                    assert self.deadline is not None
+                    released = True  # the race owns the lease until it hands one back
+                    hard = soft * self.deadline.policy.abandon_after
+                    send = functools.partial(self._attempt, session, request)
+                    won = await race(send, limiter, lease, est, soft, self.deadline, hard)
+                    lease, released, sent = won.lease, False, won.sent
+                    attempts += won.hedges
+                    self.counters["attempts"] += won.hedges
+                    self.counters["hedges"] += won.hedges
+                    result = won.result or _Attempt("abandoned", detail=f"no reply within {hard:.2f} s (adaptive)")
                 latency = time.monotonic() - sent
                 headers = result.headers or {}
                 if result.kind == "ok" and result.completion is not None:
@@ -160,6 +187,8 @@ class OpenAICompatProvider:
                         wait_hint_s=exhausted_window(headers),
                     )
                     released = True
+                    if self.deadline is not None:
+                        self.deadline.observe(latency)
                     self.counters["ok"] += 1
                     self.counters["prompt_tokens"] += usage.prompt_tokens
                     self.counters["completion_tokens"] += usage.completion_tokens
@@ -189,12 +218,19 @@ class OpenAICompatProvider:
                     wait = 0.0 if hint is not None and hint >= 0.05 else self.backoff.delay(limited - 1)
                 else:
                     errors += 1
-                    self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
+                    if result.kind != "abandoned":
+                        self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
                     limiter.release(lease, outcome="error", est_tokens=est, wait_hint_s=hint)  # e.g. 503 + Retry-After
                     released = True
                     if errors > self.spec.max_retries:
                         raise self._fail(result, attempts, retryable=True, why="retry budget exhausted")
                     wait = max(hint or 0.0, self.backoff.delay(errors - 1))
+                    if result.kind == "abandoned":  # it already waited far longer than any backoff
+                        abandoned += 1
+                        self.counters["abandoned"] += 1
+                        if self.deadline is not None:
+                            self.deadline.spend(1)
+                        wait = 0.0
                 self.counters["retries"] += 1
                 if wait > 0:
                     await asyncio.sleep(wait)

@@ -121,29 +121,39 @@ class RateLimiter:
                 raise
             if len(self._leases) < self._window():
                 break
-        return self._reserve(est_tokens)
+        grant = self._reserve(est_tokens)
+        assert grant is not None  # no max_delay_s: always reserves
+        return grant
 
-    def try_acquire(self, est_tokens: int = 0) -> tuple[int, float] | None:
-        """``acquire`` if a slot is free right now (nobody waiting ahead), else None."""
+    def try_acquire(self, est_tokens: int = 0, max_delay_s: float | None = None) -> tuple[int, float] | None:
+        """``acquire`` if a slot is free right now (nobody waiting ahead), else None.
+
+        With ``max_delay_s``, also None unless pacing would let it start within that many seconds:
+        a hedge takes only capacity nobody else is queued for, never a later slot.
+        """
         self._reclaim(time.monotonic())
         if len(self._leases) >= self._window() or self._waiters_ahead():
             return None
-        return self._reserve(est_tokens)
+        return self._reserve(est_tokens, max_delay_s)
 
-    def _reserve(self, est_tokens: int) -> tuple[int, float]:
+    def _reserve(self, est_tokens: int, max_delay_s: float | None = None) -> tuple[int, float] | None:
         now = time.monotonic()
         start = max(now, self._pause_until)
         lim = self.limits
+        tat_req, tat_tok, tat_learned = self._tat_req, self._tat_tok, self._tat_learned
         if lim.rpm is not None:
-            start = max(start, self._tat_req)
-            self._tat_req = start + 60.0 / (lim.rpm * lim.headroom * self._rate_scale)
+            start = max(start, tat_req)
+            tat_req = start + 60.0 / (lim.rpm * lim.headroom * self._rate_scale)
         if lim.tpm is not None:
-            start = max(start, self._tat_tok)
-            self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
+            start = max(start, tat_tok)
+            tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
         if not lim.told and self._learned_rps is not None:
             rate = self._learned_now(now)
-            start = max(start, self._tat_learned)
-            self._tat_learned = start + 1.0 / rate
+            start = max(start, tat_learned)
+            tat_learned = start + 1.0 / rate
+        if max_delay_s is not None and start - now > max_delay_s:
+            return None  # nothing reserved
+        self._tat_req, self._tat_tok, self._tat_learned = tat_req, tat_tok, tat_learned
         lease = next(self._ids)
         self._leases[lease] = (start, start + lim.lease_ttl_s)
         self.counters["acquired"] += 1

@@ -22,6 +22,19 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 
 NAMESPACE = "shp_ray"
+
+
+@functools.cache
+def host_clock() -> str:
+    """Which CLOCK_MONOTONIC this process reads: every process of one boot shares it (Linux)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return f"pid-{os.getpid()}"  # unknown: never equal to another process's
+
+
+ROOM_NOW_S = 0.02  # "room now": pacing would let a request start within this (one event-loop hiccup)
 _local: dict[str, list[tuple[asyncio.AbstractEventLoop, RateLimiter]]] = {}
 
 
@@ -33,6 +46,11 @@ def limiter_id(base_url: str, api_key: str) -> str:
 
 class LimiterHandle(Protocol):
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]: ...
+
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        """(lease, delay <= ROOM_NOW_S) if the limiter has room now (a free slot, nobody queued,
+        pacing lets it start at once), else None and nothing reserved."""
+        ...
 
     def release(self, lease: int, **outcome: Any) -> None: ...
 
@@ -51,6 +69,9 @@ class LocalLimiter:
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
         return await self.limiter.acquire(est_tokens)
+
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        return self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
 
     def release(self, lease: int, **outcome: Any) -> None:
         self.limiter.release(lease, **outcome)
@@ -96,23 +117,32 @@ class RayLimiter:
     async def _send_acquires(self, batch: list[tuple[asyncio.Future[tuple[int, float]], int]]) -> None:
         sent = time.monotonic()
         try:
-            grants = await self.actor.acquire_many.remote([est for _, est in batch])
+            clock, grants = await self.actor.acquire_many.remote([est for _, est in batch])
         except BaseException as exc:
             for fut, _ in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             return
-        lag = time.monotonic() - sent  # the round trip already waited part of each delay
-        for (fut, _), (lease, delay) in zip(batch, grants, strict=False):
+        now = time.monotonic()
+        lag = now - sent  # the round trip already waited part of each delay
+        # On the actor's host the reserved start is an absolute time on our own clock: wait until
+        # exactly then. (Guessing half the round trip sent requests early after a slow reply, and
+        # early is what a short server window refuses.) Elsewhere, fall back to that guess.
+        same_clock = clock == host_clock()
+        for (fut, _), (lease, delay, start) in zip(batch, grants, strict=False):
             if fut.done():  # the caller was cancelled meanwhile: give the slot back
                 self.release(lease, outcome="cancelled")
             else:
-                fut.set_result((lease, max(0.0, delay - lag / 2)))
+                fut.set_result((lease, max(0.0, start - now if same_clock else delay - lag / 2)))
         rest = [(fut, est) for fut, est in batch[len(grants) :] if not fut.done()]
         if rest:  # not granted yet: back to the front of the queue, asked for in the next batch
             if not self._acquires:
                 asyncio.get_running_loop().call_soon(self._flush_acquires)
             self._acquires[:0] = rest
+
+    async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+        # rare (a hedge): one plain actor call, not worth batching
+        return await self.actor.try_acquire_now.remote(est_tokens)
 
     def release(self, lease: int, **outcome: Any) -> None:
         if not self._releases:
@@ -145,15 +175,22 @@ def _actor_class() -> Any:
         async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
             return await self.limiter.acquire(est_tokens)
 
-        async def acquire_many(self, est_tokens: list[int]) -> list[tuple[int, float]]:
-            """Wait for the first slot, then grant what is free NOW (never hold slots hostage)."""
+        async def acquire_many(self, est_tokens: list[int]) -> tuple[str, list[tuple[int, float, float]]]:
+            """Wait for the first slot, then grant what is free NOW (never hold slots hostage).
+
+            Each grant: (lease, delay, start as time.monotonic() here), with this host's clock id.
+            """
             grants = [await self.limiter.acquire(est_tokens[0])]
             for est in est_tokens[1:]:
                 grant = self.limiter.try_acquire(est)
                 if grant is None:
                     break
                 grants.append(grant)
-            return grants
+            now = time.monotonic()
+            return host_clock(), [(lease, delay, now + delay) for lease, delay in grants]
+
+        async def try_acquire_now(self, est_tokens: int = 0) -> tuple[int, float] | None:
+            return self.limiter.try_acquire(est_tokens, max_delay_s=ROOM_NOW_S)
 
         async def release(self, lease: int, **outcome: Any) -> None:
             self.limiter.release(lease, **outcome)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, unit
+from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, draw_slow_fault, unit
 from shp_ray.providers.sim_limits import Limits
 from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
 
@@ -36,7 +36,20 @@ class SimStats:
     http_429: int = 0
     http_4xx: int = 0
     tokens: int = 0
+    slow_faults: int = 0  # held, then failed with a 504
+    ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
+    timeline: list[list[int]] = field(default_factory=list)
+    _t0: float | None = None
+
+    def tick(self, now: float, refused: bool) -> None:
+        if self._t0 is None:
+            self._t0 = now
+        second = int(now - self._t0)
+        while len(self.timeline) <= second:
+            self.timeline.append([0, 0])
+        self.timeline[second][1 if refused else 0] += 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +60,9 @@ class SimStats:
             "tokens": self.tokens,
             "faults": dict(self.faults),
             "faults_total": sum(self.faults.values()),
+            "slow_faults": self.slow_faults,
+            "ok_unread": self.ok_unread,
+            "timeline": [list(x) for x in self.timeline],
         }
 
 
@@ -111,6 +127,7 @@ class SimApp:
         n_prompt = prompt_tokens(messages)
         now = time.monotonic()
         wait = self.limits.wait_for(n_prompt, now)
+        self.stats.tick(now, refused=wait > 0)
         if wait > 0:
             self.stats.http_429 += 1
             self.limits.refused(now)
@@ -125,6 +142,11 @@ class SimApp:
         digest = hashlib.sha256(raw).hexdigest()
         nth = self.seen[digest]
         self.seen[digest] += 1
+        hold = draw_slow_fault(self.o.seed, self.o.slow_fault_rate, self.o.slow_fault_s, digest, nth)
+        if hold is not None:
+            self.stats.slow_faults += 1
+            await asyncio.sleep(hold)
+            return _error(504, "upstream timed out (simulated slow fault)", "server_error")
         fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
         if fault is not None:
             self.stats.faults[fault] += 1
@@ -148,6 +170,8 @@ class SimApp:
                 content_type="application/json",
             )
         self.stats.ok += 1
+        if request.transport is None or request.transport.is_closing():
+            self.stats.ok_unread += 1  # the reply is generated (and billed) whether or not it is read
         reply = {
             "id": f"chatcmpl-sim-{digest[:16]}-{nth}",
             "object": "chat.completion",

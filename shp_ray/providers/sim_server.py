@@ -5,7 +5,8 @@ It serves ``/v1/chat/completions`` and ``/v1/models`` with deterministic replies
 sliding window (``rpm * window_s / 60`` requests per ``window_s`` seconds, so bursts of a whole
 minute's quota are refused as real providers do) answered with 429 + ``Retry-After`` /
 ``retry-after-ms`` / ``x-ratelimit-*``, and injected faults (500, 503, slow reply, dropped
-connection, malformed JSON 200 body) at a rate. Faults are deterministic: the n-th arrival of a
+connection, malformed JSON 200 body) at a rate, and optionally *slow faults* (held 5-8 s, then a
+504). Faults are deterministic: the n-th arrival of a
 given request body faults or not as a function of (seed, body, n), so a retry can succeed.
 
 In tests: ``with SimServer(rpm=600, fault_rate=0.05) as sim: sim.base_url, sim.stats``.
@@ -26,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from shp_ray.providers.sim_app import SimApp
-from shp_ray.providers.sim_faults import FAULT_KINDS
+from shp_ray.providers.sim_faults import FAULT_KINDS, parse_range, parse_share
 from shp_ray.providers.sim_limits import RETRY_AFTER_STYLES
 
 
@@ -45,6 +46,8 @@ class SimOptions:
     fault_rate: float = 0.0
     faults: tuple[str, ...] = FAULT_KINDS
     slow_s: float = 1.5  # extra delay of a "slow" fault
+    slow_fault_rate: float = 0.0  # share of arrivals held for slow_fault_s, then failed (504)
+    slow_fault_s: tuple[float, float] = (5.0, 8.0)  # the hold is uniform in this range, per request
     retry_after: str = "seconds"  # seconds (+ retry-after-ms) | http-date | ms | none
     ratelimit_headers: bool = True  # send x-ratelimit-{limit,remaining,reset}-{requests,tokens}
     api_key_env: str = ""  # if set, requests must carry "Bearer $value-of-that-env-var" (else 401)
@@ -59,6 +62,11 @@ class SimOptions:
             raise ValueError(f"SimOptions.retry_after={self.retry_after!r}; choose from {RETRY_AFTER_STYLES}")
         if not 0.0 <= self.fault_rate <= 1.0:
             raise ValueError(f"SimOptions.fault_rate={self.fault_rate} is not in [0, 1]")
+        if not 0.0 <= self.slow_fault_rate <= 1.0:
+            raise ValueError(f"SimOptions.slow_fault_rate={self.slow_fault_rate} is not in [0, 1]")
+        lo, hi = self.slow_fault_s
+        if not 0.0 <= lo <= hi:
+            raise ValueError(f"SimOptions.slow_fault_s={self.slow_fault_s}: need 0 <= low <= high")
         if self.window_kind not in ("sliding", "fixed"):
             raise ValueError(f"SimOptions.window_kind={self.window_kind!r}; choose sliding or fixed")
         if self.window_s <= 0:
@@ -151,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that get a fault")
     p.add_argument("--faults", default=",".join(FAULT_KINDS), help=f"comma list of {','.join(FAULT_KINDS)}")
     p.add_argument("--slow", type=float, default=1.5, help="extra seconds of a 'slow' fault")
+    p.add_argument("--slow-fault-rate", type=parse_share, default=0.0, help="share (0.01 or 1/120) held, then 504")
+    p.add_argument("--slow-fault-s", type=parse_range, default=(5.0, 8.0), help="a slow fault's hold: LOW,HIGH s")
     p.add_argument("--retry-after", default="seconds", choices=RETRY_AFTER_STYLES)
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--api-key-env", default="", help="require 'Bearer $VAR' (the NAME of an env var)")
@@ -164,6 +174,7 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         rpm=args.rpm, tpm=args.tpm, window_s=args.window,
         window_kind=args.window_kind, count_rejected=args.count_rejected, fault_rate=args.fault_rate,
         faults=tuple(f for f in args.faults.split(",") if f), slow_s=args.slow, retry_after=args.retry_after,
+        slow_fault_rate=args.slow_fault_rate, slow_fault_s=args.slow_fault_s,
         ratelimit_headers=not args.no_ratelimit_headers,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,
     )  # fmt: skip
