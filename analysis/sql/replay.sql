@@ -1,9 +1,7 @@
 -- Every policy x every trajectory in one query (cascade, random, oracle), with the answer metrics of the returned
 -- draft (final_has_answer_line, final_em, final_f1). Filled by sql.replay_sql:
--- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES),
--- s_cap (IS of rounds 1..cap as a list: the oracle's), and the round-t picks of replay_inputs' columns
--- (CASE <round> WHEN t THEN <column>_t ...): cw_paid, cc_before_paid, cj_paid, j_stop, s_stop, hl_stop, em_stop,
--- f1_stop.
+-- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES).
+-- The per-round values at a row's round are replay_inputs' lists indexed (cw[paid], s[stop_round] ...).
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap, x.*
@@ -15,8 +13,8 @@ WITH pt AS (
                WHEN 'cascade' THEN $code
                WHEN 'random' THEN
                    (('0x' || left(sha256(seed::VARCHAR || ':' || scenario_id), 15))::BIGINT % cap + 1) * 8
-               ELSE CASE WHEN list_max($s_cap) IS NULL THEN 1
-                         ELSE list_position($s_cap, list_max($s_cap)) END * 8
+               ELSE CASE WHEN list_max(s[1:cap]) IS NULL THEN 1
+                         ELSE list_position(s[1:cap], list_max(s[1:cap])) END * 8
            END AS code
     FROM pt
 ), stopped AS (
@@ -26,10 +24,10 @@ WITH pt AS (
 SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
        CASE kind WHEN 'cascade' THEN CASE code % 8 $reasons END WHEN 'random' THEN 'random' ELSE 'oracle' END
            AS reason,
-       ($cw_paid + CASE WHEN paid > 1 THEN $cc_before_paid ELSE 0 END
-           + CASE WHEN consults_is THEN $cj_paid ELSE 0 END)::BIGINT AS operational_tokens,
-       ($j_stop)::BIGINT AS evaluation_tokens,
-       $s_stop AS final_is,
+       (cw[paid] + CASE WHEN paid > 1 THEN cc[paid - 1] ELSE 0 END
+           + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
+       j[stop_round]::BIGINT AS evaluation_tokens,
+       s[stop_round] AS final_is,
        depth, baseline_tokens, baseline_is, baseline_em, baseline_f1,
-       $hl_stop AS final_has_answer_line, $em_stop AS final_em, $f1_stop AS final_f1
+       hl[stop_round] AS final_has_answer_line, em[stop_round] AS final_em, f1[stop_round] AS final_f1
 FROM stopped

@@ -1,14 +1,16 @@
--- One row per trajectory with every round's signals as its own column (round t of d, s, tokens ... = d_t, s_t ...):
--- the replay's inputs. Scalar columns, not lists, so each (policy, trajectory) row of the replay is a few
--- vectorised comparisons and no list is built per row. Filled by sql.replay_inputs_sql for T = the store's
--- deepest trajectory: per_round (the round-t columns, t = 1..T), derived (m<k>_<t>, g_<t>, baselines).
+-- One row per trajectory: the replay's inputs. The cascade's comparisons are scalar columns (m<k>_<t>, g_t), so each
+-- (policy, trajectory) row of the replay is a few vectorised comparisons and no list lambda runs per row.
+-- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: per_round (the round-t values,
+-- t = 1..T, as d_t, s_t, ... in the aggregate), derived (m<k>_<t>, g_t, the lists, the baselines).
 -- d_t: the distance with NULL/NaN (and round 1) as +inf, so "all of the last k below eps" is
 --      greatest(d_(t-k+1) .. d_t) < eps = m<k>_<t> < eps, and a missing distance never halts.
 -- s_t: IS_t with NaN as NULL (a NULL difference never shows "no gain"); g_t = s_t - s_(t-1).
 -- a_t: approved(f_t); crit: the first round t >= 2 whose previous critique approved (policy-independent).
 -- cw_t / cc_t / cj_t: cumulative writer / critic / judge tokens up to round t; j_t: judge tokens of round t.
 -- hl_t / em_t / f1_t: has_answer_line, answer EM and F1 of round t's draft.
--- Columns past a trajectory's depth are NULL (or, for the sums, its totals): the replay never reads them.
+-- The cascade's comparisons (m<k>_<t>, g_t) are scalar columns; every other per-round value is a list of the
+-- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1; index t = round t) that the replay indexes at the
+-- row's round. Columns past a trajectory's depth are NULL: the replay never reads them.
 WITH x AS (
     SELECT gen_id, scenario_id, round,
            CASE WHEN distance IS NULL OR isnan(distance) OR round = 1 THEN 'inf'::DOUBLE
@@ -23,5 +25,5 @@ WITH x AS (
     FROM x
     GROUP BY gen_id, scenario_id
 )
-SELECT *, $derived
+SELECT gen_id, scenario_id, depth, crit, $derived
 FROM g

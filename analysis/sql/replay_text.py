@@ -19,9 +19,14 @@ def _round_list(column: str, length: str, rounds: int) -> str:
     return f"[{', '.join(f'{column}_{t}' for t in range(1, rounds + 1))}][1:{length}]"
 
 
+# replay_inputs' per-round lists (index t = round t, length depth): what the replay indexes at a row's round.
+LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1")
+
+
 def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
-    """One row per trajectory of ``signals``, each round's signals in columns ``<name>_1 .. <name>_<rounds>``
-    (replay_inputs.sql); ``rounds``: the deepest trajectory (at least 1)."""
+    """One row per trajectory of ``signals`` (replay_inputs.sql): the cascade's comparisons as scalar columns
+    (``m<k>_<t>``, ``g_<t>``), every per-round value as a list of the trajectory's depth, the baselines;
+    ``rounds``: the deepest trajectory (at least 1)."""
     rounds = max(1, int(rounds))
     per_round = []
     for t in range(1, rounds + 1):
@@ -35,6 +40,7 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
         for t in range(k + 1, rounds + 1)
     ]
     derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
+    derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS]
     cc_before = pick("cc", "depth - 1", rounds) if rounds > 1 else "NULL"
     derived += [
         f"({pick('cw', 'depth', rounds)} + coalesce({cc_before}, 0))::BIGINT AS baseline_tokens",
@@ -72,23 +78,11 @@ def replay_sql(rounds: int, executor: str = "sql") -> str:
     ``sql``: the CASE chains of cascade_code.sql. ``udf``: the Arrow UDF ``shp_cascade`` that
     loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.cascade_udf`).
     """
-    rounds = max(1, int(rounds))
     if executor == "sql":
         code = cascade_code_sql(rounds)
     elif executor == "udf":
-        code = query(
-            "cascade_udf_code",
-            d_list=_round_list("d", "depth", rounds),
-            s_list=_round_list("s", "depth", rounds),
-            a_list=_round_list("a", "depth", rounds),
-        )
+        code = query("cascade_udf_code")
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
-    picks = {
-        "cw_paid": pick("cw", "paid", rounds),
-        "cc_before_paid": pick("cc", "paid - 1", rounds),
-        "cj_paid": pick("cj", "paid", rounds),
-        **{f"{c}_stop": pick(c, "stop_round", rounds) for c in ("j", "s", "hl", "em", "f1")},
-    }
-    return query("replay", code=code, reasons=reasons, s_cap=_round_list("s", "cap", rounds), **picks)
+    return query("replay", code=code, reasons=reasons)
