@@ -1,23 +1,13 @@
--- The other stopping families x trajectories through the Arrow UDF shp_family (analysis.family_replay),
--- same columns as replay.sql plus selected_round, outcome, verified_final, params_json.
--- Filled by sql.family_replay_sql: kinds (the registered family kinds, quoted), outcome_kinds (those whose
--- reasons are outcomes: verifier-first).
-WITH pt AS (
-    SELECT p.policy, p.kind, p.params_json, p.max_rounds, least(p.max_rounds, x.depth) AS cap,
-           x.gen_id, x.scenario_id, x.depth, x.s, x.cw, x.cc, x.j, x.hl, x.em, x.f1, x.baseline_tokens, x.baseline_is,
-           fi.drafts, fi.embs, fi.fb_embs, fi.wt, fi.ct, fi.contexts
-    FROM policies p CROSS JOIN trajectories x
-    JOIN family_inputs fi ON fi.gen_id = x.gen_id AND fi.scenario_id = x.scenario_id
-    WHERE p.kind IN ($kinds)
-    ORDER BY x.gen_id, x.scenario_id  -- a trajectory's rows together: the UDF computes its signals once
-), decided AS (
-    SELECT *, shp_family(gen_id, scenario_id, kind, params_json, max_rounds, cap, drafts, embs, fb_embs, wt, ct,
-                         contexts) AS res
-    FROM pt
-), parsed AS (
-    SELECT *, split_part(res, '|', 1)::INTEGER AS stop_round, split_part(res, '|', 2) AS reason,
-           split_part(res, '|', 3)::INTEGER AS selected_round, split_part(res, '|', 4) = 'true' AS verified_final
-    FROM decided
+-- The other stopping families x trajectories (analysis.family_replay: family_decisions holds each one's tau,
+-- reason, selected round and verdict), same columns as replay.sql plus selected_round, outcome, verified_final,
+-- params_json. Filled by sql.family_replay_sql: outcome_kinds (the family kinds whose reasons are outcomes:
+-- verifier-first).
+WITH parsed AS (
+    SELECT d.policy, p.kind, p.params_json, d.gen_id, d.scenario_id, d.stop_round, d.reason, d.selected_round,
+           d.verified_final, x.depth, x.s, x.cw, x.cc, x.j, x.hl, x.em, x.f1, x.baseline_tokens, x.baseline_is
+    FROM family_decisions d
+    JOIN policies p ON p.policy = d.policy
+    JOIN trajectories x ON x.gen_id = d.gen_id AND x.scenario_id = d.scenario_id
 )
 SELECT policy, gen_id, scenario_id, stop_round, reason,
        -- judge-free: every writer up to tau, every critic before it, never the judge
