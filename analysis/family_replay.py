@@ -1,4 +1,4 @@
-"""The other stopping families' replay in DuckDB: their decisions, computed column-wise, and the statements that use them.
+"""The other stopping families' replay in DuckDB: their decisions, computed column-wise, and the SQL using them.
 
     family_inputs     one row per trajectory: drafts, draft embeddings, critique embeddings,
                       writer/critic tokens, the scenario's contexts (a view over the store; the gain-model
