@@ -170,5 +170,6 @@ def refresh(
     finally:
         con.unregister("family_decisions_arrow")
     outcomes = [k for k, f in FAMILIES.items() if f.outcomes]
-    con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes), table=materialize))
+    ((rounds,),) = con.execute(sql.query("deepest_round", relation="round_parts")).fetchall()
+    con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes, int(rounds)), table=materialize))
     con.execute(sql.create("replay", sql.query("replay_with_families")))

@@ -335,10 +335,19 @@ def family_policies_sql(kinds: Iterable[str]) -> str:
     return query("family_policies", kinds=quote_list(kinds))
 
 
-def family_replay_sql(outcome_kinds: Iterable[str] = ()) -> str:
-    """The family policies' replay rows from their decisions (family_decisions); the reasons of
-    ``outcome_kinds`` (verifier-first) are outcomes too."""
-    return query("family_replay", outcome_kinds=quote_list(outcome_kinds))
+def family_replay_sql(outcome_kinds: Iterable[str] = (), rounds: int = 1) -> str:
+    """The family policies' replay rows from their decisions (family_decisions) and replay_inputs' round columns
+    (``rounds``: the deepest trajectory); the reasons of ``outcome_kinds`` (verifier-first) are outcomes too."""
+    rounds = max(1, int(rounds))
+    cc_before = pick("x.cc", "d.stop_round - 1", rounds) if rounds > 1 else "0"
+    picks = {f"{c}_sel": pick(f"x.{c}", "d.selected_round", rounds) for c in ("j", "s", "hl", "em", "f1")}
+    return query(
+        "family_replay",
+        outcome_kinds=quote_list(outcome_kinds),
+        cw_stop=pick("x.cw", "d.stop_round", rounds),
+        cc_before_stop=cc_before,
+        **picks,
+    )
 
 
 # The replay's builders live beside this module (its inputs' round columns, the cascade's CASE chains).

@@ -26,9 +26,10 @@ from shp_ray.policy.families.signals import (
     final_answer,
     get_verifier,
     share_in,
+    share_of,
 )
-from shp_ray.policy.families.text import canonical_hash, token_edit_ratio, words
-from shp_ray.policy.scoring import row_cosine_distances
+from shp_ray.policy.families.text import content_of, hash_canonical, token_edit_ratio, words
+from shp_ray.policy.scoring import indexed_cosine_distances
 
 
 class SignalColumns:
@@ -59,17 +60,31 @@ class SignalColumns:
         self.pos = np.arange(len(self.traj)) - starts[self.traj]  # 0-based round of each row
         self.e = np.asarray(embeddings, dtype=np.float32)
         g = np.asarray(critiques, dtype=np.float32)
-        # SignalState's _usable: known, not all zeros, all finite
-        usable = np.asarray(critique_known, dtype=bool) & np.any(g != 0, axis=1) & np.all(np.isfinite(g), axis=1)
+        usable = np.asarray(critique_known, dtype=bool).copy()  # SignalState's _usable: known, not all 0, finite
+        rows = np.nonzero(usable)[0]
+        usable[rows] = np.any(g[rows] != 0, axis=1) & np.all(np.isfinite(g[rows]), axis=1)
         self.g, self.g_ok = g, usable
         later = np.nonzero(self.pos > 0)[0]  # rows of rounds t >= 2
-        self.distance = self._grid(later, row_cosine_distances(self.e[later], self.e[later - 1]))
-        self.drift = self._grid(later, row_cosine_distances(self.e[later], self.e[starts[self.traj[later]]]))
+        first = starts[self.traj[later]]
+        # d_t and the drift in one pass over the embeddings: each row's norm once (same bits as one by one)
+        d = indexed_cosine_distances(self.e, np.concatenate([later, later]), np.concatenate([later - 1, first]))
+        self.distance = self._grid(later, d[: len(later)])
+        self.drift = self._grid(later, d[len(later) :])
         self.drift[:, :1] = 0.0  # from the first draft to itself
-        cons = self.e.astype(np.float64)
-        cons[usable] = (cons[usable] + g[usable]) / 2.0
-        self.consensus = self._grid(later, row_cosine_distances(cons[later], cons[later - 1]))
-        n_words = np.asarray([len(words(d)) for d in self.drafts], dtype=np.int64)
+        # consensus c_t = (e_t + g_{t-1}) / 2 where g_{t-1} is usable, else e_t: where neither c_t nor c_(t-1)
+        # has a critique, cosine(c_t, c_(t-1)) IS d_t (the same float64 rows)
+        cons = d[: len(later)].copy()
+        mixed = np.nonzero(usable[later] | usable[later - 1])[0]
+        if len(mixed):
+            pair = np.unique(np.concatenate([later[mixed], later[mixed] - 1]))
+            c = self.e[pair].astype(np.float64)
+            crit = usable[pair]
+            c[crit] = (c[crit] + g[pair][crit]) / 2.0
+            at = np.searchsorted(pair, later[mixed])
+            cons[mixed] = indexed_cosine_distances(c, at, np.searchsorted(pair, later[mixed] - 1))
+        self.consensus = self._grid(later, cons)
+        self._words = [words(d) for d in self.drafts]
+        n_words = np.asarray([len(w) for w in self._words], dtype=np.int64)
         prev = n_words[later - 1]
         self.length_change = self._grid(later, (n_words[later] - prev) / np.maximum(prev, 1))
         spent = np.cumsum(np.asarray(tokens, dtype=np.int64))
@@ -92,7 +107,7 @@ class SignalColumns:
 
     @cached_property
     def canon_hashes(self) -> list[str]:
-        return [canonical_hash(d) for d in self.drafts]
+        return [hash_canonical(" ".join(w)) for w in self._words]  # = canonical_hash(draft)
 
     @cached_property
     def canon(self) -> np.ndarray:
@@ -111,8 +126,10 @@ class SignalColumns:
     def _plain_share(self) -> tuple[list[str | None], np.ndarray]:
         """Each draft's plain answer (final_answer) and the share of its content words in the contexts."""
         answers = [final_answer(d) for d in self.drafts]
-        vocab = self._vocab
-        share = [share_in(a or "", vocab[b]) for a, b in zip(answers, self.traj.tolist(), strict=True)]
+        vocab, share = self._vocab, []
+        for a, d, ws, b in zip(answers, self.drafts, self._words, self.traj.tolist(), strict=True):
+            # the answer is often the whole draft: its words are split already
+            share.append(share_of(content_of(ws if a == d else words(a or "")), vocab[b]))
         return answers, np.asarray(share, dtype=np.float64)
 
     @cached_property

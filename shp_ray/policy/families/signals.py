@@ -49,7 +49,11 @@ def context_vocab(contexts: Sequence[str]) -> frozenset[str]:
 
 def share_in(answer: str, vocab: frozenset[str] | set[str]) -> float:
     """Share of the answer's content words found in ``vocab`` (NaN if it has none)."""
-    cw = content_words(answer)
+    return share_of(content_words(answer), vocab)
+
+
+def share_of(cw: Sequence[str], vocab: frozenset[str] | set[str]) -> float:
+    """:func:`share_in` of content words already extracted."""
     if not cw:
         return math.nan
     return sum(w in vocab for w in cw) / len(cw)
