@@ -94,5 +94,5 @@ def select(selector: str, cols: SignalColumns, tau: np.ndarray, verifier: str = 
     scores = np.full((cols.B, cols.T), np.nan)  # medoid: the scores of the drafts up to tau, per tau
     for n in np.unique(tau).tolist():
         rows = np.nonzero(tau == n)[0]
-        scores[rows, :n] = best_round.medoid_stack(cols.embeddings[rows, :n])
+        scores[rows, :n] = best_round.medoid_stack(cols.embeddings[rows, :n], cols.norms[rows, :n])
     return _latest_max(scores, tau)

@@ -37,14 +37,15 @@ def _argmax_latest(values: Sequence[float]) -> int:
     return best_t
 
 
-def medoid_stack(m: np.ndarray) -> np.ndarray:
+def medoid_stack(m: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
     """Medoid scores of k trajectories at once: (k, n, dim) float64 drafts -> (k, n).
 
     Mean cosine similarity of each draft to the others (zero vectors score NaN). One code path for
     one trajectory (k = 1) and for many: numpy's stacked matmul runs the same product per
-    trajectory, so the column-wise executor's scores equal the live Stopper's bit for bit.
+    trajectory, so the column-wise executor's scores equal the live Stopper's bit for bit. ``norms``: the
+    rows' norms if known (``np.linalg.norm(m, axis=2)`` IS ``sqrt(sum(m * m, axis=2))``, the same sums).
     """
-    norms = np.linalg.norm(m, axis=2)
+    norms = np.linalg.norm(m, axis=2) if norms is None else norms
     ok = norms > 0
     unit = np.where(ok[..., None], m / np.where(ok, norms, 1.0)[..., None], 0.0)
     n = m.shape[1]

@@ -29,7 +29,7 @@ from shp_ray.policy.families.signals import (
     share_of,
 )
 from shp_ray.policy.families.text import content_of, hash_canonical, token_edit_ratio, words
-from shp_ray.policy.scoring import indexed_cosine_distances
+from shp_ray.policy.scoring import cosine_from_parts, indexed_cosine_distances
 
 
 class SignalColumns:
@@ -65,15 +65,24 @@ class SignalColumns:
         usable[rows] = np.any(g[rows] != 0, axis=1) & np.all(np.isfinite(g[rows]), axis=1)
         self.g, self.g_ok = g, usable
         later = np.nonzero(self.pos > 0)[0]  # rows of rounds t >= 2
-        first = starts[self.traj[later]]
-        # d_t and the drift in one pass over the embeddings: each row's norm once (same bits as one by one)
-        d = indexed_cosine_distances(self.e, np.concatenate([later, later]), np.concatenate([later - 1, first]))
-        self.distance = self._grid(later, d[: len(later)])
-        self.drift = self._grid(later, d[len(later) :])
+        valid = self.pos_grid()
+        # d_t and the drift over the (B, T, dim) float64 drafts: each a sum over one row, as row_cosine_distances
+        # sums it (same bits), each norm once, the pairs as views (no gathered copies)
+        e3 = self.embeddings
+        self.norms = np.sqrt(np.sum(e3 * e3, axis=2))
+        self.distance = np.full((self.B, self.T), np.nan)
+        self.drift = np.full((self.B, self.T), np.nan)
+        if self.T > 1:
+            nrm = self.norms
+            dist = cosine_from_parts(np.sum(e3[:, 1:] * e3[:, :-1], axis=2), nrm[:, 1:], nrm[:, :-1])
+            drift = cosine_from_parts(np.sum(e3[:, 1:] * e3[:, :1], axis=2), nrm[:, 1:], nrm[:, :1])
+            self.distance[:, 1:] = np.where(valid[:, 1:], dist, np.nan)
+            self.drift[:, 1:] = np.where(valid[:, 1:], drift, np.nan)
         self.drift[:, :1] = 0.0  # from the first draft to itself
+        d = self.distance[self.traj[later], self.pos[later]]
         # consensus c_t = (e_t + g_{t-1}) / 2 where g_{t-1} is usable, else e_t: where neither c_t nor c_(t-1)
         # has a critique, cosine(c_t, c_(t-1)) IS d_t (the same float64 rows)
-        cons = d[: len(later)].copy()
+        cons = d.copy()
         mixed = np.nonzero(usable[later] | usable[later - 1])[0]
         if len(mixed):
             pair = np.unique(np.concatenate([later[mixed], later[mixed] - 1]))
@@ -162,10 +171,14 @@ class SignalColumns:
 
     @cached_property
     def embeddings(self) -> np.ndarray:
-        """(B, T, dim) float64 draft embeddings (zeros beyond the depth), for best-round medoids."""
+        """(B, T, dim) float64 draft embeddings (zeros beyond the depth): distances, drift, medoids."""
         out = np.zeros((self.B, self.T, self.e.shape[1]), dtype=np.float64)
         out[self.traj, self.pos] = self.e
         return out
+
+    def pos_grid(self) -> np.ndarray:
+        """(B, T) bool: round t exists in trajectory b."""
+        return np.arange(self.T)[None, :] < self.depth[:, None]
 
     def history(self, b: int, verifier: str = "qa") -> list[RoundSignal]:
         """Trajectory b's RoundSignal list, as SignalState would have pushed it."""
