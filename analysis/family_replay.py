@@ -30,13 +30,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis import sql
+from analysis import family_stream, sql
 from shp_ray.policy.families.batch import run_columns
 from shp_ray.policy.families.columns import SignalColumns
 from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.policy.table import Policy
 
-_BATCH_ROWS = 1 << 15  # rounds per streamed batch: ~5 000 trajectories' signals in memory at once
 _OUT = pa.schema(
     [
         ("policy", pa.string()),
@@ -62,43 +61,52 @@ def row_inputs(emb, fb, w, cr):  # noqa: ANN001, ANN201 - plain lists from a fam
     return embeddings, crit, tokens
 
 
-def _trajectories(reader: pa.RecordBatchReader) -> Iterator[pa.Table]:
-    """The streamed rounds regrouped into tables of WHOLE trajectories (a batch may end mid-trajectory)."""
-    carry: pa.Table | None = None
-    for batch in reader:
-        t = (
-            pa.Table.from_batches([batch])
-            if carry is None
-            else pa.concat_tables([carry, pa.Table.from_batches([batch])])
-        )
-        if t.num_rows == 0:
-            continue
-        last_g, last_s = t["gen_id"][-1], t["scenario_id"][-1]
-        tail = pc.and_(pc.equal(t["gen_id"], last_g), pc.equal(t["scenario_id"], last_s))
-        start = t.num_rows - int(pc.sum(tail).as_py())  # rows are ordered: the last trajectory is a suffix
-        if start > 0:
-            yield t.slice(0, start)
-        carry = t.slice(start)
-    if carry is not None and carry.num_rows:
-        yield carry
+class _Lookups:
+    """What a round row is paired with, read once: each scenario's contexts, and the stored critique
+    embeddings per generation (by text hash), as family_inputs.sql joins them."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, dim: int) -> None:
+        ctx = con.execute(sql.query("family_contexts")).fetch_arrow_table()
+        self.contexts = dict(zip(ctx["scenario_id"].to_pylist(), ctx["contexts"].to_pylist(), strict=True))
+        fe = con.execute(sql.query("family_critiques")).fetch_arrow_table()
+        self.critiques: dict[str, tuple[pa.Array, np.ndarray, np.ndarray]] = {}
+        for gen in set(fe["gen_id"].to_pylist()):
+            part = fe.filter(pc.equal(fe["gen_id"], gen))
+            g = part["g"].combine_chunks()
+            has = pc.fill_null(pc.list_value_length(g), 0).to_numpy(zero_copy_only=False) == dim
+            mat = np.zeros((len(g), dim), dtype=np.float32)
+            if has.any():
+                flat = pc.list_flatten(g.filter(pa.array(has))).to_numpy(zero_copy_only=False)
+                mat[has] = flat.reshape(-1, dim)
+            self.critiques[gen] = (part["text_hash"].combine_chunks(), mat, has)
+
+    def feedback(self, t: pa.Table, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(R, dim) embeddings of each round's critique f_t, and whether it is known (stored, of the draft's size)."""
+        fb, has = np.zeros((t.num_rows, dim), dtype=np.float32), np.zeros(t.num_rows, dtype=bool)
+        if not self.critiques:
+            return fb, has
+        gens = t["gen_id"].to_numpy(zero_copy_only=False)
+        for gen, (hashes, mat, ok) in self.critiques.items():
+            rows = np.nonzero(gens == gen)[0]
+            if not len(rows):
+                continue
+            at = pc.index_in(t["fh"].take(pa.array(rows)), value_set=hashes).to_numpy(zero_copy_only=False)
+            found = ~np.isnan(at.astype(np.float64))
+            idx = at[found].astype(np.int64)
+            hit = rows[found][ok[idx]]
+            fb[hit], has[hit] = mat[idx[ok[idx]]], True
+        return fb, has
 
 
-def _columns(t: pa.Table, dim: int) -> tuple[SignalColumns, np.ndarray]:
+def _columns(t: pa.Table, dim: int, look: _Lookups) -> tuple[SignalColumns, np.ndarray]:
     """One table of whole trajectories -> their SignalColumns, and the row where each trajectory starts."""
     g_id, s_id = t["gen_id"].to_numpy(zero_copy_only=False), t["scenario_id"].to_numpy(zero_copy_only=False)
     new = np.ones(t.num_rows, dtype=bool)
     new[1:] = (g_id[1:] != g_id[:-1]) | (s_id[1:] != s_id[:-1])
     starts = np.nonzero(new)[0]
     depths = np.diff(np.append(starts, t.num_rows))
-    e = pa.concat_arrays(t["e"].chunks) if t["e"].num_chunks != 1 else t["e"].chunks[0]
-    emb = e.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
-    # g_{t-1}: the previous round's critique embedding, where it has the draft's size
-    g = pa.concat_arrays(t["g"].chunks) if t["g"].num_chunks != 1 else t["g"].chunks[0]
-    lengths = pc.fill_null(pc.list_value_length(g), 0).to_numpy()
-    fb = np.zeros((t.num_rows, dim), dtype=np.float32)
-    has = lengths == dim
-    if has.any():
-        fb[has] = pc.list_flatten(g.filter(pa.array(has))).to_numpy(zero_copy_only=False).reshape(-1, dim)
+    emb = t["e"].combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+    fb, has = look.feedback(t, dim)  # g_{t-1}: the previous round's critique embedding
     crit, known = np.zeros_like(fb), np.zeros(t.num_rows, dtype=bool)
     crit[1:], known[1:] = fb[:-1], has[:-1]
     known[starts] = False
@@ -106,7 +114,7 @@ def _columns(t: pa.Table, dim: int) -> tuple[SignalColumns, np.ndarray]:
     tokens = wt.copy()
     tokens[1:] += ct[:-1]
     tokens[starts] = wt[starts]
-    contexts = t["contexts"].take(pa.array(starts)).to_pylist()
+    contexts = [look.contexts.get(sid) or () for sid in s_id[starts].tolist()]
     drafts = t["draft"].to_pylist()
     return SignalColumns(depths, drafts, emb, crit, known, tokens, contexts), starts
 
@@ -115,10 +123,17 @@ def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:
     """Every family policy of the ``policies`` table x every stored trajectory, column-wise."""
     pols = con.execute(sql.family_policies_sql(list(FAMILIES))).fetchall()
     parsed = [(name, kind, json.loads(params), int(horizon)) for name, kind, params, horizon in pols]
-    reader = con.sql(sql.family_rounds_sql(dim)).to_arrow_reader(_BATCH_ROWS)
+    look = _Lookups(con, dim)
+    try:
+        return _decide(family_stream.trajectories(con, dim), parsed, dim, look)
+    except family_stream.Unordered:  # a store written in another order: read it sorted
+        return _decide(family_stream.trajectories(con, dim, sorted_=True), parsed, dim, look)
+
+
+def _decide(tables: Iterator[pa.Table], parsed: list[tuple[str, str, dict, int]], dim: int, look: _Lookups) -> pa.Table:
     parts: list[pa.Table] = []
-    for t in _trajectories(reader):
-        cols, starts = _columns(t, dim)
+    for t in tables:
+        cols, starts = _columns(t, dim, look)
         keys = t.select(["gen_id", "scenario_id"]).take(pa.array(starts))
         for name, kind, params, horizon in parsed:
             d = run_columns(kind, params, cols, horizon=horizon)
