@@ -66,9 +66,9 @@ class _Lookups:
     embeddings per generation (by text hash), as family_inputs.sql joins them."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, dim: int) -> None:
-        ctx = con.execute(sql.query("family_contexts")).fetch_arrow_table()
+        ctx = con.sql(sql.query("family_contexts")).to_arrow_table()
         self.contexts = dict(zip(ctx["scenario_id"].to_pylist(), ctx["contexts"].to_pylist(), strict=True))
-        fe = con.execute(sql.query("family_critiques")).fetch_arrow_table()
+        fe = con.sql(sql.query("family_critiques")).to_arrow_table()
         self.critiques: dict[str, tuple[pa.Array, np.ndarray, np.ndarray]] = {}
         for gen in set(fe["gen_id"].to_pylist()):
             part = fe.filter(pc.equal(fe["gen_id"], gen))
