@@ -5,7 +5,7 @@
 
 The connection is in-memory and, by default, sandboxed read-only (:mod:`analysis.sandbox`).
 The modules it puts together: :mod:`analysis.views` (the statements), :mod:`analysis.sql` (their
-text), :mod:`analysis.cascade_udf` and :mod:`analysis.family_replay` (the Python UDFs),
+text), :mod:`analysis.cascade_udf` (the Python UDF), :mod:`analysis.family_replay` (the families, column-wise),
 :mod:`analysis.signals` (the replay over given per-round signals, without a store).
 """
 
