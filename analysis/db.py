@@ -5,7 +5,7 @@
 
 The connection is in-memory and, by default, sandboxed read-only (:mod:`analysis.sandbox`).
 The modules it puts together: :mod:`analysis.views` (the statements), :mod:`analysis.sql` (their
-text), :mod:`analysis.cascade_udf` and :mod:`analysis.family_replay` (the Python UDFs),
+text), :mod:`analysis.cascade_udf` (the Python UDF), :mod:`analysis.family_replay` (the families, column-wise),
 :mod:`analysis.signals` (the replay over given per-round signals, without a store).
 """
 
@@ -171,9 +171,10 @@ def connect(
             signals=signals,
             rounds=rounds,
         )
-        family_replay.register(con)  # before the views that call it
         for stmt in stmts:
             con.execute(stmt)
+        if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
+            family_replay.refresh(con, pols, materialize, dim)
         register_udfs(con, rounds)
         if read_only:
             _lock_down(con, store)
@@ -196,7 +197,7 @@ def set_policies(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy]) -> 
     """Replace the rows of ``policies`` (the views follow: a cell is a row, not a generation)."""
     policies = tuple(policies)
     con.execute(policies_sql(policies))
-    family_replay.refresh(con, policies)
+    family_replay.refresh(con, policies, dim=_SETUPS[con].dim if con in _SETUPS else None)
     if con in _SETUPS:
         _SETUPS[con] = replace(_SETUPS[con], policies=policies)
 

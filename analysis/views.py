@@ -165,7 +165,7 @@ def build_statements(
     """Every statement that sets up the views (shared by connect() and views.sql).
 
     ``with_families``: the other stopping families' rows (they need the Python UDF
-    ``shp_family``, so the plain-CLI views.sql leaves them out). ``signals``: where the
+    family executor, so the plain-CLI views.sql leaves them out). ``signals``: where the
     per-round signals come from (:func:`signals_source`); ``rounds``: the deepest trajectory
     (:func:`deepest`), the number of round columns of ``replay_inputs``.
     """

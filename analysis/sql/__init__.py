@@ -327,10 +327,19 @@ def dynamics_by_round_sql() -> str:
     return query("dynamics_by_round")
 
 
-def family_replay_sql(kinds: Iterable[str], outcome_kinds: Iterable[str] = ()) -> str:
-    """Policies of the family ``kinds`` x trajectories through the UDF ``shp_family``; the reasons of
-    ``outcome_kinds`` (verifier-first) are outcomes too."""
-    return query("family_replay", kinds=quote_list(kinds), outcome_kinds=quote_list(outcome_kinds))
+def family_rounds_sql(dim: int) -> str:
+    """Per round, in trajectory and round order: what the column-wise family executor streams."""
+    return query("family_rounds", dim=int(dim))
+
+
+def family_policies_sql(kinds: Iterable[str]) -> str:
+    return query("family_policies", kinds=quote_list(kinds))
+
+
+def family_replay_sql(outcome_kinds: Iterable[str] = ()) -> str:
+    """The family policies' replay rows from their decisions (family_decisions) and replay_inputs' lists;
+    the reasons of ``outcome_kinds`` (verifier-first) are outcomes too."""
+    return query("family_replay", outcome_kinds=quote_list(outcome_kinds))
 
 
 # The replay's builders live beside this module (its inputs' round columns, the cascade's CASE chains).

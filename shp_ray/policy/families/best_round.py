@@ -37,20 +37,29 @@ def _argmax_latest(values: Sequence[float]) -> int:
     return best_t
 
 
+def medoid_stack(m: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
+    """Medoid scores of k trajectories at once: (k, n, dim) float64 drafts -> (k, n).
+
+    Mean cosine similarity of each draft to the others (zero vectors score NaN). One code path for
+    one trajectory (k = 1) and for many: numpy's stacked matmul runs the same product per
+    trajectory, so the column-wise executor's scores equal the live Stopper's bit for bit. ``norms``: the
+    rows' norms if known (``np.linalg.norm(m, axis=2)`` IS ``sqrt(sum(m * m, axis=2))``, the same sums).
+    """
+    norms = np.linalg.norm(m, axis=2) if norms is None else norms
+    ok = norms > 0
+    unit = np.where(ok[..., None], m / np.where(ok, norms, 1.0)[..., None], 0.0)
+    n = m.shape[1]
+    if n == 1:
+        return np.where(ok, 0.0, math.nan)
+    sims = unit @ unit.transpose(0, 2, 1)
+    diag = np.diagonal(sims, axis1=1, axis2=2)
+    return np.where(ok, (sims.sum(axis=2) - diag) / (n - 1), math.nan)
+
+
 def medoid_scores(history: Sequence[RoundSignal]) -> list[float]:
     """Mean cosine similarity of each draft to the others (float64, zero vectors score NaN)."""
     m = np.stack([s.embedding.astype(np.float64) for s in history])
-    norms = np.linalg.norm(m, axis=1)
-    ok = norms > 0
-    unit = np.where(ok[:, None], m / np.where(ok, norms, 1.0)[:, None], 0.0)
-    sims = unit @ unit.T
-    n = len(history)
-    if n == 1:
-        return [0.0 if ok[0] else math.nan]
-    out = []
-    for i in range(n):
-        out.append(float((sims[i].sum() - sims[i, i]) / (n - 1)) if ok[i] else math.nan)
-    return out
+    return [float(v) for v in medoid_stack(m[None])[0]]
 
 
 def select(selector: str, history: Sequence[RoundSignal]) -> int:

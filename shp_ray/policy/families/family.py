@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from shp_ray.policy.families.signals import RoundSignal
 
@@ -44,4 +45,10 @@ class Family:
     outcomes: bool = False
     # Whether best-round selectors (+best=medoid ...) apply; a family returning a checked draft says no.
     selectable: bool = True
+    # Optional, for speed only: ``check`` over many trajectories at once (.columns.SignalColumns), as
+    # (params, columns, horizon) -> [(reason, hit)] in ``check``'s priority order, hit[b, t-1] being
+    # whether ``check`` would name that reason at round t of trajectory b; None for params it does not
+    # cover. Without it (or on None) the DuckDB replay runs ``check`` round by round. It must agree
+    # with ``check`` exactly: tests/test_family_columns.py proves the shipped ones do.
+    batch: Callable[[Params, Any, int], list[tuple[str, Any]] | None] | None = None
     doc: str = field(default="", compare=False)

@@ -122,6 +122,12 @@ def check_params(params: Mapping[str, object]) -> None:
         raise ValueError(f"c must be a number, got {c!r}")
 
 
+def batch_check(params: Mapping[str, object], cols: object, horizon: int = 0) -> list[tuple[str, object]] | None:
+    """Unfitted: never halts (no signal read). Fitted: None, so the replay runs :func:`check` round by
+    round (a stacked matrix product need not round like the one-row ``x @ coef`` it would replace)."""
+    return [] if model_of(params) is None else None
+
+
 FAMILY = Family(
     kind="gain_model",
     label="learned gain",
@@ -131,4 +137,5 @@ FAMILY = Family(
     # Loud: an unfitted model only ever runs to the cap.
     cap_reason=lambda params: "failsafe" if params.get("model") else "unfitted",
     needs_critique=lambda params: True,
+    batch=batch_check,
 )

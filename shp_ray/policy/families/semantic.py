@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
@@ -93,6 +96,45 @@ def check(params: Mapping[str, float], history: Sequence[RoundSignal], horizon: 
     return REASONS[mode] if hit else None
 
 
+def _all_last(ok: np.ndarray, n: int) -> np.ndarray:
+    """hit[:, t-1]: ok at each of rounds t-n+1..t, all >= 2 (``_last`` of d_2..d_t needs t - 1 >= n)."""
+    hit = np.zeros_like(ok, dtype=bool)
+    if ok.shape[1] > n:
+        hit[:, n:] = True
+        for k in range(n):
+            hit[:, n:] &= ok[:, n - k : ok.shape[1] - k]
+    return hit
+
+
+def batch_check(params: Mapping[str, float], cols: Any, horizon: int) -> list[tuple[str, np.ndarray]]:
+    """:func:`check` over (trajectory, round) columns (.columns.SignalColumns), the same comparisons."""
+    mode = str(params["mode"])
+    if mode == "cap":
+        return []
+    n = int(params.get("n", 1))
+    if mode in ("sim_threshold", "consensus"):
+        d = cols.distance if mode == "sim_threshold" else cols.consensus
+        hit = _all_last(1.0 - d >= params["threshold"], n)
+    elif mode == "window_mean":
+        total = np.zeros_like(cols.distance)
+        width = cols.T - n
+        if width > 0:  # summed left to right, as sum() does
+            for k in range(n):
+                total[:, n:] = total[:, n:] + cols.distance[:, 1 + k : 1 + k + width]
+        hit = np.zeros_like(total, dtype=bool)
+        hit[:, n:] = total[:, n:] / n < params["threshold"]
+    elif mode == "dynamic_threshold":
+        need = np.asarray([dynamic_schedule(t, params["start"], params["end"], horizon) for t in range(1, cols.T + 1)])
+        hit = _all_last(1.0 - cols.distance >= need[None, :], n)
+    elif mode == "drift":
+        change = np.full_like(cols.drift, np.nan)
+        change[:, 1:] = np.abs(cols.drift[:, 1:] - cols.drift[:, :-1])
+        hit = _all_last(change < params["tol"], n)
+    else:
+        raise ValueError(f"unknown semantic mode {mode!r}")
+    return [(REASONS[mode], hit)]
+
+
 FAMILY = Family(
     kind="semantic",
     label="semantic",
@@ -100,4 +142,5 @@ FAMILY = Family(
     check=check,  # type: ignore[arg-type]
     check_params=check_params,
     needs_critique=lambda params: params.get("mode") == "consensus",
+    batch=batch_check,
 )

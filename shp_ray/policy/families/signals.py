@@ -42,13 +42,26 @@ def final_answer(draft: str, fmt: str = "plain") -> str | None:
     return found or draft.strip() or None
 
 
-def grounded_share(answer: str, contexts: Sequence[str]) -> float:
-    """Share of the answer's content words that occur in the contexts (NaN if it has none)."""
-    cw = content_words(answer)
+def context_vocab(contexts: Sequence[str]) -> frozenset[str]:
+    """Every word of the contexts (built once per trajectory by the column-wise executor)."""
+    return frozenset(w for c in contexts for w in words(c))
+
+
+def share_in(answer: str, vocab: frozenset[str] | set[str]) -> float:
+    """Share of the answer's content words found in ``vocab`` (NaN if it has none)."""
+    return share_of(content_words(answer), vocab)
+
+
+def share_of(cw: Sequence[str], vocab: frozenset[str] | set[str]) -> float:
+    """:func:`share_in` of content words already extracted."""
     if not cw:
         return math.nan
-    vocab = {w for c in contexts for w in words(c)}
     return sum(w in vocab for w in cw) / len(cw)
+
+
+def grounded_share(answer: str, contexts: Sequence[str]) -> float:
+    """Share of the answer's content words that occur in the contexts (NaN if it has none)."""
+    return share_in(answer, context_vocab(contexts))
 
 
 def qa_verifier(fmt: str = "plain") -> Verifier:
@@ -58,6 +71,9 @@ def qa_verifier(fmt: str = "plain") -> Verifier:
         answer = final_answer(draft, fmt)
         return answer is not None and grounded_share(answer, contexts) == 1.0
 
+    # The column-wise executor (.columns) recognises this check by its format and runs it over the
+    # trajectory's context vocabulary built once; any other verifier is called as it is.
+    verify.answer_format = fmt  # type: ignore[attr-defined]
     return verify
 
 

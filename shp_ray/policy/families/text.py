@@ -46,7 +46,13 @@ def canonical(text: str) -> str:
 
 
 def canonical_hash(text: str) -> str:
-    return hashlib.sha256(canonical(text).encode()).hexdigest()[:16]
+    return hash_canonical(canonical(text))
+
+
+def hash_canonical(canon: str) -> str:
+    """The hash of a canonical form: ``" ".join(words(text))`` IS ``canonical(text)`` (one fold, one regex),
+    so the column-wise executor hashes the words it already split."""
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
 def words(text: str) -> list[str]:
@@ -55,7 +61,12 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """Words that carry content: not stopwords; single letters only when digits."""
-    return [w for w in words(text) if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
+    return content_of(words(text))
+
+
+def content_of(ws: Sequence[str]) -> list[str]:
+    """:func:`content_words` of text already split by :func:`words`."""
+    return [w for w in ws if w not in STOPWORDS and (len(w) > 1 or w.isdigit())]
 
 
 def edit_distance(a: Sequence[str], b: Sequence[str]) -> int:

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
@@ -69,6 +72,22 @@ def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon:
     return None
 
 
+def batch_check(params: Mapping[str, object], cols: Any, horizon: int = 0) -> list[tuple[str, np.ndarray]]:
+    """:func:`check` over (trajectory, round) columns (.columns.SignalColumns): its exits in its order."""
+    rules = []
+    if params["verify"]:
+        rules.append(("verified", cols.verified(str(params.get("verifier", "qa")))))
+    if params["oscillation"]:
+        # the detector holds the last ``history`` >= ``cycle`` hashes: a repeat of rounds t-cycle..t-1
+        canon, hit = cols.canon, np.zeros((cols.B, cols.T), dtype=bool)
+        for k in range(1, min(int(params["cycle"]), cols.T - 1) + 1):
+            hit[:, k:] |= canon[:, k:] == canon[:, :-k]
+        rules.append(("oscillation", hit))
+    if params["budget"]:
+        rules.append(("budget", cols.spent >= int(params["budget"])))
+    return rules
+
+
 FAMILY = Family(
     kind="verifier",
     label="verifier-first",
@@ -78,4 +97,5 @@ FAMILY = Family(
     cap_reason=lambda params: "cap",
     outcomes=True,
     selectable=False,  # it returns the verified (last) draft
+    batch=batch_check,
 )
