@@ -28,6 +28,7 @@ from analysis.policy_table import default_policies, policies_sql
 # both up here, so a patch of this module's name takes effect.
 from analysis.sandbox import lock_down as _lock_down
 from analysis.sandbox import new_connection as _new_connection
+from analysis.sql import ScenarioSlice
 from analysis.signals import SIGNAL_COLUMNS, SIGNAL_SELECT, connect_signals, trajectories_from_signals
 from analysis.views import (
     DEFAULT_DELTA,
@@ -117,13 +118,14 @@ def connect(
     materialize: bool = True,
     validate: bool = True,
     gen_id: str | None = None,
-    scenario_ids: Sequence[str] | None = None,
+    scenario_ids: Sequence[str] | ScenarioSlice | None = None,
     memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
 
     ``gen_id`` / ``scenario_ids`` narrow the trajectories to one generation and a
-    set of scenarios (what one sweep job generated and replays); default: all.
+    set of scenarios (what one sweep job generated and replays) or a
+    :class:`ScenarioSlice` of them (a store too large for memory, replayed slice by slice); default: all.
 
     ``judge`` selects whose judgments give IS (needed only when the store holds
     several); ``weights`` a dict over METRICS (default uniform); ``policies``
@@ -141,7 +143,7 @@ def connect(
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection(memory_limit)
     try:
-        con.execute(sql.create("judgments_raw", source(store, "judgments")))
+        con.execute(sql.create("judgments_raw", sql.narrowed(source(store, "judgments"), None, scenario_ids)))
         con.execute(sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)))
         con.execute(sql.create("signals_raw", source(store, "signals", gen_id)))
         if validate:

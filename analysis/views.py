@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from analysis import family_replay, sql
 from analysis.errors import AnalysisError
+from analysis.sql import ScenarioSlice
 from analysis.policy_table import policies_sql
 from analysis.stats import detectable_margins
 from shp_ray.policy.table import Policy
@@ -56,7 +57,7 @@ def source(store: Store, table: str, gen_id: str | None = None) -> str:
     return sql.table_source(globs, [(f.name, _sqltype(f.type)) for f in TABLES[table]])
 
 
-def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     """The rounds parts, optionally narrowed to one generation and a set of scenarios (a sweep job's scope)."""
     return sql.narrowed(source(store, "rounds", gen_id), gen_id, scenario_ids)
 
@@ -95,13 +96,13 @@ def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str |
 STORED, COMPUTED, MIXED = "stored", "computed", "mixed"
 
 
-def _coverage(gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
+def _coverage(gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     stored = sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
     return sql.query("signals_coverage", stored=stored)
 
 
 def signals_source(
-    con: duckdb.DuckDBPyConnection, store: Store, gen_id: str | None, scenario_ids: Sequence[str] | None
+    con: duckdb.DuckDBPyConnection, store: Store, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
 ) -> tuple[str, int]:
     """Which signals round_signals reads (STORED, COMPUTED or MIXED), and how many trajectories lack
     stored ones (reads key columns only). Needs the ``round_parts`` and ``signals_raw`` views."""
@@ -115,7 +116,7 @@ def signals_source(
 
 
 def signals_statements(
-    kind: str, dim: int, gen_id: str | None, scenario_ids: Sequence[str] | None
+    kind: str, dim: int, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
 ) -> tuple[list[str], str]:
     """The per-round signals relation of ``kind`` that round_signals reads (and, for MIXED, the
     ``signal_status`` table it needs), as (statements before, relation)."""
@@ -157,7 +158,7 @@ def build_statements(
     dim: int,
     materialize: bool = True,
     gen_id: str | None = None,
-    scenario_ids: Sequence[str] | None = None,
+    scenario_ids: Sequence[str] | ScenarioSlice | None = None,
     with_families: bool = True,
     signals: str = COMPUTED,
     rounds: int = 1,
@@ -177,7 +178,7 @@ def build_statements(
     stmts += [
         sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
         sql.create("signals_raw", source(store, "signals", gen_id)),
-        sql.create("judgments_raw", source(store, "judgments")),
+        sql.create("judgments_raw", sql.narrowed(source(store, "judgments"), None, scenario_ids)),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it

@@ -35,6 +35,7 @@ reference executor :func:`shp_ray.policy.reference.replay`.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
@@ -156,12 +157,28 @@ def table_source(globs: Sequence[str], schema_fields: Sequence[tuple[str, str]])
     return f"SELECT * FROM {read_parquet(globs)}" if globs else empty_select(schema_fields)
 
 
-def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | None) -> str:
-    """``source`` (rounds) narrowed to one generation and a set of scenarios (a sweep job's scope)."""
+@dataclass(frozen=True)
+class ScenarioSlice:
+    """Slice ``index`` of ``count``: the scenarios whose hash falls in it. A store too large for memory is
+    replayed slice by slice (``analysis.connect(store, scenario_ids=ScenarioSlice(i, n))`` for i < n):
+    each slice is a whole set of trajectories, every slice together the store."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.count, int) and self.count >= 1 and 0 <= self.index < self.count):
+            raise ValueError(f"ScenarioSlice({self.index}, {self.count}): need 0 <= index < count")
+
+
+def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
+    """``source`` narrowed to one generation and a set of scenarios (a sweep job's scope) or a slice of them."""
     where = ["true"]
     if gen_id is not None:
         where.append(f"gen_id = {quote(gen_id)}")
-    if scenario_ids is not None:
+    if isinstance(scenario_ids, ScenarioSlice):
+        where.append(f"hash(scenario_id) % {int(scenario_ids.count)} = {int(scenario_ids.index)}")
+    elif scenario_ids is not None:
         where.append(f"scenario_id IN ({quote_list(scenario_ids)})")
     return source if len(where) == 1 else f"SELECT * FROM ({source}) WHERE {' AND '.join(where)}"
 

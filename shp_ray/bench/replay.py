@@ -55,8 +55,12 @@ def _same(a: float | None, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = None) -> dict[str, object]:
-    """The timed part, in this (fresh) process: open the store, replay every cell, compare a subsample."""
+def measure(
+    store: Path, rounds: int, sample: int, memory_limit: str | None = None, slices: int = 1
+) -> dict[str, object]:
+    """The timed part, in this (fresh) process: open the store, replay every cell (slice by slice when
+    ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next), then
+    compare a subsample (of the first slice) with the Python loop."""
     t0 = time.perf_counter()
     import analysis
     from analysis import sql
@@ -64,18 +68,27 @@ def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = No
 
     import_s = time.perf_counter() - t0
     policies = _policies(rounds)
-    t0 = time.perf_counter()
-    con = analysis.connect(store, policies=policies, memory_limit=memory_limit)
-    scan_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    rows = sum(b.num_rows for b in con.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
-    sql_s = time.perf_counter() - t0
+    scan_s = sql_s = 0.0
+    rows = n = 0
+    con = None
+    for i in range(slices):
+        scope = analysis.ScenarioSlice(i, slices) if slices > 1 else None
+        t0 = time.perf_counter()
+        part = analysis.connect(store, policies=policies, memory_limit=memory_limit, scenario_ids=scope)
+        scan_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rows += sum(b.num_rows for b in part.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
+        sql_s += time.perf_counter() - t0
+        n += part.execute(sql.query("replay_inputs_count")).fetchall()[0][0]
+        if i == 0:
+            con = part  # kept for the comparison below
+        else:
+            part.close()
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
-    n = len(keys)
     if rows != n * len(policies):
         raise AssertionError(f"replay returned {rows} rows, expected {n * len(policies)}")
-    step = max(1, n // min(sample, n))
+    keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
+    step = max(1, len(keys) // min(sample, len(keys)))
     picked = keys[::step][:sample]
     trajs = _trajectories(con, picked)
     t0 = time.perf_counter()
@@ -129,6 +142,7 @@ def measure(store: Path, rounds: int, sample: int, memory_limit: str | None = No
         "peak_rss_mb": round(peak_rss_mb, 1),
         "signals": signals,
         "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
+        "slices": slices,
         **narrowed,
     }
 
@@ -149,7 +163,7 @@ def _du_mb(path: Path) -> float:
 
 def run(
     n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
-    drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1,
+    drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1, slices: int = 1,
 ) -> dict[str, object]:  # fmt: skip
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -172,6 +186,7 @@ def run(
     cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
     cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
     cmd += ["--memory-limit", memory_limit] if memory_limit else []
+    cmd += ["--slices", str(slices)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"the measuring process failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -197,17 +212,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", type=Path, default=None, help="measure this store (e.g. one --keep wrote)")
     ap.add_argument("--drop-caches", action="store_true", help="empty the OS page cache first (root only)")
     ap.add_argument("--generations", type=int, default=1, help="split the trajectories over this many generations")
+    ap.add_argument("--slices", type=int, default=1, help="replay slice by slice (analysis.ScenarioSlice)")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
-    if args.trajectories < 1 or args.rounds < 1 or args.python_sample < 1 or args.generations < 1:
-        ap.error("--trajectories, --rounds, --python-sample and --generations must be >= 1")
+    if min(args.trajectories, args.rounds, args.python_sample, args.generations, args.slices) < 1:
+        ap.error("--trajectories, --rounds, --python-sample, --generations and --slices must be >= 1")
     if args.generations > args.trajectories:
         ap.error("--generations cannot exceed --trajectories")
     if args.measure is not None:
-        print(json.dumps(measure(args.measure, args.rounds, args.python_sample, args.memory_limit)), flush=True)
+        out = measure(args.measure, args.rounds, args.python_sample, args.memory_limit, args.slices)
+        print(json.dumps(out), flush=True)
         return 0
-    opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations}
+    opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations,
+            "slices": args.slices}  # fmt: skip
     shape = (args.trajectories, args.rounds, args.dim, args.python_sample, args.seed)
     if args.store is not None:
         if not args.store.is_dir():

@@ -1,0 +1,2 @@
+-- shp-bench replay: the trajectories a connection replays.
+SELECT count(*) FROM replay_inputs
