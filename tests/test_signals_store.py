@@ -203,3 +203,30 @@ def test_signals_whose_rounds_are_gone_are_never_replayed(tmp_path) -> None:
     kind, replayed, rounds = _open(root)
     assert kind == "mixed" and replayed == reference
     assert {r[0] for r in rounds} == {"synthetic-gen"}
+
+
+def test_one_generation_opens_only_its_folder_and_slices_partition_the_store(tmp_path) -> None:
+    root = tmp_path / "store"
+    _synthetic(root, n_trajectories=40)
+    _synthetic(root, n_trajectories=12, gen_id="second-gen", seed=9)
+    signals_store.build(root)
+    assert sorted(p.name for p in (root / "rounds").iterdir()) == ["gen_id=second-gen", "gen_id=synthetic-gen"]
+    con = analysis.connect(root)
+    everything = con.sql(REPLAY).fetchall()
+    con.close()
+
+    one = analysis.connect(root, gen_id="second-gen")
+    sources = " ".join(r[0] for r in one.sql("SELECT sql FROM duckdb_views() WHERE view_name IN "
+                                            "('round_parts', 'signals_raw')").fetchall())  # fmt: skip
+    assert "gen_id=second-gen" in sources and "gen_id=synthetic-gen" not in sources and "gen_id=*" not in sources
+    assert one.sql(REPLAY).fetchall() == [r for r in everything if r[1] == "second-gen"]
+    one.close()
+
+    sliced = []
+    for i in range(3):
+        part = analysis.connect(root, scenario_ids=analysis.ScenarioSlice(i, 3))
+        sliced += part.sql(REPLAY).fetchall()
+        part.close()
+    assert sorted(sliced) == sorted(everything)  # every trajectory in exactly one slice
+    with pytest.raises(ValueError, match="0 <= index < count"):
+        analysis.ScenarioSlice(3, 3)
