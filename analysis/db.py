@@ -28,8 +28,8 @@ from analysis.policy_table import default_policies, policies_sql
 # both up here, so a patch of this module's name takes effect.
 from analysis.sandbox import lock_down as _lock_down
 from analysis.sandbox import new_connection as _new_connection
-from analysis.sql import ScenarioSlice
 from analysis.signals import SIGNAL_COLUMNS, SIGNAL_SELECT, connect_signals, trajectories_from_signals
+from analysis.sql import ScenarioSlice
 from analysis.views import (
     DEFAULT_DELTA,
     MIXED,

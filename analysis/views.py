@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 
 from analysis import family_replay, sql
 from analysis.errors import AnalysisError
-from analysis.sql import ScenarioSlice
 from analysis.policy_table import policies_sql
+from analysis.sql import ScenarioSlice
 from analysis.stats import detectable_margins
 from shp_ray.policy.table import Policy
 from storage.parts import Store

@@ -35,10 +35,10 @@ reference executor :func:`shp_ray.policy.reference.replay`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from string import Template
 
