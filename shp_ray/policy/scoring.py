@@ -18,6 +18,11 @@ METRICS: tuple[str, ...] = (
 _ROW_CHUNK = 4096
 
 
+def _quiet() -> np.errstate:
+    """NaN/inf arithmetic of non-finite inputs is expected here (it maps to 1.0): no RuntimeWarning."""
+    return np.errstate(invalid="ignore", divide="ignore", over="ignore")
+
+
 def row_cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """d = 1 - cos(a_i, b_i) for each row i of two (n, dim) arrays, total and bounded (Lemma 1).
 
@@ -33,9 +38,11 @@ def row_cosine_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for i in range(0, len(a), _ROW_CHUNK):  # bounded float64 temporaries; each row's sums are its own
         x = a[i : i + _ROW_CHUNK].astype(np.float64)
         y = b[i : i + _ROW_CHUNK].astype(np.float64)
-        nx = np.sqrt(np.sum(x * x, axis=1))
-        ny = np.sqrt(np.sum(y * y, axis=1))
-        out[i : i + _ROW_CHUNK] = cosine_from_parts(np.sum(x * y, axis=1), nx, ny)
+        with _quiet():  # a non-finite vector (inf * 0 = NaN on the way) is no evidence: 1.0, no warning
+            nx = np.sqrt(np.sum(x * x, axis=1))
+            ny = np.sqrt(np.sum(y * y, axis=1))
+            dot = np.sum(x * y, axis=1)
+        out[i : i + _ROW_CHUNK] = cosine_from_parts(dot, nx, ny)
     return out
 
 
@@ -43,7 +50,7 @@ def cosine_from_parts(dot: np.ndarray, nx: np.ndarray, ny: np.ndarray) -> np.nda
     """d = 1 - dot / (|x| |y|), total and bounded as :func:`row_cosine_distances` (zero or non-finite norm -> 1.0),
     from float64 row dot products and norms (each a sum over one row): the one formula every caller shares."""
     ok = (nx > 0.0) & (ny > 0.0) & np.isfinite(nx) & np.isfinite(ny)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+    with _quiet():
         d = 1.0 - dot / (nx * ny)
     return np.clip(np.where(ok & np.isfinite(d), d, 1.0), 0.0, 2.0)
 
@@ -52,12 +59,15 @@ def indexed_cosine_distances(m: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.
     """:func:`row_cosine_distances` of (m[i], m[j]) for index arrays into ONE (n, dim) array, bit for bit:
     the same float64 row reductions, but each row's norm computed once however many pairs it is in."""
     m64 = np.asarray(m).astype(np.float64)
-    norms = np.sqrt(np.sum(m64 * m64, axis=1))
+    with _quiet():
+        norms = np.sqrt(np.sum(m64 * m64, axis=1))
     i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
     out = np.empty(len(i), dtype=np.float64)
     for lo in range(0, len(i), _ROW_CHUNK):  # bounded float64 temporaries
         a, b = i[lo : lo + _ROW_CHUNK], j[lo : lo + _ROW_CHUNK]
-        out[lo : lo + _ROW_CHUNK] = cosine_from_parts(np.sum(m64[a] * m64[b], axis=1), norms[a], norms[b])
+        with _quiet():
+            dot = np.sum(m64[a] * m64[b], axis=1)
+        out[lo : lo + _ROW_CHUNK] = cosine_from_parts(dot, norms[a], norms[b])
     return out
 
 
