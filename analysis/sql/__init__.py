@@ -15,20 +15,20 @@ The Python connection (:mod:`analysis.db`) and the plain DuckDB CLI init script
 
 Pipeline (one scan of the store's scalar signals, then pure arithmetic per policy)::
 
-    signals (Parquet: d_t, approval, tokens, EM/F1) --+--> round_signals (+ IS_t; materialised once)
+    signals (Parquet: d_t, approval, tokens, EM/F1) --+--> round_signals (+ IS_t; a view)
       [or computed from round_parts' embeddings]      |          |
     judgments (Parquet) ------------------------------+          v
-                   trajectories (one row per gen_id, scenario_id; lists over rounds)
+                   replay_inputs (one row per gen_id, scenario_id: the cascade's comparisons as scalar
+                                  columns, per-round lists; materialised once)
                                        |  x  policies (one row per policy / cell)
                                        v
                    replay (stop_round, reason, tokens, final_is, EM/F1 of the returned draft)
                                        --> policy_summary
 
-The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as one
-list lambda per (policy, trajectory): for every round t <= cap it yields
-``t*8 + reason_code`` when the cascade halts at t (codes in REASON_CODES, in
-the cascade's priority order) and NULL otherwise; the smallest value is the
-first halting round and its reason. Property tests hold it equal to the
+The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as CASE
+chains over replay_inputs' scalar columns (analysis/sql/replay_text.py): each signal's
+first halting round, as ``t*8 + reason_code`` (codes in REASON_CODES, in the cascade's
+priority order); the smallest value is the first halting round and its reason. Property tests hold it equal to the
 reference executor :func:`shp_ray.policy.reference.replay`.
 """
 
@@ -254,9 +254,9 @@ def signals_mixed_sql(dim: int) -> str:
     return query("signals_mixed", stored=signals_stored_sql(), computed=computed)
 
 
-def trajectories_sql(signals: str = "round_signals") -> str:
-    """One row per trajectory with per-round lists (index t = round t), from the relation ``signals``."""
-    return query("trajectories", signals=signals)
+def trajectories_sql() -> str:
+    """One row per trajectory with per-round lists (index t = round t): replay_inputs' lists."""
+    return query("trajectories")
 
 
 def answer_normalize_sql(text: str) -> str:
@@ -360,4 +360,4 @@ def family_replay_sql(outcome_kinds: Iterable[str] = ()) -> str:
 
 
 # The replay's builders live beside this module (its inputs' round columns, the cascade's CASE chains).
-from analysis.sql.replay_text import cascade_code_sql, pick, replay_inputs_sql, replay_sql  # noqa: E402, F401
+from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401

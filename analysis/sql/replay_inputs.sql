@@ -1,7 +1,7 @@
 -- One row per trajectory: the replay's inputs. The cascade's comparisons are scalar columns (m<k>_<t>, g_t), so each
 -- (policy, trajectory) row of the replay is a few vectorised comparisons and no list lambda runs per row.
 -- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: per_round (the round-t values,
--- t = 1..T, as d_t, s_t, ... in the aggregate), derived (m<k>_<t>, g_t, the lists, the baselines).
+-- t = 1..T, as d_t, s_t, ... in the aggregate), derived (m<k>_<t>, g_t, the lists); then the baselines.
 -- d_t: the distance with NULL/NaN (and round 1) as +inf, so "all of the last k below eps" is
 --      greatest(d_(t-k+1) .. d_t) < eps = m<k>_<t> < eps, and a missing distance never halts.
 -- s_t: IS_t with NaN as NULL (a NULL difference never shows "no gain"); g_t = s_t - s_(t-1).
@@ -24,6 +24,11 @@ WITH x AS (
            $per_round
     FROM x
     GROUP BY gen_id, scenario_id
+), lists AS (
+    SELECT gen_id, scenario_id, depth, crit, $derived
+    FROM g
 )
-SELECT gen_id, scenario_id, depth, crit, $derived
-FROM g
+-- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
+SELECT *, (cw[depth] + coalesce(cc[depth - 1], 0))::BIGINT AS baseline_tokens, s[depth] AS baseline_is,
+       em[depth] AS baseline_em, f1[depth] AS baseline_f1
+FROM lists

@@ -1,5 +1,6 @@
-"""The replay's SQL builders: replay_inputs (each round's signals as scalar columns) and the replay over it,
-whose cascade is CASE chains over those columns (cascade_code.sql) or the decide() UDF (cascade_udf_code.sql).
+"""The replay's SQL builders: replay_inputs (the cascade's comparisons as scalar round columns, the rest as
+per-round lists) and the replay over it, whose cascade is CASE chains over those columns (cascade_code.sql)
+or the decide() UDF (cascade_udf_code.sql).
 
 The number of round columns is the store's deepest trajectory, so the text is built per connection; the
 statements themselves are the ``.sql`` files of this folder.
@@ -8,11 +9,6 @@ statements themselves are the ``.sql`` files of this folder.
 from __future__ import annotations
 
 from analysis.sql import REASON_CODES, query, quote
-
-
-def pick(column: str, index: str, rounds: int) -> str:
-    """The round-``index`` value of replay_inputs' ``<column>_<t>`` columns (NULL past ``rounds``)."""
-    return f"CASE {index} " + " ".join(f"WHEN {t} THEN {column}_{t}" for t in range(1, rounds + 1)) + " END"
 
 
 def _round_list(column: str, length: str, rounds: int) -> str:
@@ -33,7 +29,7 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
         per_round += [
             f"any_value({c}) FILTER (WHERE round = {t}) AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")
         ]
-        per_round += [f"sum({c}) FILTER (WHERE round <= {t}) AS c{c}_{t}" for c in ("w", "c", "j")]
+        per_round += [f"sum({c}) FILTER (WHERE round <= {t})::BIGINT AS c{c}_{t}" for c in ("w", "c", "j")]
     derived = [
         f"greatest({', '.join(f'd_{u}' for u in range(t - k + 1, t + 1))}) AS m{k}_{t}"
         for k in range(1, rounds)
@@ -41,13 +37,6 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
     ]
     derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
     derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS]
-    cc_before = pick("cc", "depth - 1", rounds) if rounds > 1 else "NULL"
-    derived += [
-        f"({pick('cw', 'depth', rounds)} + coalesce({cc_before}, 0))::BIGINT AS baseline_tokens",
-        f"{pick('s', 'depth', rounds)} AS baseline_is",
-        f"{pick('em', 'depth', rounds)} AS baseline_em",
-        f"{pick('f1', 'depth', rounds)} AS baseline_f1",
-    ]
     return query("replay_inputs", signals=signals, per_round=",\n           ".join(per_round),
                  derived=",\n       ".join(derived))  # fmt: skip
 
