@@ -21,7 +21,7 @@ import duckdb
 
 from analysis import family_replay, sql
 from analysis.cascade_udf import register_udfs
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, require_sound
 from analysis.policy_table import default_policies, policies_sql
 
 # Tests patch ``analysis.db._new_connection`` and call ``analysis.db._lock_down``: connect() looks
@@ -37,6 +37,7 @@ from analysis.views import (
     check_trajectories,
     deepest,
     embedding_dim,
+    judgments_source,
     pick_judge,
     rounds_source,
     signals_source,
@@ -46,7 +47,6 @@ from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
 from storage.parts import Store
-from storage.verify import DamagedStore, require_sound
 
 __all__ = [  # what callers import from here (some defined in the modules above)
     "DEFAULT_DELTA",
@@ -90,14 +90,6 @@ class Setup:
 _SETUPS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Setup] = weakref.WeakKeyDictionary()
 
 
-def _require_sound(store: Store) -> None:
-    """Every part checked before it is believed (each once: storage.verify records sound parts)."""
-    try:
-        require_sound(store)
-    except DamagedStore as exc:
-        raise AnalysisError(str(exc)) from None
-
-
 def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, float]:
     if weights is None or weights == "uniform":
         return weight_strategies.uniform()
@@ -138,12 +130,12 @@ def connect(
     store = Store(store_root)
     if store.local and not Path(store.path).is_dir():
         raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
-    _require_sound(store)
+    require_sound(store)
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection(memory_limit)
     try:
-        con.execute(sql.create("judgments_raw", sql.narrowed(source(store, "judgments"), None, scenario_ids)))
+        con.execute(sql.create("judgments_raw", judgments_source(store, scenario_ids)))
         con.execute(sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)))
         con.execute(sql.create("signals_raw", source(store, "signals", gen_id)))
         if validate:
@@ -219,7 +211,7 @@ def write_init_script(
     store = Store(store_root)
     if not store.local:
         raise AnalysisError(f"views.sql is written only for local stores, not {store.uri}")
-    _require_sound(store)
+    require_sound(store)
     con = _new_connection()
     con.execute(sql.create("judgments_raw", source(store, "judgments")))
     con.execute(sql.create("round_parts", source(store, "rounds")))

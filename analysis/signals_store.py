@@ -25,12 +25,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis import sql
-from analysis.errors import AnalysisError
+from analysis.errors import AnalysisError, require_sound
 from analysis.sandbox import new_connection
 from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
 from storage.parts import Store
 from storage.schemas import SIGNALS
-from storage.verify import DamagedStore, require_sound
 
 _ROUND_COLUMNS = [
     "gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
@@ -78,18 +77,19 @@ def _stored_keys(store: Store) -> set[str]:
 def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int]]:
     """Per rounds part: the signals of its trajectories (those not in ``skip``) and how many it holds."""
     gold, embedder = _lookups(store)
+    stored = pa.array(sorted(skip), pa.string()) if skip else None  # built once for every part
     for part in store.parts("rounds"):
-        if skip:  # read the keys first: a part whose trajectories all have signals costs no embedding read
+        if stored is not None:  # read the keys first: a part whose trajectories all have signals costs no embedding
             keys = pc.unique(_key(pq.read_table(part, columns=["gen_id", "scenario_id"], filesystem=store.fs)))
-            if pc.all(pc.is_in(keys, value_set=pa.array(sorted(skip), pa.string()))).as_py():
+            if pc.all(pc.is_in(keys, value_set=stored)).as_py():
                 yield SIGNALS.empty_table(), len(keys)
                 continue
         rounds = pq.read_table(part, columns=_ROUND_COLUMNS, filesystem=store.fs)
         rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
         keys = _key(rounds)
         n_traj = len(pc.unique(keys))
-        if skip:
-            rounds = rounds.filter(pc.invert(pc.is_in(keys, value_set=pa.array(sorted(skip), pa.string()))))
+        if stored is not None:
+            rounds = rounds.filter(pc.invert(pc.is_in(keys, value_set=stored)))
         if rounds.num_rows == 0:
             yield SIGNALS.empty_table(), n_traj
             continue
@@ -116,17 +116,10 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
         yield pa.table(cols, schema=SIGNALS), n_traj
 
 
-def _sound(store: Store) -> None:
-    try:
-        require_sound(store)
-    except DamagedStore as exc:
-        raise AnalysisError(str(exc)) from None
-
-
 def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
     """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all)."""
     store = store_root if isinstance(store_root, Store) else Store(store_root)
-    _sound(store)
+    require_sound(store)
     report = SignalsReport()
     skip = _stored_keys(store) if missing_only else None
     for table, n_traj in _computed(store, skip):
@@ -141,7 +134,7 @@ def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsRepor
 def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
     """Recompute the signals of every stored row from its rounds; count rows that differ (NULL = NULL)."""
     store = store_root if isinstance(store_root, Store) else Store(store_root)
-    _sound(store)
+    require_sound(store)
     report = SignalsReport()
     stored = store.read("signals")
     stored = stored.filter(pc.equal(stored["signals_version"], SIGNALS_VERSION))

@@ -62,6 +62,11 @@ def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] 
     return sql.narrowed(source(store, "rounds", gen_id), gen_id, scenario_ids)
 
 
+def judgments_source(store: Store, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
+    """The judgments parts, narrowed to the scenarios of a job's scope or slice (judgments have no gen_id)."""
+    return sql.narrowed(source(store, "judgments"), None, scenario_ids)
+
+
 def embedding_dim(store: Store) -> int:
     """The embedding size of the rounds parts, from their Parquet footers (no data scan)."""
     dims: dict[int, str] = {}
@@ -178,7 +183,7 @@ def build_statements(
     stmts += [
         sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
         sql.create("signals_raw", source(store, "signals", gen_id)),
-        sql.create("judgments_raw", sql.narrowed(source(store, "judgments"), None, scenario_ids)),
+        sql.create("judgments_raw", judgments_source(store, scenario_ids)),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it

@@ -295,16 +295,22 @@ class Store:
                 found.append(info.path)
         return found
 
+    def _files(self, name: str, partition: object = _ALL) -> list[pafs.FileInfo]:
+        """Every file in ``name``'s folders (:meth:`_folders`): its parts, and temp files of a killed writer."""
+        return [
+            info
+            for folder in self._folders(name, partition)
+            for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+            if info.type == pafs.FileType.File
+        ]
+
     def parts(self, name: str, partition: object = _ALL) -> list[str]:
         """Every part of ``name`` (in its folder and its partition folders); ``partition``: only those
         that can hold that value of the partition column (its folder, and parts of no folder)."""
         return sorted(
             info.path
-            for folder in self._folders(name, partition)
-            for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-            if info.type == pafs.FileType.File
-            and info.base_name.endswith(".parquet")
-            and not info.base_name.startswith(TMP_PREFIX)
+            for info in self._files(name, partition)
+            if info.base_name.endswith(".parquet") and not info.base_name.startswith(TMP_PREFIX)
         )
 
     def read(self, name: str, columns: list[str] | None = None, schema: pa.Schema | None = None) -> pa.Table:
@@ -321,11 +327,7 @@ class Store:
         """Remove temp files left by a killed writer; returns how many."""
         removed = 0
         for name in TABLES:
-            for info in (
-                info
-                for folder in self._folders(name)
-                for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-            ):
+            for info in self._files(name):
                 if info.base_name.startswith(TMP_PREFIX):
                     self.fs.delete_file(info.path)
                     removed += 1
