@@ -154,6 +154,7 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.timeout_s", *number(0, lo_open=True)),
     Rule("provider.n_threads", *integer(1)),  # llama
     Rule("provider.n_ctx", *integer(MIN_N_CTX)),  # llama
+    Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
     Rule("provider.sim_rpm", *number(0, lo_open=True, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0)),  # sim

@@ -13,7 +13,7 @@ from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.generation.embedder import Embedder
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.generation.loop import generate_trajectory, live_trajectory
-from shp_ray.generation.prompts import NO_CONTEXTS
+from shp_ray.generation.prompts import NO_CONTEXTS, critic_messages, writer_messages
 from shp_ray.generation.records import load_trajectories
 from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, LocalServices
 from shp_ray.policy.reference import replay
@@ -188,3 +188,17 @@ def test_a_shallower_generation_pays_nothing_and_shares_judgments(tmp_path) -> N
         bad, replace(shallow, retry_failed=False), store.uri, SPEC, provider_factory=FACTORY, backend="local"
     )
     assert (skip.skipped, skip.failed) == (1, 0)
+
+
+def test_shared_prefix_prompts_open_with_the_question_and_contexts():
+    """shp-wc-v3: every request of one question and role starts with the same question + contexts block
+    (what llama.cpp's prompt cache reuses); the round line follows it, so the simulated server still reads it."""
+    q, ctx = "Who wrote it?", ["Alpha wrote it.", "Beta read it."]
+    block = "Question: Who wrote it?\nContexts:\n[1] Alpha wrote it.\n[2] Beta read it.\n"
+    w1 = writer_messages(q, ctx, 1, "", "", "shp-wc-v3")[1][1]
+    w3 = writer_messages(q, ctx, 3, "draft two", "PROBLEMS: x", "shp-wc-v3")[1][1]
+    c2 = critic_messages(q, ctx, 2, "draft two", "shp-wc-v3")[1][1]
+    for text, t in ((w1, 1), (w3, 3), (c2, 2)):
+        assert text.startswith(block) and text[len(block) :].startswith(f"Round: {t}\n")
+    old = writer_messages(q, ctx, 1, "", "", "shp-wc-v2")[1][1]
+    assert old.startswith("Round: 1\n")  # a stored v2 generation keeps its exact text

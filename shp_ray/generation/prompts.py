@@ -12,10 +12,13 @@ set's text changes the drafts: add a new version instead. JUDGE_PROMPT_VERSION i
 every judge key.
 
 - ``shp-wc-v1``: a short answer, revised to the feedback.
-- ``shp-wc-v2`` (default): a grounded justification citing the contexts by number and a final
+- ``shp-wc-v2``: a grounded justification citing the contexts by number and a final
   ``Answer:`` line (the answer metrics read it); a Critic that approves only a fully supported
   answer and otherwise names concrete, checkable problems against the contexts. Written for
   small local models, which under v1 approved at round 1 and repeated their drafts verbatim.
+- ``shp-wc-v3`` (default): v2 with drafts bounded in words and the question + contexts opening
+  every request (the round after them), so a prompt-caching server evaluates that shared prefix
+  once per question and role instead of once per call.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-PROMPT_VERSION = "shp-wc-v2"
+PROMPT_VERSION = "shp-wc-v3"
 JUDGE_PROMPT_VERSION = "shp-judge-v1"
 
 NO_CONTEXTS = "(no contexts were provided for this question)"
@@ -39,6 +42,9 @@ class PromptSet:
     # Round >= 2: the feedback before the previous draft, so a model that copies the block right above
     # its task copies a draft, not the critique.
     feedback_first: bool = False
+    # The question and contexts open every request, the round after them: all requests of one role on
+    # one question then share one long prefix, which llama.cpp's prompt cache evaluates once, not per round.
+    shared_prefix: bool = False
 
 
 PROMPT_SETS: dict[str, PromptSet] = {
@@ -81,6 +87,37 @@ PROMPT_SETS: dict[str, PromptSet] = {
         ),
         feedback_first=True,
     ),
+    # Tuned on the dev split with Qwen2.5-Coder-1.5B (0.5B copied the contexts or its draft under every
+    # wording tried): v2's drafts ran to the max_tokens cap, so v3 bounds them in words, and the
+    # question + contexts open every request so llama.cpp evaluates them once per question and role.
+    "shp-wc-v3": PromptSet(
+        writer_system=(
+            "You are the Writer. Answer the question using only the numbered contexts. "
+            "In at most three short sentences of your own (under 70 words), state the facts from the contexts "
+            "that answer the question, citing each context you use by its number, like [2]; do not copy the "
+            "contexts. Then, on a line of its own, end with the final line 'Answer: <the short answer>' (a name, "
+            "a date, a number, yes or no: a few words, nothing else). When a previous draft and the Critic's "
+            "feedback are given, rewrite the draft: fix every problem the Critic names that the contexts "
+            "confirm, and keep what the contexts support."
+        ),
+        critic_system=(
+            "You are the Critic. Check the draft strictly against the question and the numbered contexts. "
+            "Begin your reply with one of two words. APPROVED: only if the final 'Answer:' line answers exactly "
+            "what the question asks and every claim in the draft is stated in the contexts. PROBLEMS: otherwise, "
+            "followed by at most two concrete problems, one sentence each, each naming the context number that "
+            "shows it (for example: 'Context [2] says X, but the draft says Y'), and what the answer should be."
+        ),
+        writer_task=(
+            "Write the draft: at most three short sentences citing the contexts, then the final 'Answer:' line."
+        ),
+        critic_task="Begin with APPROVED, or with PROBLEMS: and the list.",
+        revise_task=(
+            "Write the revised draft only: at most three short sentences citing the contexts, then the final "
+            "'Answer:' line on its own line. Do not repeat the feedback."
+        ),
+        feedback_first=True,
+        shared_prefix=True,
+    ),
 }
 
 
@@ -113,6 +150,11 @@ def format_contexts(contexts: Sequence[str]) -> str:
     return "\n".join(f"[{i}] {c}" for i, c in enumerate(contexts, start=1))
 
 
+def _opening(ps: PromptSet, question: str, contexts: Sequence[str], t: int) -> list[str]:
+    head = [f"Question: {question}", "Contexts:", format_contexts(contexts)]
+    return [*head, f"Round: {t}"] if ps.shared_prefix else [f"Round: {t}", *head]
+
+
 def writer_messages(
     question: str,
     contexts: Sequence[str],
@@ -123,7 +165,7 @@ def writer_messages(
 ) -> Messages:
     """Writer(q, C, x_{t-1}, f_{t-1}) at round t; x_0 = f_0 = ""."""
     ps = prompt_set(version)
-    parts = [f"Round: {t}", f"Question: {question}", "Contexts:", format_contexts(contexts)]
+    parts = _opening(ps, question, contexts, t)
     if t > 1:
         draft_part = ["Previous draft:", previous_draft or "(empty)"]
         feedback_part = ["Critic feedback:", feedback or "(none)"]
@@ -137,14 +179,7 @@ def critic_messages(
 ) -> Messages:
     """Critic(q, C, x_t) at round t."""
     ps = prompt_set(version)
-    parts = [
-        f"Round: {t}",
-        f"Question: {question}",
-        "Contexts:",
-        format_contexts(contexts),
-        "Draft:",
-        draft or "(empty)",
-    ]
+    parts = [*_opening(ps, question, contexts, t), "Draft:", draft or "(empty)"]
     if ps.critic_task:
         parts.append(ps.critic_task)
     return (("system", ps.critic_system), ("user", "\n".join(parts)))
