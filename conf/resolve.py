@@ -37,6 +37,7 @@ PROVIDER_KINDS = ("llama", "sim", "openai")
 JUDGES = ("lexical", "llm")
 WEIGHT_STRATEGIES = ("uniform", "entropy", "ahp")  # constrained_ls needs labels a sweep does not have
 MAX_RETRIES = 30  # backoff (full jitter) is capped at 20 s: 30 retries can hold one call up to ~10 min
+BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batches
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
 
 
@@ -152,6 +153,9 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.max_concurrency", *integer(1)),
     Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
     Rule("provider.timeout_s", *number(0, lo_open=True)),
+    Rule("provider.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("provider.batch_poll_s", *number(0, lo_open=True)),
+    Rule("provider.batch_max_tries", *integer(1)),
     Rule("provider.n_threads", *integer(1)),  # llama
     Rule("provider.n_ctx", *integer(MIN_N_CTX)),  # llama
     Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
@@ -162,6 +166,7 @@ RULES: tuple[Rule, ...] = (
     Rule("dataset.split", *one_of(SPLITS, null="both")),
     Rule("dataset.limit", *integer(1, null="all")),
     Rule("judge.kind", *one_of(JUDGES)),
+    Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
@@ -277,6 +282,11 @@ def to_job(cfg: DictConfig) -> JobSpec:
     spec = _guard("provider", lambda: ProviderSpec(**values(p, schema.PROVIDER_KEYS)))
     if not spec.model:
         raise ConfigError("provider.model: required")
+    if spec.batch and p.kind not in BATCH_KINDS:
+        raise ConfigError(
+            f"provider.batch: provider={p.kind} has no Batch API (the embedded llama.cpp server serves live calls "
+            f"only); batch mode needs one of {list(BATCH_KINDS)}"
+        )
     options = None
     if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
         kind, keys = schema.SERVER_OPTIONS[p.kind]
@@ -287,6 +297,11 @@ def to_job(cfg: DictConfig) -> JobSpec:
             **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
         ),
     )
+    if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):
+        raise ConfigError(
+            f"judge.batch: batch judging is for judge=llm on an endpoint with a Batch API ({list(BATCH_KINDS)}); "
+            f"this job has judge={generation.judge}, provider={p.kind}"
+        )
     if isinstance(options, LlamaOptions) and options.n_ctx <= generation.max_tokens:
         raise ConfigError(
             f"provider.n_ctx: {options.n_ctx} leaves no room for the prompt with generation.max_tokens="

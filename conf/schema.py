@@ -57,7 +57,7 @@ SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "
 GENERATION_KEYS = same(
     "max_rounds", "temperature", "seed", "prompt_version", "max_tokens", "embedder", "workers", "concurrency"
 )
-JUDGE_KEYS = {"kind": "judge", "model": "judge_model"}
+JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 # critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
 # cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
 # (replay.policies=[abl_no_gain, ...]).

@@ -16,6 +16,7 @@ do not report task events (Ray would otherwise keep a record of every call in th
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import failure_outcome
 from shp_ray.generation.judge import JudgeResult
+from shp_ray.generation.lockstep import LockstepProvider, open_lockstep
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.records import trajectory_rows
 from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
@@ -69,7 +71,7 @@ class EmbedActor:
 
 
 def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str) -> CachedChat:
-    provider = load_factory(factory)(spec)
+    provider = load_factory(factory)(replace(spec, batch=False))  # live calls (batch mode: the judge's)
     return CachedChat(provider, ResponseCache(Path(cache_dir) / RESPONSES_FILE))
 
 
@@ -118,6 +120,37 @@ class _RayServices:
 
 
 @ray.remote(num_cpus=0)
+class LockstepActor:
+    """Batch mode: the job's one :class:`~shp_ray.generation.lockstep.Lockstep`, which every worker's
+    calls wait in (an async actor: thousands of waiting calls cost nothing)."""
+
+    def __init__(self, spec: ProviderSpec, factory: str, cache_dir: str, gen_id: str) -> None:
+        self.live = load_factory(factory)(replace(spec, batch=False))
+        self.lockstep = open_lockstep(
+            spec, Path(cache_dir), role="generation", live=self.live, metadata={"shp_gen_id": gen_id[:16]}
+        )
+
+    async def expect(self, lanes: int) -> None:
+        self.lockstep.expect(lanes)
+
+    async def leave(self) -> None:
+        self.lockstep.leave()
+
+    @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await self.lockstep.complete(request)
+
+    async def stats(self) -> dict[str, object]:
+        return self.lockstep.stats.snapshot()
+
+    async def close(self) -> None:
+        await self.lockstep.aclose()
+        aclose = getattr(self.live, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+@ray.remote(num_cpus=0)
 class TrajectoryWorker:
     def __init__(
         self,
@@ -130,9 +163,15 @@ class TrajectoryWorker:
         embed: ray.actor.ActorHandle,
         judge: ray.actor.ActorHandle | None,
         writer: ray.actor.ActorHandle,
+        lockstep: ray.actor.ActorHandle | None = None,
     ) -> None:
         self.cfg, self.spec, self.gen_id, self.dim, self.writer = cfg, spec, gen_id, dim, writer
-        self.chat = _chat_for(spec, factory, cache_dir)
+        self.lockstep = lockstep
+        if lockstep is None:
+            self.chat = _chat_for(spec, factory, cache_dir)
+        else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)
+            provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
+            self.chat = CachedChat(provider, ResponseCache(Path(cache_dir) / RESPONSES_FILE))
         self.services = _RayServices(self.chat, embed, judge)
 
     async def warm(self) -> bool:
@@ -144,7 +183,11 @@ class TrajectoryWorker:
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def run(self, scenario: Scenario) -> dict[str, object]:
-        result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
+        try:
+            result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
+        finally:
+            if self.lockstep is not None:
+                await self.lockstep.leave.remote()
         rows = trajectory_rows(result, self.gen_id, self.dim, embedder_name(self.cfg.embedder))
         await self.writer.add_trajectory.remote(rows)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)

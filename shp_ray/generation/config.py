@@ -39,6 +39,7 @@ class GenerationConfig:
     judge: str = "lexical"  # lexical | llm | none
     judge_model: str = ""  # LLM judge model; "" = the generation model
     judge_parse_retries: int = 2
+    judge_batch: bool = False  # judge=llm through the provider's Batch API, after generation (judge.batch)
     workers: int = 2  # trajectory worker actors
     concurrency: int = 16  # trajectories in flight per worker actor (max_concurrency)
     flush_every: int = 32  # trajectories per store part (whole trajectories only)

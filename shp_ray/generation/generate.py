@@ -23,13 +23,14 @@ import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
+from shp_ray.generation.lockstep import Lockstep, LockstepProvider, open_lockstep
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
 from shp_ray.generation.records import trajectory_rows
@@ -42,7 +43,7 @@ from shp_ray.generation.services import (
     LocalServices,
     load_factory,
 )
-from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.base import Provider, ProviderSpec
 from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
@@ -157,12 +158,14 @@ async def _run_local(
     prog: Progress,
     breaker: Breaker,
 ) -> None:
-    chat = CachedChat(load_factory(factory)(spec), ResponseCache(cache / RESPONSES_FILE))
+    live = CachedChat(load_factory(factory)(replace(spec, batch=False)), ResponseCache(cache / RESPONSES_FILE))
+    pending, lockstep = _lockstep_local(pending, spec, live.provider, cache, summary.gen_id)
+    chat = live if lockstep is None else CachedChat(LockstepProvider(lockstep.complete), live.cache)
     embedder = Embedder(cfg.embedder, batch_size=cfg.embed_batch_size)
     batcher = EmbedBatcher(embedder, cfg.embed_batch_size)
     judge = None
-    if cfg.judge != "none":
-        judge_chat = chat if cfg.judge == "llm" else None
+    if judging_now(cfg):
+        judge_chat = live if cfg.judge == "llm" else None  # never through the lockstep: a judge is no lane
         judge = JudgeService(
             cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), judge_chat, cfg.judge_model or spec.model,
             cfg.judge_max_tokens, cfg.judge_parse_retries, cfg.seed,
@@ -171,11 +174,16 @@ async def _run_local(
     dim = embedder.dim
     writer = StoreWriter(store, dim, cfg.flush_every)
     writer.add("generations", [generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
-    limit = asyncio.Semaphore(cfg.workers * cfg.concurrency)
+    # Batch mode: every trajectory in flight at once (each waits in the lockstep, at no cost).
+    limit = asyncio.Semaphore(cfg.workers * cfg.concurrency if lockstep is None else max(1, lockstep.lanes))
 
     async def one(scn: Scenario) -> None:
         try:
-            result = await generate_trajectory(scn, cfg, spec.model, services)
+            try:
+                result = await generate_trajectory(scn, cfg, spec.model, services)
+            finally:
+                if lockstep is not None:
+                    lockstep.leave()
             writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim, embedder.name))
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
@@ -186,6 +194,7 @@ async def _run_local(
 
     tasks: set[asyncio.Task[None]] = set()
     t0 = time.perf_counter()
+    unstarted = lockstep.lanes if lockstep is not None else 0
     for scn in pending:
         await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
         breaker.check_endpoint()
@@ -193,9 +202,12 @@ async def _run_local(
             limit.release()
             break
         summary.submitted += 1
+        unstarted -= 1
         task = asyncio.create_task(one(scn))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+    if lockstep is not None and unstarted:
+        lockstep.expect(-unstarted)  # stopped early: lanes that never started hold no batch back
     while tasks and not breaker.tripped:
         await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:  # stopped early: in-flight trajectories are dropped whole, never half-written
@@ -204,12 +216,32 @@ async def _run_local(
     writer.flush()
     summary.generation_s = time.perf_counter() - t0
     await batcher.close()
-    aclose = getattr(chat.provider, "aclose", None)
-    if aclose is not None:
-        await aclose()
+    for closing in (live.provider, lockstep):
+        aclose = getattr(closing, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if lockstep is not None:
+        summary.batch = lockstep.stats.snapshot()
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
     count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
+
+
+def judging_now(cfg: GenerationConfig) -> bool:
+    """Whether the judge runs inside the generation (judge.batch judges after it, in batches)."""
+    return cfg.judge != "none" and not cfg.judge_batch
+
+
+def _lockstep_local(
+    pending: Iterator[Scenario], spec: ProviderSpec, live: Provider, cache: Path, gen_id: str
+) -> tuple[Iterator[Scenario], Lockstep | None]:
+    """Batch mode in-process: the job's scenarios (all of them, they advance together) and its Lockstep."""
+    if not spec.batch:
+        return pending, None
+    todo = list(pending)
+    lockstep = open_lockstep(spec, cache, role="generation", live=live, metadata={"shp_gen_id": gen_id[:16]})
+    lockstep.expect(len(todo))
+    return iter(todo), lockstep
 
 
 def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
@@ -248,12 +280,16 @@ def _run_ray(
 ) -> None:
     import ray
 
-    from shp_ray.generation.actors import EmbedActor, JudgeActor, StoreWriterActor, TrajectoryWorker
+    from shp_ray.generation.actors import EmbedActor, JudgeActor, LockstepActor, StoreWriterActor, TrajectoryWorker
 
     first = next(pending, None)
     if first is None:  # everything is stored already: no Ray, no model load
         return
     pending = itertools.chain([first], pending)
+    lanes = 0
+    if spec.batch:  # every trajectory of the job advances together: all of them in flight at once
+        todo = list(pending)
+        lanes, pending = len(todo), iter(todo)
     started = start_ray(address, num_cpus)
     actors: list[object] = []
     try:
@@ -287,18 +323,25 @@ def _run_ray(
         actors.append(writer)
         ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
         judge = None
-        if cfg.judge != "none":
+        if judging_now(cfg):
             judge = JudgeActor.options(max_concurrency=10_000).remote(cfg, spec, factory, str(cache))
             actors.append(judge)
+        lockstep = None
+        per_worker = cfg.concurrency
+        if lanes:
+            lockstep = LockstepActor.options(max_concurrency=10_000).remote(spec, factory, str(cache), summary.gen_id)
+            actors.append(lockstep)
+            ray.get(lockstep.expect.remote(lanes))
+            per_worker = -(-lanes // cfg.workers) + 1  # a lane that cannot start would hold every batch back
         workers = [
-            TrajectoryWorker.options(max_concurrency=cfg.concurrency).remote(
-                cfg, spec, factory, str(cache), summary.gen_id, dim, embed, judge, writer
+            TrajectoryWorker.options(max_concurrency=per_worker).remote(
+                cfg, spec, factory, str(cache), summary.gen_id, dim, embed, judge, writer, lockstep
             )
             for _ in range(cfg.workers)
         ]
         actors.extend(workers)
         ray.get([w.warm.remote() for w in workers])  # actor processes up, provider ready
-        cap = cfg.workers * cfg.concurrency
+        cap = cfg.workers * cfg.concurrency if not lanes else lanes
         in_flight: list[ray.ObjectRef] = []
         rr = itertools.cycle(workers)
         last_stats = 0.0
@@ -327,11 +370,14 @@ def _run_ray(
             if breaker.tripped:
                 break
             summary.submitted += 1
+            lanes -= 1
             in_flight.append(next(rr).run.remote(scn))
             while len(in_flight) >= cap and not breaker.tripped:  # bounded; wake each second for progress
                 ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
                 collect(ready)
                 poll()
+        if lockstep is not None and lanes > 0:
+            ray.get(lockstep.expect.remote(-lanes))  # stopped early: lanes that never started hold nothing back
         while in_flight and not breaker.tripped:
             ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
             collect(ready)
@@ -351,6 +397,9 @@ def _run_ray(
             summary.cached_calls += int(jstats.get("judge_cached", 0))
             summary.http_429 += int(jstats.get("judge_http_429", 0))
         summary.embedded_texts = int(ray.get(embed.info.remote())["encoded"]) - int(info["encoded"])
+        if lockstep is not None:
+            summary.batch = ray.get(lockstep.stats.remote())
+            ray.get(lockstep.close.remote())
     finally:
         for actor in actors:
             ray.kill(actor)

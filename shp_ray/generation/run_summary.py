@@ -42,6 +42,7 @@ class GenerationSummary:
     embedded_texts: int = 0
     ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
     rows: dict[str, int] = field(default_factory=dict)
+    batch: dict[str, object] = field(default_factory=dict)  # batch mode: the lockstep's counters
     elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush
     generation_s: float = 0.0  # first scenario submitted -> last trajectory stored
 

@@ -99,3 +99,9 @@ class ProviderSpec:
     max_concurrency: int = 16
     max_retries: int = 8
     timeout_s: float = 120.0
+    # Batch mode (the provider's Batch API, about half price): every trajectory of a job advances one
+    # call per batch (shp_ray.generation.lockstep). A request no batch answered in batch_max_tries
+    # batches goes live; batches are polled every batch_poll_s seconds.
+    batch: bool = False
+    batch_poll_s: float = 30.0
+    batch_max_tries: int = 2
