@@ -48,6 +48,13 @@ def estimate_prompt_tokens(request: ChatRequest) -> int:
     return sum(max(count_tokens(c), math.ceil(len(c) / 4)) + 4 for _, c in request.messages)
 
 
+def redact(text: str, key: str = "") -> str:
+    """``text`` with the key, and anything shaped like one, replaced by ``***`` (servers echo keys in errors)."""
+    if key:
+        text = text.replace(key, "***")
+    return _KEYLIKE.sub("***", text)
+
+
 def safe_endpoint(base_url: str) -> str:
     """scheme://host[:port]/path -- no user info, no query (either may carry a secret)."""
     parts = urlsplit(base_url)
@@ -249,19 +256,10 @@ class OpenAICompatProvider:
         return ProviderError(text, status=result.status, attempts=attempts, retryable=retryable)
 
     def _redact(self, text: str) -> str:
-        if self._key:
-            text = text.replace(self._key, "***")
-        return _KEYLIKE.sub("***", text)
+        return redact(text, self._key)
 
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
-        payload: dict[str, Any] = {
-            "model": request.model or self.spec.model,
-            "messages": request.openai_messages(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if request.seed is not None:
-            payload["seed"] = request.seed
+        payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
