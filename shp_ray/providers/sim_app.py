@@ -1,4 +1,5 @@
-"""The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``,
+plus the Batch API's ``/v1/files`` and ``/v1/batches`` (:mod:`sim_batch`) on the same app.
 
 A chat request is checked (API key, body, model), held to the rate limits (:mod:`sim_limits`),
 answered with a deterministic reply and real token counts (:mod:`sim_replies`), after the
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from shp_ray.providers.sim_batch import SimBatch
+from shp_ray.providers.sim_batch_state import BatchStats
 from shp_ray.providers.sim_chat import BadChat, chat_completion, error_body, parse_chat
 from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, draw_slow_fault, unit
 from shp_ray.providers.sim_limits import Limits
@@ -40,6 +43,7 @@ class SimStats:
     slow_faults: int = 0  # held, then failed with a 504
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`sim_batch`)
     # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
     timeline: list[list[int]] = field(default_factory=list)
     _t0: float | None = None
@@ -64,6 +68,7 @@ class SimStats:
             "slow_faults": self.slow_faults,
             "ok_unread": self.ok_unread,
             "timeline": [list(x) for x in self.timeline],
+            "batch": self.batch.as_dict(),
         }
 
 
@@ -88,9 +93,11 @@ class SimApp:
         )
         self.seen: collections.Counter[str] = collections.Counter()
         self.stats = SimStats()
-        self.app = web.Application()
+        self.batch = SimBatch(options, self.replies, self._authorised, self.stats.batch)
+        self.app = web.Application(client_max_size=self.batch.client_max_size)
         self.app.router.add_post("/v1/chat/completions", self.chat)
         self.app.router.add_get("/v1/models", self.models)
+        self.batch.register(self.app)
 
     async def models(self, request: web.Request) -> web.Response:
         names = self.o.models or ("sim-1",)
