@@ -187,6 +187,12 @@ def test_http_faults_are_provider_errors_without_the_key(monkeypatch):
         with pytest.raises(ProviderError) as too_big:
             with_api(sim.base_url, lambda api: api.submit(big), api_key_env="SHP_TEST_BATCH_KEY")
         assert too_big.value.status == 413 and not too_big.value.retryable
+        spec = {"api_key_env": "SHP_TEST_BATCH_KEY"}
+        bad_meta = lines_for(writer_requests(1), prefix="m")
+        with pytest.raises(ProviderError) as refused_create:
+            with_api(sim.base_url, lambda api: api.submit(bad_meta, metadata={"k": "v" * 600}), **spec)
+        assert refused_create.value.status == 400 and "metadata" in str(refused_create.value)
+        assert sim.sim.batch.files == {} and sim.stats["batch"]["batches_created"] == 0  # the upload went too
     for exc in (refused.value, too_big.value):
         text = f"{exc} {exc!r} {exc.args}"
         assert secret not in text and "the-right-one" not in text

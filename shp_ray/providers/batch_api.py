@@ -17,6 +17,7 @@ logged, shown in ``repr`` or put in an exception.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import weakref
@@ -195,7 +196,9 @@ class BatchAPI:
                 )
                 return str(batch.id)
             except ProviderError as exc:
-                if not exc.retryable:
+                if not exc.retryable:  # refused for good: no batch uses the upload, so it goes
+                    with contextlib.suppress(ProviderError):
+                        await self._call("delete upload", lambda: client.files.delete(upload.id))
                     raise
                 made = await self._made_from(upload.id)
                 if made is not None:
