@@ -144,13 +144,13 @@ def test_scripted_provider_replies_counts_and_failures():
 
 
 def test_should_retry_honours_server_overrides_and_quota():
-    from shp_ray.providers.client import _should_retry
+    from shp_ray.providers.client import should_retry
 
-    assert _should_retry(503, {}, "")
-    assert not _should_retry(503, {"x-should-retry": "false"}, "")
-    assert not _should_retry(429, {}, "You exceeded your current quota [insufficient_quota]")
-    assert _should_retry(409, {"X-Should-Retry": "true"}, "")
-    assert not _should_retry(401, {"x-should-retry": "true"}, "")
+    assert should_retry(503, {}, "")
+    assert not should_retry(503, {"x-should-retry": "false"}, "")
+    assert not should_retry(429, {}, "You exceeded your current quota [insufficient_quota]")
+    assert should_retry(409, {"X-Should-Retry": "true"}, "")
+    assert not should_retry(401, {"x-should-retry": "true"}, "")
 
 
 def test_told_limit_that_draws_429s_is_paced_lower_then_recovers():

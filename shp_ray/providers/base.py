@@ -38,6 +38,19 @@ class ChatRequest:
     def openai_messages(self) -> list[dict[str, str]]:
         return [{"role": role, "content": content} for role, content in self.messages]
 
+    def openai_body(self, default_model: str = "") -> dict[str, object]:
+        """The ``/v1/chat/completions`` JSON body: the one the live client POSTs and a batch line carries,
+        so a request answered either way is the same request."""
+        body: dict[str, object] = {
+            "model": self.model or default_model,
+            "messages": self.openai_messages(),
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        return body
+
 
 @dataclass(frozen=True)
 class Usage:

@@ -48,6 +48,13 @@ def estimate_prompt_tokens(request: ChatRequest) -> int:
     return sum(max(count_tokens(c), math.ceil(len(c) / 4)) + 4 for _, c in request.messages)
 
 
+def redact(text: str, key: str = "") -> str:
+    """``text`` with the key, and anything shaped like one, replaced by ``***`` (servers echo keys in errors)."""
+    if key:
+        text = text.replace(key, "***")
+    return _KEYLIKE.sub("***", text)
+
+
 def safe_endpoint(base_url: str) -> str:
     """scheme://host[:port]/path -- no user info, no query (either may carry a secret)."""
     parts = urlsplit(base_url)
@@ -202,7 +209,7 @@ class OpenAICompatProvider:
                 hint = parse_retry_after(headers)
                 if hint is None:
                     hint = exhausted_window(headers)
-                if result.kind == "http" and not _should_retry(result.status or 0, headers, result.detail):
+                if result.kind == "http" and not should_retry(result.status or 0, headers, result.detail):
                     limiter.release(lease, outcome="error", est_tokens=est)
                     released = True
                     self.counters["failed"] += 1
@@ -249,19 +256,10 @@ class OpenAICompatProvider:
         return ProviderError(text, status=result.status, attempts=attempts, retryable=retryable)
 
     def _redact(self, text: str) -> str:
-        if self._key:
-            text = text.replace(self._key, "***")
-        return _KEYLIKE.sub("***", text)
+        return redact(text, self._key)
 
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
-        payload: dict[str, Any] = {
-            "model": request.model or self.spec.model,
-            "messages": request.openai_messages(),
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-        }
-        if request.seed is not None:
-            payload["seed"] = request.seed
+        payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -275,7 +273,7 @@ class OpenAICompatProvider:
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
             return _Attempt("connection", detail=type(exc).__name__)
         if status != 200:
-            return _Attempt("http", status, resp_headers, detail=_error_message(body))
+            return _Attempt("http", status, resp_headers, detail=error_message(body))
         try:
             data = json.loads(body)
             choice = data["choices"][0]
@@ -288,7 +286,7 @@ class OpenAICompatProvider:
         return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
 
 
-def _should_retry(status: int, headers: dict[str, str], detail: str) -> bool:
+def should_retry(status: int, headers: dict[str, str], detail: str) -> bool:
     """Transient statuses are retried unless the server says ``x-should-retry: false`` or the
     429 is an exhausted quota (billing), which no amount of waiting fixes."""
     lower = {k.lower(): v.strip().lower() for k, v in headers.items()}
@@ -309,12 +307,13 @@ def _usage(raw: Any, request: ChatRequest, content: str) -> Usage:
         return Usage(estimate_prompt_tokens(request), count_tokens(content))
 
 
-def _error_message(body: bytes) -> str:
+def error_message(body: bytes | object) -> str:
+    """An error reply's message and code (``body`` raw, or already decoded as in a batch error file)."""
     try:
-        data = json.loads(body)
+        data = json.loads(body) if isinstance(body, bytes) else body
         err = data.get("error", data) if isinstance(data, dict) else data
         msg = err.get("message", "") if isinstance(err, dict) else str(err)
         code = err.get("code") or err.get("type") or "" if isinstance(err, dict) else ""
         return f"{msg} [{code}]" if code and str(code) not in str(msg) else str(msg)
     except (ValueError, AttributeError):
-        return body[:200].decode("utf-8", "replace")
+        return body[:200].decode("utf-8", "replace") if isinstance(body, bytes) else str(body)[:200]

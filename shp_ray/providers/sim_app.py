@@ -1,4 +1,5 @@
-"""The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``,
+plus the Batch API's ``/v1/files`` and ``/v1/batches`` (:mod:`sim_batch`) on the same app.
 
 A chat request is checked (API key, body, model), held to the rate limits (:mod:`sim_limits`),
 answered with a deterministic reply and real token counts (:mod:`sim_replies`), after the
@@ -19,9 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from shp_ray.providers.sim_batch import SimBatch
+from shp_ray.providers.sim_batch_state import BatchStats
+from shp_ray.providers.sim_chat import BadChat, chat_completion, error_body, parse_chat
 from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, draw_slow_fault, unit
 from shp_ray.providers.sim_limits import Limits
-from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+from shp_ray.providers.sim_replies import ReplyOptions
 
 if TYPE_CHECKING:  # the options live with the server that is built from them: a type-only import
     from shp_ray.providers.sim_server import SimOptions
@@ -39,6 +43,7 @@ class SimStats:
     slow_faults: int = 0  # held, then failed with a 504
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`sim_batch`)
     # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
     timeline: list[list[int]] = field(default_factory=list)
     _t0: float | None = None
@@ -63,12 +68,12 @@ class SimStats:
             "slow_faults": self.slow_faults,
             "ok_unread": self.ok_unread,
             "timeline": [list(x) for x in self.timeline],
+            "batch": self.batch.as_dict(),
         }
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": kind, "code": status}}
-    return web.json_response(body, status=status, headers=headers)
+    return web.json_response(error_body(status, message, kind), status=status, headers=headers)
 
 
 class SimApp:
@@ -88,9 +93,11 @@ class SimApp:
         )
         self.seen: collections.Counter[str] = collections.Counter()
         self.stats = SimStats()
-        self.app = web.Application()
+        self.batch = SimBatch(options, self.replies, self._authorised, self.stats.batch)
+        self.app = web.Application(client_max_size=self.batch.client_max_size)
         self.app.router.add_post("/v1/chat/completions", self.chat)
         self.app.router.add_get("/v1/models", self.models)
+        self.batch.register(self.app)
 
     async def models(self, request: web.Request) -> web.Response:
         names = self.o.models or ("sim-1",)
@@ -110,21 +117,16 @@ class SimApp:
             return _error(401, "invalid or missing API key", "invalid_request_error")
         raw = await request.read()
         try:
-            body = json.loads(raw)
-            messages = [(str(m["role"]), str(m.get("content") or "")) for m in body["messages"]]
-            model = str(body["model"])
-            max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
-        except (ValueError, KeyError, TypeError) as exc:
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise BadChat(400, f"bad request body: {type(exc).__name__}") from None
+            chat = parse_chat(body, self.o.models)
+        except BadChat as exc:
             self.stats.http_4xx += 1
-            return _error(400, f"bad request body: {type(exc).__name__}", "invalid_request_error")
-        if body.get("stream"):
-            self.stats.http_4xx += 1
-            return _error(400, "the simulated server does not stream", "invalid_request_error")
-        if self.o.models and model not in self.o.models:
-            self.stats.http_4xx += 1
-            return _error(404, f"model {model!r} not found", "not_found_error")
+            return _error(exc.status, str(exc), exc.kind)
 
-        n_prompt = prompt_tokens(messages)
+        n_prompt = chat.prompt_tokens
         now = time.monotonic()
         wait = self.limits.wait_for(n_prompt, now)
         self.stats.tick(now, refused=wait > 0)
@@ -134,14 +136,15 @@ class SimApp:
             headers = {**self.limits.retry_headers(wait), **self.limits.limit_headers(now)}
             return _error(429, "rate limit reached (simulated)", "rate_limit_error", headers)
 
-        text, cut = truncate_tokens(reply_text(self.replies, messages), max_tokens)
-        n_completion = count_tokens(text)
-        self.limits.charge(n_prompt + n_completion, now)
-        self.stats.tokens += n_prompt + n_completion
-
         digest = hashlib.sha256(raw).hexdigest()
         nth = self.seen[digest]
         self.seen[digest] += 1
+        reply_id = f"chatcmpl-sim-{digest[:16]}-{nth}"
+        reply = chat_completion(self.replies, chat, reply_id=reply_id, created=int(time.time()))
+        used = reply["usage"]["total_tokens"]
+        self.limits.charge(used, now)  # an admitted request uses quota whether or not a fault follows
+        self.stats.tokens += used
+
         hold = draw_slow_fault(self.o.seed, self.o.slow_fault_rate, self.o.slow_fault_s, digest, nth)
         if hold is not None:
             self.stats.slow_faults += 1
@@ -172,23 +175,4 @@ class SimApp:
         self.stats.ok += 1
         if request.transport is None or request.transport.is_closing():
             self.stats.ok_unread += 1  # the reply is generated (and billed) whether or not it is read
-        reply = {
-            "id": f"chatcmpl-sim-{digest[:16]}-{nth}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "system_fingerprint": "shp-serve-simulated",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "length" if cut else "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": n_prompt,
-                "completion_tokens": n_completion,
-                "total_tokens": n_prompt + n_completion,
-            },
-        }
         return web.json_response(reply, headers=headers)

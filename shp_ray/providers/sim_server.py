@@ -9,11 +9,17 @@ connection, malformed JSON 200 body) at a rate, and optionally *slow faults* (he
 504). Faults are deterministic: the n-th arrival of a
 given request body faults or not as a function of (seed, body, n), so a retry can succeed.
 
+It also serves the Batch API (``/v1/files``, ``/v1/batches``; :mod:`sim_batch`): each line is
+answered exactly as ``/v1/chat/completions`` would answer its body, on the batch's own pace
+(``batch_delay_s``, ``batch_lines_per_s``) and never against the live RPM/TPM windows, with
+seeded per-line faults, malformed output lines, expiry and cancellation. Its counters are
+``sim.stats["batch"]``.
+
 In tests: ``with SimServer(rpm=600, fault_rate=0.05) as sim: sim.base_url, sim.stats``.
 
 This module holds the options, the in-process runner (:class:`SimServer`) and the ``shp-serve``
 command; the routes are in :mod:`sim_app`, the limits in :mod:`sim_limits`, the faults in
-:mod:`sim_faults`.
+:mod:`sim_faults`, the Batch API in :mod:`sim_batch`.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
+from shp_ray.providers.batch_files import MAX_BYTES, MAX_LINES
 from shp_ray.providers.sim_app import SimApp
 from shp_ray.providers.sim_faults import FAULT_KINDS, parse_range, parse_share
 from shp_ray.providers.sim_limits import RETRY_AFTER_STYLES
@@ -53,6 +60,15 @@ class SimOptions:
     api_key_env: str = ""  # if set, requests must carry "Bearer $value-of-that-env-var" (else 401)
     models: tuple[str, ...] = ()  # if set, other models get 404; empty = any model is served
     approve_rate: float = 0.3
+    # The Batch API (/v1/files, /v1/batches): its own pace and faults, apart from the live limits above.
+    batch_delay_s: float = 0.0  # how long each of validating, in_progress (before line 1) and finalizing lasts
+    batch_lines_per_s: float | None = None  # lines answered per second per batch; None = as fast as it can
+    batch_expiry_s: float = 86_400.0  # a batch not done this long after creation expires (OpenAI: 24 h)
+    batch_fault_rate: float = 0.0  # share of line answers that fail (HTTP 500 in the error file)
+    batch_malformed_rate: float = 0.0  # share of output lines written as broken JSON
+    batch_max_lines: int = MAX_LINES  # requests per input file (more: the batch fails)
+    batch_max_bytes: int = MAX_BYTES  # bytes per input file (more: the upload is refused, 413)
+    batch_enqueued_tokens: int | None = None  # prompt tokens of running batches per model (more: the batch fails)
 
     def __post_init__(self) -> None:
         bad = [f for f in self.faults if f not in FAULT_KINDS]
@@ -71,6 +87,20 @@ class SimOptions:
             raise ValueError(f"SimOptions.window_kind={self.window_kind!r}; choose sliding or fixed")
         if self.window_s <= 0:
             raise ValueError(f"SimOptions.window_s={self.window_s} must be > 0")
+        for name in ("batch_fault_rate", "batch_malformed_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"SimOptions.{name}={getattr(self, name)} is not in [0, 1]")
+        if self.batch_delay_s < 0 or self.batch_expiry_s <= 0:
+            raise ValueError(
+                f"SimOptions: need batch_delay_s >= 0 and batch_expiry_s > 0, got {self.batch_delay_s}, "
+                f"{self.batch_expiry_s}"
+            )
+        if self.batch_lines_per_s is not None and self.batch_lines_per_s <= 0:
+            raise ValueError(f"SimOptions.batch_lines_per_s={self.batch_lines_per_s} must be > 0 (or None)")
+        if self.batch_max_lines < 1 or self.batch_max_bytes < 1:
+            raise ValueError("SimOptions: batch_max_lines and batch_max_bytes must be >= 1")
+        if self.batch_enqueued_tokens is not None and self.batch_enqueued_tokens < 1:
+            raise ValueError(f"SimOptions.batch_enqueued_tokens={self.batch_enqueued_tokens} must be >= 1 (or None)")
 
 
 class SimServer:
@@ -144,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="shp-serve",
         description="A SIMULATED OpenAI-compatible server (test double of the protocol): deterministic "
-        "replies, real token counts, RPM/TPM limits over a short window, injected faults.",
+        "replies, real token counts, RPM/TPM limits over a short window, injected faults, and the Batch API "
+        "(/v1/files, /v1/batches) answering each line as /v1/chat/completions would.",
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -165,6 +196,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--api-key-env", default="", help="require 'Bearer $VAR' (the NAME of an env var)")
     p.add_argument("--approve-rate", type=float, default=0.3)
+    b = p.add_argument_group("Batch API", "/v1/files and /v1/batches: their own pace and faults, not the live limits")
+    b.add_argument(
+        "--batch-delay", type=float, default=0.0, help="seconds each of validating, in_progress, finalizing lasts"
+    )
+    b.add_argument(
+        "--batch-lines-per-s", type=float, default=None, help="lines answered per second per batch (default: no cap)"
+    )
+    b.add_argument("--batch-expiry", type=float, default=86_400.0, help="seconds after creation a batch expires (24 h)")
+    b.add_argument("--batch-fault-rate", type=parse_share, default=0.0, help="share of lines answered with a 500")
+    b.add_argument(
+        "--batch-malformed-rate", type=parse_share, default=0.0, help="share of output lines written as broken JSON"
+    )
+    b.add_argument("--batch-max-lines", type=int, default=MAX_LINES, help="requests per input file")
+    b.add_argument("--batch-max-bytes", type=int, default=MAX_BYTES, help="bytes per input file")
+    b.add_argument("--batch-enqueued-tokens", type=int, default=None, help="prompt tokens of running batches per model")
     return p
 
 
@@ -177,6 +223,10 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         slow_fault_rate=args.slow_fault_rate, slow_fault_s=args.slow_fault_s,
         ratelimit_headers=not args.no_ratelimit_headers,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,
+        batch_delay_s=args.batch_delay, batch_lines_per_s=args.batch_lines_per_s, batch_expiry_s=args.batch_expiry,
+        batch_fault_rate=args.batch_fault_rate, batch_malformed_rate=args.batch_malformed_rate,
+        batch_max_lines=args.batch_max_lines, batch_max_bytes=args.batch_max_bytes,
+        batch_enqueued_tokens=args.batch_enqueued_tokens,
     )  # fmt: skip
 
 
