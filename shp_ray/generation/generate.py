@@ -341,7 +341,7 @@ def _run_ray(
         ]
         actors.extend(workers)
         ray.get([w.warm.remote() for w in workers])  # actor processes up, provider ready
-        cap = cfg.workers * cfg.concurrency if not lanes else lanes
+        cap = lanes or cfg.workers * cfg.concurrency
         in_flight: list[ray.ObjectRef] = []
         rr = itertools.cycle(workers)
         last_stats = 0.0

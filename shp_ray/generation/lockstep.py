@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -33,7 +34,8 @@ from pathlib import Path
 
 from shp_ray.generation.services import completion_record
 from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec
-from shp_ray.providers.batch_api import BatchAPI, BatchLimits, request_line, split_lines
+from shp_ray.providers.batch_api import BatchAPI, BatchState
+from shp_ray.providers.batch_files import BatchLimits, request_line, split_lines
 from storage.batch_ledger import BATCHES_FILE, BatchLedger, BatchRecord
 from storage.cache import RESPONSES_FILE, ResponseCache
 
@@ -88,11 +90,13 @@ class Lockstep:
         poll_s: float = 30.0,
         limits: BatchLimits | None = None,
         metadata: dict[str, str] | None = None,
+        files_dir: Path | None = None,
         clock: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api, self.ledger, self.cache, self.role, self.live = api, ledger, cache, role, live
         self.max_tries, self.poll_s, self.limits = max_tries, poll_s, limits or BatchLimits()
         self.metadata = dict(metadata or {})
+        self.files_dir = files_dir  # where finished batches' files wait until their lines are cached
         self._sleep = clock
         self.stats = LockstepStats()
         self._lanes = 0  # trajectories that may still call
@@ -218,24 +222,42 @@ class Lockstep:
                 break
             await self._sleep(self.poll_s)
         self.stats.statuses[state.status] = self.stats.statuses.get(state.status, 0) + 1
-        got = await self.api.results(state)
+        got = self.api.parse(*await self._files(state))
         out: dict[str, Completion] = {}
         for cid, completion in got.completions.items():
             completion = replace(completion, mode="batch")
             entry = waiting.get(cid)
             if self.cache is not None:
-                request = entry.request if entry is not None else None
-                record = completion_record(request, completion) if request is not None else _bare_record(completion)
+                record = completion_record(entry.request if entry is not None else None, completion)
                 await asyncio.to_thread(self.cache.put, cid, record)
             out[cid] = completion
         self.stats.batch_completed += len(out)
         self.stats.batch_failed_lines += len(got.errors) + len(got.malformed)
-        self.ledger.taken(rec.submission)  # only now: a kill before this re-reads the files, pays nothing
+        self.ledger.taken(rec.submission)  # only now: a kill before this re-reads the kept files, pays nothing
+        if self.files_dir is not None:
+            for path in (self.files_dir / f"{state.id}.jsonl", self.files_dir / f"{state.id}.errors.jsonl"):
+                path.unlink(missing_ok=True)
         log.info(
             "batch %s %s after %.0f s: %d answered, %d failed lines",
             rec.batch_id, state.status, time.monotonic() - start, len(out), len(got.errors) + len(got.malformed),
         )  # fmt: skip
         return out
+
+    async def _files(self, state: BatchState) -> tuple[bytes, bytes]:
+        """A finished batch's output and error files, downloaded once: kept beside the ledger until taken."""
+        if self.files_dir is None:
+            return await self.api.download(state)
+        kept = self.files_dir / f"{state.id}.jsonl"
+        errors = self.files_dir / f"{state.id}.errors.jsonl"
+        if kept.exists() and errors.exists():
+            return kept.read_bytes(), errors.read_bytes()
+        output, error_lines = await self.api.download(state)
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        for path, data in ((errors, error_lines), (kept, output)):  # the output last: both exist or it is fetched
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return output, error_lines
 
     async def _retry(self, cid: str, entry: _Waiting) -> None:
         """A request no batch answered: the next batch, or live after ``max_tries`` batches."""
@@ -253,19 +275,6 @@ class Lockstep:
             self._settle(entry, exc)
             return
         self._settle(entry, completion)
-
-
-def _bare_record(completion: Completion) -> dict:
-    """A cache record for a line of an adopted batch whose request this run has not asked yet."""
-    return {
-        "content": completion.content,
-        "prompt_tokens": completion.usage.prompt_tokens,
-        "completion_tokens": completion.usage.completion_tokens,
-        "latency_s": completion.latency_s,
-        "model": completion.model,
-        "mode": completion.mode,
-        "key_parts": {},
-    }
 
 
 class LockstepProvider:
@@ -294,6 +303,7 @@ def open_lockstep(
         max_tries=spec.batch_max_tries,
         poll_s=spec.batch_poll_s,
         metadata=metadata,
+        files_dir=cache_dir / "batch-files",
     )
 
 

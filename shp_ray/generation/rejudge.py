@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.lockstep import Lockstep, LockstepProvider, open_lockstep
 from shp_ray.generation.services import DEFAULT_FACTORY, CachedChat, JudgeService, load_factory
 from shp_ray.policy.scoring import METRICS
 from shp_ray.providers.base import ProviderSpec
@@ -44,12 +46,21 @@ def unjudged(store: Store, gen_id: str, judge: str, scenario_ids: Sequence[str])
     return [(sid, h, draft) for (sid, h), draft in sorted(todo.items())]
 
 
-async def _judge_all(service: JudgeService, items: list[tuple[Scenario, str, str]], limit: int) -> list[dict]:
+async def _judge_all(
+    service: JudgeService, items: list[tuple[Scenario, str, str]], limit: int, lockstep: Lockstep | None = None
+) -> list[dict]:
+    if lockstep is not None:  # judge.batch: every draft is a lane, all judged in one batch (a retry: the next)
+        lockstep.expect(len(items))
+        limit = max(1, len(items))
     gate = asyncio.Semaphore(limit)
 
     async def one(scn: Scenario, draft_hash: str, draft: str) -> dict:
         async with gate:
-            key, j = await service.judge(scn, draft)
+            try:
+                key, j = await service.judge(scn, draft)
+            finally:
+                if lockstep is not None:
+                    lockstep.leave()
         return {
             "judge_key": key,
             "judge": j.judge,
@@ -65,9 +76,10 @@ async def _judge_all(service: JudgeService, items: list[tuple[Scenario, str, str
     try:
         return list(await asyncio.gather(*(one(*item) for item in items)))
     finally:
-        aclose = getattr(getattr(service.chat, "provider", None), "aclose", None)
-        if aclose is not None:
-            await aclose()
+        for closing in (getattr(service.chat, "provider", None), lockstep, getattr(lockstep, "live", None)):
+            aclose = getattr(closing, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 def judge_stored(
@@ -88,14 +100,19 @@ def judge_stored(
     if not todo:
         return 0
     cache = Path(cache_dir)
-    chat = None
+    chat, lockstep = None, None
     if cfg.judge == "llm":
-        chat = CachedChat(load_factory(provider_factory)(spec), ResponseCache(cache / RESPONSES_FILE))
+        live = load_factory(provider_factory)(replace(spec, batch=False))
+        provider = live
+        if cfg.judge_batch:  # the unjudged drafts in a few batches, at the batch price
+            lockstep = open_lockstep(spec, cache, role="judge", live=live, metadata={"shp_gen_id": gen_id[:16]})
+            provider = LockstepProvider(lockstep.complete)
+        chat = CachedChat(provider, ResponseCache(cache / RESPONSES_FILE))
     service = JudgeService(
         cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), chat, cfg.judge_model or spec.model,
         cfg.judge_max_tokens, cfg.judge_parse_retries, cfg.seed,
     )  # fmt: skip
     items = [(by_id[sid], h, draft) for sid, h, draft in todo]
-    rows = asyncio.run(_judge_all(service, items, spec.max_concurrency))
+    rows = asyncio.run(_judge_all(service, items, spec.max_concurrency, lockstep))
     store.write("judgments", pa.Table.from_pylist(rows, schema=JUDGMENTS))
     return len(rows)

@@ -42,15 +42,19 @@ class ChatStats:
         return dict(vars(self))
 
 
-def completion_record(request: ChatRequest, completion: Completion) -> dict:
-    """The response cache's record of one completion (its on-disk format: existing caches must still read)."""
+def completion_record(request: ChatRequest | None, completion: Completion) -> dict:
+    """The response cache's record of one completion (its on-disk format: existing caches must still read).
+
+    ``request`` None: a batch line whose request this run has not built (readable key parts unknown).
+    """
     return {
         "content": completion.content,
         "prompt_tokens": completion.usage.prompt_tokens,
         "completion_tokens": completion.usage.completion_tokens,
         "latency_s": completion.latency_s,
         "model": completion.model,
-        "key_parts": request.key_parts(),  # readable, for debugging a hit or a miss; not read back
+        "mode": completion.mode,  # the price it was paid at, kept by every later cache hit
+        "key_parts": request.key_parts() if request is not None else {},  # for debugging a hit; not read back
     }
 
 
@@ -63,6 +67,7 @@ def completion_from_record(record: dict) -> Completion:
         attempts=1,
         model=record.get("model", ""),
         cached=True,
+        mode=record.get("mode", "live"),  # records older than batch mode were all live calls
     )
 
 

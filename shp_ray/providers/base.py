@@ -70,6 +70,7 @@ class Completion:
     attempts: int = 1
     model: str = ""
     cached: bool = False
+    mode: str = "live"  # how it was paid for: "live" | "batch" (a batch line costs the batch price)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

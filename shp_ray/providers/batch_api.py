@@ -240,8 +240,8 @@ class BatchAPI:
 
         return await self._call("list batches", first)
 
-    async def results(self, state: BatchState) -> BatchResults:
-        """The completions and errors of a batch's files (read what exists: a cancelled batch has partial ones)."""
+    async def download(self, state: BatchState) -> tuple[bytes, bytes]:
+        """The raw output and error files of a batch (b"" for one it has not got)."""
         client = self._client()
         parts: list[bytes] = []
         for file_id in (state.output_file_id, state.error_file_id):
@@ -250,7 +250,15 @@ class BatchAPI:
                 continue
             reply = await self._call(f"download {file_id}", lambda fid=file_id: client.files.content(fid))
             parts.append(reply.content)
-        return read_results(parts[0], parts[1], key=self._key)
+        return parts[0], parts[1]
+
+    def parse(self, output: bytes, errors: bytes) -> BatchResults:
+        """The completions and errors of downloaded files (no key in any message)."""
+        return read_results(output, errors, key=self._key)
+
+    async def results(self, state: BatchState) -> BatchResults:
+        """The completions and errors of a batch's files (read what exists: a cancelled batch has partial ones)."""
+        return self.parse(*await self.download(state))
 
     async def cancel(self, batch_id: str) -> BatchState:
         return _state(await self._call(f"cancel {batch_id}", lambda: self._client().batches.cancel(batch_id)))
