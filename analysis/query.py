@@ -8,6 +8,7 @@
     shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
     shp-query --store runs/store --signals rebuild   # store the per-round signals where missing
     shp-query --store runs/store --signals check     # recompute them from the rounds; exit 1 on a difference
+    shp-query --store runs/store --batches [cancel]  # the provider batches of batch-mode runs; cancel the open ones
     shp-query --store runs/store "SELECT tost_n_needed(0.02 / 0.05), tost_power(4, 0.02 / 0.05)"
                                                  # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 
@@ -280,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quarantine", action="store_true", help="move damaged parts to <store>/_quarantine/ (repair)")
     ap.add_argument("--recheck", action="store_true", help="with --verify/--quarantine: read every part again")
     ap.add_argument(
+        "--batches",
+        nargs="?",
+        const="list",
+        choices=("list", "cancel"),
+        help="the provider batches this store's batch-mode runs submitted; cancel: stop those not yet taken in",
+    )
+    ap.add_argument(
         "--signals",
         choices=("rebuild", "check"),
         default=None,
@@ -287,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
         "stored one from the rounds and compare (exit 1 on a difference). Prints one JSON line.",
     )
     args = ap.parse_args(argv)
+    if args.batches is not None:
+        if args.sql:
+            ap.error("--batches takes no SQL")
+        from analysis import batches
+
+        return batches.run(args.store, args.batches)
     if args.signals is not None:
         if args.sql is not None:
             ap.error("--signals takes no SQL")

@@ -28,6 +28,7 @@ BATCHES_FILE = "batches.sqlite"
 # Statuses after which a batch changes no more (OpenAI's names).
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
+_COLUMNS = "submission, role, batch_id, status, taken, requests, endpoint, key_env"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     submission TEXT PRIMARY KEY,
@@ -36,6 +37,8 @@ CREATE TABLE IF NOT EXISTS batches (
     status TEXT NOT NULL DEFAULT '',
     taken INTEGER NOT NULL DEFAULT 0,
     requests INTEGER NOT NULL,
+    endpoint TEXT NOT NULL DEFAULT '',
+    key_env TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
@@ -56,10 +59,16 @@ class BatchRecord:
     status: str
     taken: bool
     requests: int
+    endpoint: str = ""  # the provider's base URL, no user info or query (where to cancel it)
+    key_env: str = ""  # the NAME of the variable holding its key
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+
+def _record(row: tuple | list) -> BatchRecord:
+    return BatchRecord(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6], row[7])
 
 
 class BatchLedger:
@@ -75,17 +84,20 @@ class BatchLedger:
         self._conn.execute("PRAGMA busy_timeout=60000")
         self._conn.executescript(_SCHEMA)
 
-    def intend(self, submission: str, role: str, custom_ids: list[str]) -> None:
+    def intend(
+        self, submission: str, role: str, custom_ids: list[str], *, endpoint: str = "", key_env: str = ""
+    ) -> None:
         """Record a submission's requests before the batch is created (idempotent)."""
         now = time.time()
         with self._lock, self._conn:
             self._conn.execute("BEGIN IMMEDIATE")
             # A voided intent (never created) with the same key is live again: this time it is sent.
             self._conn.execute(
-                "INSERT INTO batches (submission, role, requests, created, updated) VALUES (?, ?, ?, ?, ?) "
+                "INSERT INTO batches (submission, role, requests, endpoint, key_env, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (submission) DO UPDATE SET taken = 0, status = '', updated = excluded.updated "
                 "WHERE batches.status = 'void'",
-                (submission, role, len(custom_ids), now, now),
+                (submission, role, len(custom_ids), endpoint, key_env, now, now),
             )
             self._conn.executemany(
                 "INSERT OR IGNORE INTO batch_requests (custom_id, submission) VALUES (?, ?)",
@@ -114,11 +126,8 @@ class BatchLedger:
 
     def get(self, submission: str) -> BatchRecord | None:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT submission, role, batch_id, status, taken, requests FROM batches WHERE submission = ?",
-                (submission,),
-            ).fetchone()
-        return None if row is None else BatchRecord(row[0], row[1], row[2], row[3], bool(row[4]), row[5])
+            row = self._conn.execute(f"SELECT {_COLUMNS} FROM batches WHERE submission = ?", (submission,)).fetchone()
+        return None if row is None else _record(row)
 
     def holding(self, custom_ids: list[str]) -> dict[str, BatchRecord]:
         """custom_id -> the not-yet-taken batch that may still deliver it (the newest wins).
@@ -132,13 +141,12 @@ class BatchLedger:
                 chunk = custom_ids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._conn.execute(
-                    "SELECT r.custom_id, b.submission, b.role, b.batch_id, b.status, b.taken, b.requests "
-                    f"FROM batch_requests r JOIN batches b USING (submission) WHERE r.custom_id IN ({marks}) "
-                    "AND b.taken = 0 ORDER BY b.created",
+                    f"SELECT r.custom_id, {_COLUMNS} FROM batch_requests r JOIN batches b USING (submission) "
+                    f"WHERE r.custom_id IN ({marks}) AND b.taken = 0 ORDER BY b.created",
                     chunk,
                 ).fetchall()
                 for cid, *rec in rows:
-                    out[cid] = BatchRecord(rec[0], rec[1], rec[2], rec[3], bool(rec[4]), rec[5])
+                    out[cid] = _record(rec)
         return out
 
     def tries(self, custom_id: str) -> int:
@@ -154,18 +162,13 @@ class BatchLedger:
     def unfinished(self) -> list[BatchRecord]:
         """Batches not yet taken in (a run stopped while they were at the provider)."""
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT submission, role, batch_id, status, taken, requests FROM batches WHERE taken = 0 "
-                "ORDER BY created"
-            ).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM batches WHERE taken = 0 ORDER BY created").fetchall()
+        return [_record(r) for r in rows]
 
     def all(self) -> list[BatchRecord]:
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT submission, role, batch_id, status, taken, requests FROM batches ORDER BY created"
-            ).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM batches ORDER BY created").fetchall()
+        return [_record(r) for r in rows]
 
     def close(self) -> None:
         with self._lock:

@@ -201,3 +201,32 @@ def test_judging_in_batches_scores_what_live_judging_scores(tmp_path) -> None:
             rows = Store(root).read("judgments").to_pylist()
             judged[mode] = sorted(rows, key=lambda r: (r["scenario_id"], r["draft_hash"]))
     assert judged["batch"] == judged["live"]
+
+
+def test_shp_query_lists_and_cancels_what_a_stopped_run_left_at_the_provider(tmp_path, capsys) -> None:
+    from analysis import query
+
+    request = ChatRequest(model="sim-model", messages=(("system", "You are the Writer."), ("user", "Round: 1\nQ")))
+    store = tmp_path / "store"
+    with SimServer(batch_delay_s=30) as sim:  # a batch that stays at the provider
+
+        async def stopped_run() -> None:
+            lockstep = open_lockstep(
+                _spec(sim, batch=True), store / "_cache", role="generation", live=None, metadata={}
+            )
+            lockstep.expect(1)
+            task = asyncio.ensure_future(lockstep.complete(request))
+            while sim.stats["batch"]["batches_created"] == 0:
+                await asyncio.sleep(0.02)
+            task.cancel()  # the run stops; its batch runs on
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await lockstep.aclose()
+
+        asyncio.run(stopped_run())
+        assert query.main(["--store", str(store), "--batches"]) == 0
+        listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert len(listed) == 1 and listed[0]["taken"] is False and listed[0]["endpoint"] == sim.base_url
+        assert query.main(["--store", str(store), "--batches", "cancel"]) == 0
+        out = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert out["cancelled"] is True and out["status"] in ("cancelling", "cancelled")

@@ -109,6 +109,11 @@ BAD_SETTINGS = [
     (["provider=sim", "provider.sim_fault_rate=-0.1"], "provider.sim_fault_rate"),
     (["provider=sim", "provider.sim_latency_s=-1"], "provider.sim_latency_s"),
     (["provider=sim", "provider.sim_latency_s=inf"], "provider.sim_latency_s"),
+    (["provider.batch=true"], "provider.batch"),  # the embedded llama.cpp server has no Batch API
+    (["provider=sim", "provider.batch_poll_s=0"], "provider.batch_poll_s"),
+    (["provider=sim", "provider.batch_max_tries=0"], "provider.batch_max_tries"),
+    (["provider=sim", "judge.batch=true"], "judge.batch"),  # the lexical judge makes no call
+    (["judge=llm", "judge.batch=true"], "judge.batch"),  # judge=llm on llama.cpp: no Batch API
     (["dataset.name=squad"], "dataset.name"),
     (["dataset.limit=-2"], "dataset.limit"),
     (["judge.kind=human"], "judge.kind"),

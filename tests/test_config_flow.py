@@ -72,6 +72,14 @@ FLOWS: dict[str, Flow] = {
     ),
     "provider.max_retries": flow("provider.max_retries=3", where=lambda j: j.provider.max_retries, expected=3),
     "provider.timeout_s": flow("provider.timeout_s=9.5", where=lambda j: j.provider.timeout_s, expected=9.5),
+    "provider.batch": flow("provider.batch=true", where=lambda j: j.provider.batch, expected=True, base=SIM),
+    "provider.batch_poll_s": flow("provider.batch_poll_s=2.5", where=lambda j: j.provider.batch_poll_s, expected=2.5),
+    "provider.batch_max_tries": flow(
+        "provider.batch_max_tries=4", where=lambda j: j.provider.batch_max_tries, expected=4
+    ),
+    "provider.prompt_cache": flow(
+        "provider.prompt_cache=false", where=lambda j: j.provider_options.prompt_cache, expected=False
+    ),
     "provider.n_threads": flow("provider.n_threads=2", where=lambda j: j.provider_options.n_threads, expected=2),
     "provider.n_ctx": flow("provider.n_ctx=2048", where=lambda j: j.provider_options.n_ctx, expected=2048),
     "provider.sim_rpm": flow("provider.sim_rpm=120", where=lambda j: j.provider_options.rpm, expected=120.0, base=SIM),
@@ -89,6 +97,9 @@ FLOWS: dict[str, Flow] = {
     # judge: GenerationConfig.judge / judge_model
     "judge.kind": flow("judge.kind=llm", where=lambda j: j.generation.judge, expected="llm"),
     "judge.model": flow("judge.model=big", where=lambda j: j.generation.judge_model, expected="big"),
+    "judge.batch": flow(
+        "judge.kind=llm", "judge.batch=true", where=lambda j: j.generation.judge_batch, expected=True, base=SIM
+    ),
     # generation: GenerationConfig
     "generation.max_rounds": flow(
         "generation.max_rounds=4",
@@ -212,9 +223,9 @@ def test_server_options_reach_the_server_the_job_starts(hydra_ctx, monkeypatch):
 
     monkeypatch.setattr(llama, "LlamaServer", _FakeServer)
     monkeypatch.setattr(sim_server, "SimServer", _FakeServer)
-    with sweep_job.endpoint(job_of("provider.n_threads=2", "provider.n_ctx=2048")) as ep:
+    with sweep_job.endpoint(job_of("provider.n_threads=2", "provider.n_ctx=2048", "provider.prompt_cache=false")) as ep:
         assert ep.spec.base_url == "http://127.0.0.1:9/v1" and ep.ephemeral
-    assert _FakeServer.started == {"alias": LLAMA_SPEC.model, "n_threads": 2, "n_ctx": 2048}
+    assert _FakeServer.started == {"alias": LLAMA_SPEC.model, "n_threads": 2, "n_ctx": 2048, "prompt_cache": False}
     sim = ("provider=sim", "provider.sim_rpm=120", "provider.sim_fault_rate=0.1", "provider.sim_latency_s=0.5")
     with sweep_job.endpoint(job_of(*sim, "provider.sim_seed=7")):
         pass

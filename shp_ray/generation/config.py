@@ -69,6 +69,11 @@ class GenerationConfig:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"GenerationConfig.{name} must be a non-empty string")
 
+    @property
+    def judges_inline(self) -> bool:
+        """Whether the judge runs inside the generation (judge.batch judges after it, in batches)."""
+        return self.judge != "none" and not self.judge_batch
+
     def gen_id_parts(self, provider_kind: str, model: str) -> dict[str, object]:
         """The readable parts of gen_id (what changes the drafts or their embeddings).
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -30,7 +31,7 @@ from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
-from shp_ray.generation.lockstep import Lockstep, LockstepProvider, open_lockstep
+from shp_ray.generation.lockstep import LockstepProvider, lockstep_local, still_running
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
 from shp_ray.generation.records import trajectory_rows
@@ -43,7 +44,7 @@ from shp_ray.generation.services import (
     LocalServices,
     load_factory,
 )
-from shp_ray.providers.base import Provider, ProviderSpec
+from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
@@ -52,6 +53,8 @@ from storage.parts import Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.verify import require_sound
 from storage.writer import StoreWriter
+
+log = logging.getLogger("shp_ray.batch")
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
 
@@ -128,14 +131,20 @@ def generate(
     start = time.perf_counter()
     pending = _pending(scenarios, skip, summary)
     breaker = Breaker(provider_spec, watchdog)
-    with Progress(total, progress) as prog:
-        if backend == "local":
-            asyncio.run(_run_local(pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker))
-        else:
-            _run_ray(
-                pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
-                ray_address, num_cpus, keep_embedder, ephemeral_endpoint,
-            )  # fmt: skip
+    try:
+        with Progress(total, progress) as prog:
+            local = (pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker)
+            if backend == "local":
+                asyncio.run(_run_local(*local))
+            else:
+                _run_ray(
+                    pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
+                    ray_address, num_cpus, keep_embedder, ephemeral_endpoint,
+                )  # fmt: skip
+    except BaseException:  # Ctrl-C, a crash: batches at the provider run on, and the user must hear of them
+        if provider_spec.batch and (told := still_running(cache)):
+            log.warning("%s", told)
+        raise
     summary.elapsed_s = time.perf_counter() - start
     if breaker.tripped:
         record_abort(store, gen_id, breaker.tripped)
@@ -159,12 +168,12 @@ async def _run_local(
     breaker: Breaker,
 ) -> None:
     live = CachedChat(load_factory(factory)(replace(spec, batch=False)), ResponseCache(cache / RESPONSES_FILE))
-    pending, lockstep = _lockstep_local(pending, spec, live.provider, cache, summary.gen_id)
+    pending, lockstep = lockstep_local(pending, spec, live.provider, cache, summary.gen_id)
     chat = live if lockstep is None else CachedChat(LockstepProvider(lockstep.complete), live.cache)
     embedder = Embedder(cfg.embedder, batch_size=cfg.embed_batch_size)
     batcher = EmbedBatcher(embedder, cfg.embed_batch_size)
     judge = None
-    if judging_now(cfg):
+    if cfg.judges_inline:
         judge_chat = live if cfg.judge == "llm" else None  # never through the lockstep: a judge is no lane
         judge = JudgeService(
             cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), judge_chat, cfg.judge_model or spec.model,
@@ -220,28 +229,10 @@ async def _run_local(
         aclose = getattr(closing, "aclose", None)
         if aclose is not None:
             await aclose()
-    if lockstep is not None:
-        summary.batch = lockstep.stats.snapshot()
+    summary.batch = lockstep.stats.snapshot() if lockstep is not None else {}
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
     count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
-
-
-def judging_now(cfg: GenerationConfig) -> bool:
-    """Whether the judge runs inside the generation (judge.batch judges after it, in batches)."""
-    return cfg.judge != "none" and not cfg.judge_batch
-
-
-def _lockstep_local(
-    pending: Iterator[Scenario], spec: ProviderSpec, live: Provider, cache: Path, gen_id: str
-) -> tuple[Iterator[Scenario], Lockstep | None]:
-    """Batch mode in-process: the job's scenarios (all of them, they advance together) and its Lockstep."""
-    if not spec.batch:
-        return pending, None
-    todo = list(pending)
-    lockstep = open_lockstep(spec, cache, role="generation", live=live, metadata={"shp_gen_id": gen_id[:16]})
-    lockstep.expect(len(todo))
-    return iter(todo), lockstep
 
 
 def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
@@ -323,7 +314,7 @@ def _run_ray(
         actors.append(writer)
         ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
         judge = None
-        if judging_now(cfg):
+        if cfg.judges_inline:
             judge = JudgeActor.options(max_concurrency=10_000).remote(cfg, spec, factory, str(cache))
             actors.append(judge)
         lockstep = None

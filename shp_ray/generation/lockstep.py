@@ -28,10 +28,11 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.services import completion_record
 from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec
 from shp_ray.providers.batch_api import BatchAPI, BatchState
@@ -200,7 +201,8 @@ class Lockstep:
     async def _submit(self, lines: list[dict]) -> BatchRecord:
         cids = [line["custom_id"] for line in lines]
         key = submission_key(self.role, cids, max(self.ledger.tries(cid) for cid in cids))
-        self.ledger.intend(key, self.role, cids)  # before the create: a kill after it is found by key
+        # Before the create: a kill after it is found by key. Where it went, for `shp-query --batches cancel`.
+        self.ledger.intend(key, self.role, cids, endpoint=self.api.endpoint, key_env=self.api.spec.api_key_env)
         batch_id = await self.api.submit(lines, metadata={**self.metadata, SUBMISSION_KEY: key})
         self.ledger.created(key, batch_id, "validating")
         self.stats.batches_created += 1
@@ -325,3 +327,15 @@ def still_running(cache_dir: Path) -> str:
         "Rerun the same command to resume polling them (nothing is submitted twice), or cancel them with "
         "`shp-query --store <store> --batches cancel`."
     )
+
+
+def lockstep_local(
+    pending: Iterable[Scenario], spec: ProviderSpec, live: Provider, cache: Path, gen_id: str
+) -> tuple[Iterator[Scenario], Lockstep | None]:
+    """Batch mode in-process: the job's scenarios (all of them: they advance together) and its Lockstep."""
+    if not spec.batch:
+        return iter(pending), None
+    todo = list(pending)
+    lockstep = open_lockstep(spec, cache, role="generation", live=live, metadata={"shp_gen_id": gen_id[:16]})
+    lockstep.expect(len(todo))
+    return iter(todo), lockstep
