@@ -13,6 +13,7 @@ BENCHMARKS = {
     "ratelimit": "the rate-limit-aware client against an OpenAI-compatible server",
     "replay": "DuckDB replay of every policy vs the per-trajectory Python loop",
     "generation": "generation on Ray into the store (throughput, embedding, memory)",
+    "batch": "the same generation live and through the Batch API (requests, batches, wall time, dollars)",
 }
 
 
