@@ -36,6 +36,8 @@ from pathlib import Path
 from shp_ray.providers import local_models
 from shp_ray.providers.base import ProviderSpec
 
+# A few questions' prefixes per role (an entry of the 1.5B model: ~0.4 GB of state + logits).
+PROMPT_CACHE_BYTES = 3 << 30
 MODEL_ALIAS = "smollm2-135m-instruct"  # the default embedded model (local_models.MODELS has the others)
 # How a client calls the embedded server: no key, no known limit, two requests in flight (the
 # server takes them in turn) and a long timeout (a reply on one shared CPU core is slow).
@@ -49,9 +51,10 @@ class LlamaOptions:
 
     n_threads: int = 1  # one: the CPU is shared with the embedder
     n_ctx: int = 4096  # tokens of prompt + reply
-    # llama.cpp's prompt cache (RAM, 2 GB LRU): a request that starts like an earlier one resumes from
-    # that one's evaluated state. Every call of one question and role shares the question + contexts
-    # (prompt shp-wc-v3 puts them first), so rounds >= 2 skip most of the prompt: ~2x per call measured.
+    # llama.cpp's prompt cache (RAM, LRU, PROMPT_CACHE_BYTES counted by what it holds: llama_main): a
+    # request that starts like an earlier one resumes from that one's evaluated state. Every call of one
+    # question and role shares the question + contexts (prompt shp-wc-v3 puts them first), so rounds >= 2
+    # skip most of the prompt.
     prompt_cache: bool = True
 
 
@@ -150,12 +153,12 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "shp_ray.providers.llama_main",
             "--model", str(self.model), "--model_alias", self.alias,
             "--host", self.host, "--port", str(self.port),
             "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
             "--interrupt_requests", "False",
-            "--cache", str(self.prompt_cache),
+            "--cache", str(self.prompt_cache), "--cache_size", str(PROMPT_CACHE_BYTES),
         ]  # fmt: skip
 
     def start(self) -> LlamaServer:
