@@ -118,7 +118,9 @@ def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes
         ):
             time.sleep(0.05)
         servers = [
-            p for p in psutil.Process(sweep.pid).children(recursive=True) if "shp_ray.providers.llama_main" in " ".join(p.cmdline())
+            p
+            for p in psutil.Process(sweep.pid).children(recursive=True)
+            if "shp_ray.providers.llama_main" in " ".join(p.cmdline())
         ]
         assert len(servers) == 1, "the embedded server was not found while the sweep ran"
         servers[0].kill()
