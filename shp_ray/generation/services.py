@@ -53,8 +53,9 @@ def completion_record(request: ChatRequest | None, completion: Completion) -> di
         "completion_tokens": completion.usage.completion_tokens,
         "latency_s": completion.latency_s,
         "model": completion.model,
-        "mode": completion.mode,  # the price it was paid at, kept by every later cache hit
         "key_parts": request.key_parts() if request is not None else {},  # for debugging a hit; not read back
+        # the price it was paid at, kept by every later hit; a live call's record keeps the old format
+        **({"mode": completion.mode} if completion.mode != "live" else {}),
     }
 
 
