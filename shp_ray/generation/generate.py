@@ -58,6 +58,9 @@ log = logging.getLogger("shp_ray.batch")
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
 
+# A temp file younger than this may be a concurrent job's (another gen_id's writer, a compaction): kept.
+TEMP_GRACE_S = 3600.0
+
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
     seen: set[str] = set()
@@ -107,8 +110,8 @@ def generate(
     if backend not in ("ray", "local"):
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
     store = Store(store_root)
-    store.sweep_temp()
-    recover(store)
+    recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
+    store.sweep_temp(min_age_s=TEMP_GRACE_S)
     require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
     cache.mkdir(parents=True, exist_ok=True)
