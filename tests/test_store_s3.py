@@ -25,11 +25,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
+from analysis.gain_fit import fit_gain_model
 from analysis.query import main as shp_query
 from analysis.report import write_report
 from shp_ray.generation import generate as generate_module
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.policy.table import family_policies, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from storage import compact
 from storage.parts import Store, StoreUnusable, open_store
@@ -132,6 +134,14 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     # The report reads it too.
     report = write_report(uri, tmp_path / "report", n_resamples=50)
     assert report.is_file() and (tmp_path / "report" / "policy_summary.csv").is_file()
+    # The other stopping families read the embeddings through the same datasets; the gain model's
+    # artefact is written into the store, in one upload.
+    con = analysis.connect(uri, policies=standard_policies() + family_policies())
+    assert con.execute("SELECT count(DISTINCT policy) FROM family_replay").fetchall()[0][0] >= 10
+    con.close()
+    _, artefact = fit_gain_model(uri, summary.gen_id)
+    assert artefact == f"{uri}/artefacts/gain_model/{summary.gen_id}.json"
+    assert f"{bucket}/runs/store/artefacts/gain_model/{summary.gen_id}.json" in _objects(fs, bucket)
     # The manifests (config snapshots) hold no credential.
     con = analysis.connect(uri)
     texts = con.execute("SELECT config_json || command FROM manifests").fetchall()
