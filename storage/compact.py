@@ -28,13 +28,14 @@ the temp holds every row, so the sources are deleted and the copy is made.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store
+from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store, StoreUnusable, open_store
 from storage.schemas import TABLES
 from storage.verify import require_sound
 
@@ -180,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in a.tables if t not in TABLES]
     if unknown:
         p.error(f"unknown table(s) {unknown}; known: {list(TABLES)}")
-    print(json.dumps(compact(Store(a.root), tuple(a.tables) or None), sort_keys=True))
+    try:
+        store = open_store(a.root)  # an object store: credentials, endpoint and bucket checked first
+    except StoreUnusable as exc:
+        print(f"python -m storage.compact: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(compact(store, tuple(a.tables) or None), sort_keys=True))
     return 0
 
 
