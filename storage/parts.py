@@ -46,6 +46,7 @@ __all__ = ["PROBE_PREFIX", "HashingSink", "Store", "StoreError", "StoreUnusable"
 
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
+TEMP_GRACE_S = 3600.0  # a temp file younger than this may be a live writer's (another job, a compaction): kept
 HASH_HEX = 32  # digits of the sha256 of a part's bytes kept in its name (128 bits)
 _PART_HASH = re.compile(rf"\.sha256-([0-9a-f]{{{HASH_HEX}}})\.parquet$")
 

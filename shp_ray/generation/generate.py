@@ -49,7 +49,7 @@ from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
-from storage.parts import Store
+from storage.parts import TEMP_GRACE_S, Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.verify import require_sound
 from storage.writer import StoreWriter
@@ -57,9 +57,6 @@ from storage.writer import StoreWriter
 log = logging.getLogger("shp_ray.batch")
 
 __all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
-
-# A temp file younger than this may be a concurrent job's (another gen_id's writer, a compaction): kept.
-TEMP_GRACE_S = 3600.0
 
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
