@@ -29,6 +29,7 @@ from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import lock_down as _lock_down
 from analysis.sandbox import new_connection as _new_connection
 from analysis.signals import SIGNAL_COLUMNS, SIGNAL_SELECT, connect_signals, trajectories_from_signals
+from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.views import (
     DEFAULT_DELTA,
@@ -46,7 +47,7 @@ from analysis.views import (
 from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
-from storage.parts import Store
+from storage.parts import Store, open_store
 
 __all__ = [  # what callers import from here (some defined in the modules above)
     "DEFAULT_DELTA",
@@ -127,17 +128,20 @@ def connect(
     ``memory_limit`` (e.g. ``"1.5GB"``) bounds DuckDB's memory: past it, it spills to disk.
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
     """
-    store = Store(store_root)
+    store = open_store(store_root)  # an object store: credentials, endpoint and bucket checked first
     if store.local and not Path(store.path).is_dir():
         raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
+    if store.remote:
+        store = store.snapshot()  # listed once: verification, footers and the views all use this listing
     require_sound(store)
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
     con = _new_connection(memory_limit)
     try:
-        con.execute(sql.create("judgments_raw", judgments_source(store, scenario_ids)))
-        con.execute(sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)))
-        con.execute(sql.create("signals_raw", source(store, "signals", gen_id)))
+        tables = TableSources(store, con)
+        con.execute(sql.create("judgments_raw", judgments_source(tables, scenario_ids)))
+        con.execute(sql.create("round_parts", rounds_source(tables, gen_id, scenario_ids)))
+        con.execute(sql.create("signals_raw", source(tables, "signals", gen_id)))
         if validate:
             check_trajectories(con, store)
         judge, version = pick_judge(con, judge, judge_prompt_version)
@@ -152,7 +156,7 @@ def connect(
                 missing, "y" if missing == 1 else "ies", store.uri, store.uri,
             )  # fmt: skip
         stmts = build_statements(
-            store,
+            tables,
             judge=judge,
             judge_prompt_version=version,
             weights=w,
@@ -210,18 +214,22 @@ def write_init_script(
     (a table that had no parts is an empty view in the script)."""
     store = Store(store_root)
     if not store.local:
-        raise AnalysisError(f"views.sql is written only for local stores, not {store.uri}")
+        raise AnalysisError(
+            f"views.sql is written only for local stores, not {store.uri} (the plain DuckDB CLI reads s3:// only "
+            "through its httpfs extension)"
+        )
     require_sound(store)
     con = _new_connection()
-    con.execute(sql.create("judgments_raw", source(store, "judgments")))
-    con.execute(sql.create("round_parts", source(store, "rounds")))
-    con.execute(sql.create("signals_raw", source(store, "signals")))
+    tables = TableSources(store)
+    con.execute(sql.create("judgments_raw", source(tables, "judgments")))
+    con.execute(sql.create("round_parts", source(tables, "rounds")))
+    con.execute(sql.create("signals_raw", source(tables, "signals")))
     judge, version = pick_judge(con, judge, judge_prompt_version)
     signals, _ = signals_source(con, store, None, None)
     rounds = deepest(con)
     con.close()
     stmts = build_statements(
-        store,
+        tables,
         judge=judge,
         judge_prompt_version=version,
         weights=check_weights(resolve_weights(weights)),

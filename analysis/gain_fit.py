@@ -32,10 +32,11 @@ log = logging.getLogger("shp_ray.gain_fit")
 ARTEFACT_DIR = "artefacts/gain_model"
 
 
-def artefact_path(store_root: str | Path, gen_id: str) -> Path:
+def artefact_path(store_root: str | Path, gen_id: str) -> Path | str:
+    """``<store>/artefacts/gain_model/<gen_id>.json``: a path for a local store, the object's URI for a remote one."""
     store = Store(store_root)
     if not store.local:
-        raise AnalysisError(f"gain-model artefacts are written beside local stores only, not {store.uri}")
+        return f"{store.uri}/{ARTEFACT_DIR}/{gen_id}.json"
     return Path(store.path) / ARTEFACT_DIR / f"{gen_id}.json"
 
 
@@ -48,7 +49,7 @@ def fit_gain_model(
     split: str = "dev",
     n_components: int = 3,
     lam: float = 1.0,
-) -> tuple[gain_model.GainModel, Path]:
+) -> tuple[gain_model.GainModel, Path | str]:
     """Fit on the ``split`` trajectories of ``gen_id`` and write the artefact (atomically)."""
     con = connect(store_root, judge=judge, weights=weights, policies=[], gen_id=gen_id)
     try:
@@ -75,7 +76,12 @@ def fit_gain_model(
         "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     model = fit(histories, scores, n_components=n_components, lam=lam, meta=meta)
-    path = save(model, artefact_path(store_root, gen_id))
+    store = Store(store_root)
+    if store.local:
+        path: Path | str = save(model, artefact_path(store_root, gen_id))
+    else:  # one upload: the object appears whole
+        store.put_bytes(f"{store.path}/{ARTEFACT_DIR}/{gen_id}.json", model.to_json().encode())
+        path = artefact_path(store_root, gen_id)
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
 

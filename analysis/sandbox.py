@@ -59,7 +59,9 @@ def _sandbox_dirs(store: Store, spill: str) -> list[str]:
 
     The same rule for every kind of root: a local path; ``file:///...`` (DuckDB strips the scheme from
     both the entry and the path it checks, so the entry guards the local folder); ``s3://`` / ``gs://``
-    (readable only through an extension loaded before the lock-down: none can be loaded after it).
+    (readable only through an extension loaded before the lock-down: none can be loaded after it; a remote
+    store's views read pyarrow datasets registered with the connection, :mod:`analysis.sources`, so no
+    path of it needs opening at all).
     Not the store root: ``views.sql``, ``_cache/`` (the SQLite caches of model responses) and whatever
     else sits beside the tables stay unreadable.
     """

@@ -21,50 +21,30 @@ import pyarrow.parquet as pq
 from analysis import family_replay, sql
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
+from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.stats import detectable_margins
 from shp_ray.policy.table import Policy
 from storage.parts import Store
-from storage.schemas import EMBEDDING_DIM, TABLES
+from storage.schemas import EMBEDDING_DIM
 
 DEFAULT_DELTA = 0.02  # the non-inferiority margin of IS in policy_summary, unless told
 
 
-def _sqltype(t: pa.DataType) -> str:
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "VARCHAR"
-    if pa.types.is_int32(t):
-        return "INTEGER"
-    if pa.types.is_int64(t):
-        return "BIGINT"
-    if pa.types.is_float64(t):
-        return "DOUBLE"
-    if pa.types.is_float32(t):
-        return "FLOAT"
-    if pa.types.is_timestamp(t):
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
-    if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
-        return _sqltype(t.value_type) + "[]"
-    if pa.types.is_boolean(t):
-        return "BOOLEAN"
-    raise TypeError(f"no SQL type for {t}")
-
-
-def source(store: Store, table: str, gen_id: str | None = None) -> str:
+def source(sources: TableSources, table: str, gen_id: str | None = None) -> str:
     """The rows of ``table``: its parts, or a typed empty relation while it has none. ``gen_id``: only the
     parts that can hold that generation's rows (its partition folder: the others are never opened)."""
-    globs = store.globs(table) if gen_id is None else store.globs(table, gen_id)
-    return sql.table_source(globs, [(f.name, _sqltype(f.type)) for f in TABLES[table]])
+    return sources.of(table, gen_id)
 
 
-def rounds_source(store: Store, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
+def rounds_source(sources: TableSources, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     """The rounds parts, optionally narrowed to one generation and a set of scenarios (a sweep job's scope)."""
-    return sql.narrowed(source(store, "rounds", gen_id), gen_id, scenario_ids)
+    return sql.narrowed(source(sources, "rounds", gen_id), gen_id, scenario_ids)
 
 
-def judgments_source(store: Store, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
+def judgments_source(sources: TableSources, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     """The judgments parts, narrowed to the scenarios of a job's scope or slice (judgments have no gen_id)."""
-    return sql.narrowed(source(store, "judgments"), None, scenario_ids)
+    return sql.narrowed(source(sources, "judgments"), None, scenario_ids)
 
 
 def embedding_dim(store: Store) -> int:
@@ -153,7 +133,7 @@ def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
 
 
 def build_statements(
-    store: Store,
+    sources: TableSources,
     *,
     judge: str | None,
     judge_prompt_version: str | None,
@@ -179,11 +159,11 @@ def build_statements(
     where = sql.judge_where(judge, judge_prompt_version)
     before, relation = signals_statements(signals, dim, gen_id, scenario_ids)
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
-    stmts = [sql.create(t, source(store, t)) for t in tables]
+    stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
-        sql.create("round_parts", rounds_source(store, gen_id, scenario_ids)),
-        sql.create("signals_raw", source(store, "signals", gen_id)),
-        sql.create("judgments_raw", judgments_source(store, scenario_ids)),
+        sql.create("round_parts", rounds_source(sources, gen_id, scenario_ids)),
+        sql.create("signals_raw", source(sources, "signals", gen_id)),
+        sql.create("judgments_raw", judgments_source(sources, scenario_ids)),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it

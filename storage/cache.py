@@ -5,7 +5,9 @@ One row per completed call, committed as the call completes, so a rerun after
 actors (processes) read and write the same file; writers wait on a busy
 timeout instead of failing. Caches live on the local disk (SQLite cannot sit
 on object storage): by default ``<store root>/_cache`` for a local store --
-a folder DuckDB's ``<table>/*.parquet`` globs never see.
+a folder DuckDB's ``<table>/*.parquet`` globs never see -- and, for a store on
+object storage, a folder of this machine named by the store
+(:func:`storage.objectstore.state_dir`, logged once): not shared across machines.
 
 The caches hold plain records (a dict, stored as sorted JSON text) under a
 string key; they know nothing of the objects the records come from. What goes
@@ -26,16 +28,18 @@ import threading
 import time
 from pathlib import Path
 
+from storage import objectstore
+
 RESPONSES_FILE = "responses.sqlite"
 JUDGMENTS_FILE = "judgments.sqlite"
 CACHE_DIRNAME = "_cache"
 
 
 def default_cache_dir(store_root: str | Path) -> Path:
-    """``<root>/_cache`` for a local store; ``~/.cache/shp-ray`` for an object-store URI."""
+    """``<root>/_cache`` for a local store; ``~/.cache/shp-ray/stores/<hash>`` for an object-store URI."""
     text = str(store_root)
     if "://" in text and not text.startswith("file://"):
-        return Path.home() / ".cache" / "shp-ray"
+        return objectstore.state_dir(text)
     return Path(text.removeprefix("file://")).resolve() / CACHE_DIRNAME
 
 

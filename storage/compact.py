@@ -15,18 +15,27 @@ generation is starting on it (``generate`` reads which trajectories are done).
 :func:`recover` (run by ``generate`` on start) finishes or rolls back a
 compaction that was killed: the merged part exists -> drop the hidden
 sources; otherwise -> unhide them.
+
+On object storage there is no rename (a "move" is a copy and a delete), so the
+order rolls forward instead: 1 and 2 as above (the temp is complete before the
+journal names it), then 3' the sources are deleted, 4' the temp is copied to its
+final name (one server-side copy: it appears whole), 5 the temp and the journal
+are deleted. Again a reader sees the sources or the merged part, never both
+(between 3' and 4' it may miss rows). :func:`recover` finishes such a journal:
+the temp holds every row, so the sources are deleted and the copy is made.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store
+from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store, StoreUnusable, open_store
 from storage.schemas import TABLES
 from storage.verify import require_sound
 
@@ -40,17 +49,10 @@ def _exists(store: Store, path: str) -> bool:
     return store.fs.get_file_info(path).type == pafs.FileType.File
 
 
-def _write_text(store: Store, path: str, text: str) -> None:
-    tmp = f"{path}.{TMP_PREFIX}w"
-    with store.fs.open_output_stream(tmp) as out:
-        out.write(text.encode())
-    store.fs.move(tmp, path)
-
-
 def _groups(store: Store, table: str, small_bytes: int, target_bytes: int) -> list[list[str]]:
     """Runs of small parts to merge, each within ONE folder (a partition's parts stay in its folder)."""
     by_folder: dict[str, list] = {}
-    for info in store.fs.get_file_info(store.parts(table)):
+    for info in store.part_infos(table):
         by_folder.setdefault(info.path.rsplit("/", 1)[0], []).append(info)
     groups: list[list[str]] = []
     for infos in by_folder.values():
@@ -102,12 +104,16 @@ def compact_table(
     for sources in _groups(store, table, small_bytes, target_bytes):
         tmp, final, rows = _merge(store, table, sources)
         journal = f"{store.table_path(table)}/{JOURNAL_PREFIX}{uuid.uuid4().hex[:12]}.json"
-        _write_text(store, journal, json.dumps({"sources": sources, "tmp": tmp, "final": final}))
-        for src in sources:
-            store.fs.move(src, src + HIDDEN_SUFFIX)
-        store.fs.move(tmp, final)
-        for src in sources:
-            store.fs.delete_file(src + HIDDEN_SUFFIX)
+        plan = {"sources": sources, "tmp": tmp, "final": final, "forward": store.remote}
+        store.put_bytes(journal, json.dumps(plan).encode())
+        if store.remote:
+            _roll_forward(store, plan)
+        else:
+            for src in sources:
+                store.fs.move(src, src + HIDDEN_SUFFIX)
+            store.fs.move(tmp, final)
+            for src in sources:
+                store.fs.delete_file(src + HIDDEN_SUFFIX)
         store.fs.delete_file(journal)
         moved += rows
     return {"parts_before": before, "parts_after": len(store.parts(table)), "rows_moved": moved}
@@ -116,6 +122,22 @@ def compact_table(
 def compact(store: Store, tables: tuple[str, ...] | None = None, **kwargs: int) -> dict[str, dict[str, int]]:
     recover(store)
     return {t: compact_table(store, t, **kwargs) for t in (tables or tuple(TABLES))}
+
+
+def _roll_forward(store: Store, plan: dict) -> None:
+    """Object storage: the complete temp becomes the merged part, the sources go first (never both seen)."""
+    if not _exists(store, plan["final"]):
+        if not _exists(store, plan["tmp"]):
+            if all(_exists(store, src) for src in plan["sources"]):
+                return  # the temp never landed and nothing was deleted: the sources stand as they were
+            raise RuntimeError(f"compaction journal {plan}: the merged temp is gone and sources were deleted")
+        for src in plan["sources"]:
+            if _exists(store, src):
+                store.fs.delete_file(src)
+        store.fs.copy_file(plan["tmp"], plan["final"])
+    for path in (*plan["sources"], plan["tmp"]):
+        if _exists(store, path):
+            store.fs.delete_file(path)
 
 
 def recover(store: Store) -> int:
@@ -128,6 +150,11 @@ def recover(store: Store) -> int:
                 continue
             with store.fs.open_input_stream(info.path) as fh:
                 plan = json.loads(fh.read().decode())
+            if plan.get("forward"):
+                _roll_forward(store, plan)
+                store.fs.delete_file(info.path)
+                settled += 1
+                continue
             done = _exists(store, plan["final"])
             for src in plan["sources"]:
                 hidden = src + HIDDEN_SUFFIX
@@ -154,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in a.tables if t not in TABLES]
     if unknown:
         p.error(f"unknown table(s) {unknown}; known: {list(TABLES)}")
-    print(json.dumps(compact(Store(a.root), tuple(a.tables) or None), sort_keys=True))
+    try:
+        store = open_store(a.root)  # an object store: credentials, endpoint and bucket checked first
+    except StoreUnusable as exc:
+        print(f"python -m storage.compact: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(compact(store, tuple(a.tables) or None), sort_keys=True))
     return 0
 
 

@@ -2,9 +2,9 @@
 
 Layout: ``<root>/<table>/[<column>=<value>/]part-<time>-<uuid>.sha256-<hash>.parquet``, the
 tables that grow split into one folder per generation or dataset (:mod:`storage.partitions`).
-A part is first written under a name that no reader globs (``_tmp-*.partial``), flushed, then renamed:
-a reader (DuckDB's ``*.parquet`` glob included) never sees half a file, and a
-killed writer leaves only a temp file that :meth:`Store.sweep_temp` removes.
+A local part is first written under a name that no reader globs (``_tmp-*.partial``), flushed, then
+renamed: a reader (DuckDB's ``*.parquet`` glob included) never sees half a file, and a killed writer
+leaves only a temp file that :meth:`Store.sweep_temp` removes.
 
 Every part carries its own integrity record: ``<hash>`` is the sha256 (first 32 hex digits) of the
 file's bytes as written -- footer included -- and each data page has a CRC32 (Parquet page
@@ -12,150 +12,59 @@ checksums). Its values are checked before it is written (``storage.schemas.VALUE
 :mod:`storage.verify` checks parts again before anything believes them. Parts written before this
 (``part-<time>-<uuid>.parquet``) have no hash: they get the schema and value checks only.
 
-``root`` is a local path or any pyarrow filesystem URI (``s3://...``, ``gs://...``).
-:func:`check_root` says, before anything runs, why a root could not be written.
+``root`` is a local path, ``s3://bucket/prefix`` (:mod:`storage.objectstore`: credentials and endpoint from
+the AWS environment variables) or another pyarrow filesystem URI (``file://``; ``gs://`` untested).
+:func:`check_root` (:mod:`storage.root_check`) says, before anything runs, why a root could not be
+written; :func:`open_store` why one could not be read. On object storage there is no rename: a part
+is hashed in memory and written under its final name in one upload, which S3 makes visible only once
+complete (one PutObject for a small part, a multipart upload for a large one), so a killed writer
+leaves nothing a reader lists.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
-import threading
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from storage import partitions
+from storage import objectstore, partitions
 from storage.part_rules import value_problems
+
+# Re-exported: the root checks lived here, and callers import them from here.
+from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, check_root
 from storage.schemas import TABLES
 from storage.verified_record import record_written
 
+__all__ = ["PROBE_PREFIX", "HashingSink", "Store", "StoreError", "StoreUnusable", "check_root", "open_store"]
+
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
+TEMP_GRACE_S = 3600.0  # a temp file younger than this may be a live writer's (another job, a compaction): kept
 HASH_HEX = 32  # digits of the sha256 of a part's bytes kept in its name (128 bits)
 _PART_HASH = re.compile(rf"\.sha256-([0-9a-f]{{{HASH_HEX}}})\.parquet$")
-PROBE_PREFIX = "_shp-probe-"
-ROOT_CHECK_TIMEOUT_S = 10.0
 
 
 class StoreError(ValueError):
     """A table written with the wrong columns or types; says which table and why."""
 
 
-class StoreUnusable(ValueError):
-    """A store root that cannot be written: the message (one line) says where and why."""
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-_SECRET_PARAM = re.compile(r"(?i)([^&=]*(?:key|secret|token|password)[^&=]*)=[^&]*")
-
-
-def _redact_uri(uri: str) -> str:
-    """``s3://KEY:SECRET@bucket/x?secret_key=S`` -> ``s3://***@bucket/x?secret_key=***`` for messages."""
-    parts = urlsplit(uri)
-    if "@" in parts.netloc:
-        parts = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1])
-    return urlunsplit(parts._replace(query=_SECRET_PARAM.sub(r"\1=***", parts.query)))
-
-
-def _nearest_existing(fs: pafs.FileSystem, path: str) -> tuple[str, pafs.FileInfo]:
-    """The deepest of ``path`` and its ancestors that exists (what ``create_dir`` would write into)."""
-    while True:
-        info = fs.get_file_info(path)
-        parent = path.rstrip("/").rpartition("/")[0]
-        if info.type != pafs.FileType.NotFound or not parent or parent == path:
-            return path, info
-        path = parent
-
-
-def _check_local(root: Path) -> None:
-    # lexists: a dangling symlink would pass exists() and then fail on mkdir.
-    here = root
-    while not os.path.lexists(here) and here != here.parent:
-        here = here.parent
-    if here != root and not here.is_dir():
-        raise StoreUnusable(f"{here} is a file, not a folder, so {root} cannot be created under it")
-    if here == root and not root.is_dir():
-        raise StoreUnusable(f"{root} is a file, not a folder")
-    # os.access misses read-only mounts for root and some ACLs; creating an entry does not.
-    if not os.access(here, os.W_OK | os.X_OK):
-        raise StoreUnusable(f"{here} is not writable by this user")
-    probe = here / f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
-    try:
-        probe.mkdir()
-    except OSError as exc:
-        why = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-        raise StoreUnusable(f"cannot create a folder in {here}: {why}") from None
-    probe.rmdir()
-
-
-def _check_uri(uri: str) -> None:
-    fs, path = pafs.FileSystem.from_uri(uri)
-    if isinstance(fs, pafs.LocalFileSystem):
-        _check_local(Path(path))
-        return
-    if fs.type_name in ("s3", "gcs"):
-        bucket = path.strip("/").split("/", 1)[0]
-        if not bucket:
-            raise StoreUnusable("the URI names no bucket")
-        if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
-            raise StoreUnusable(f"bucket {bucket!r} does not exist (or these credentials cannot see it)")
-    here, info = _nearest_existing(fs, path.rstrip("/"))
-    if info.type == pafs.FileType.File:
-        where = "it is a file" if here == path.rstrip("/") else f"{here!r} on its path is a file"
-        raise StoreUnusable(f"{where}, not a folder")
-    # A probe object, written and deleted in the nearest folder that exists. pyarrow re-creates the
-    # (empty) marker of that folder on delete: it existed already, so no new folder shows anywhere.
-    probe = f"{here}/{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
-    with fs.open_output_stream(probe) as out:
-        out.write(b"")
-    fs.delete_file(probe)
-
-
-def check_root(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> None:
-    """Raise :class:`StoreUnusable` if a store at ``root`` could not be created or written.
-
-    Local: the root is a folder or can be made one (no file on its path), and a folder can be created
-    in its nearest existing ancestor. URI: the filesystem answers within ``timeout_s``, the bucket
-    exists, the root is not a file and an object can be written beside it. Nothing is left behind
-    (a probe entry is created and removed); the root itself is not created.
-    """
-    text = str(root)
-    if "://" not in text:
-        _check_local(Path(text).resolve())
-        return
-    shown = _redact_uri(text)
-    outcome: list[Exception | None] = []
-
-    def probe() -> None:
+def open_store(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
+    """The store at ``root``, for reading; on object storage, checked first (:class:`StoreUnusable`, one
+    line, before any other call): credentials set, the endpoint answering, the bucket there."""
+    store = Store(root)
+    if store.remote and objectstore.is_object_store(store.uri):
         try:
-            _check_uri(text)
-            outcome.append(None)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller below, in one line
-            outcome.append(exc)
-
-    # The check runs in a daemon thread: a filesystem that never answers costs timeout_s, not minutes.
-    worker = threading.Thread(target=probe, name="shp-store-check", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if not outcome:
-        raise StoreUnusable(f"{shown}: no answer within {timeout_s:g} s (is the endpoint reachable?)")
-    exc = outcome[0]
-    if isinstance(exc, StoreUnusable):
-        raise StoreUnusable(f"{shown}: {exc}") from None
-    if exc is not None:
-        raise StoreUnusable(f"{shown}: {_one_line(str(exc).replace(text, shown))}") from None
+            objectstore.check(store.fs, store.path, store.uri, timeout_s=timeout_s)
+        except objectstore.ObjectStoreError as exc:
+            raise StoreUnusable(str(exc)) from None
+    return store
 
 
 def part_digest(path: str) -> str | None:
@@ -192,9 +101,23 @@ _ALL = object()  # Store.parts / globs: every partition
 
 
 class Store:
+    """A store root: its filesystem, where each table's parts lie, atomic writes.
+
+    ``snapshot()`` is the same store with its files listed ONCE (one recursive listing): what a reader
+    of a remote store opens with, so each table's parts cost no further request (:meth:`part_infos`).
+    """
+
     def __init__(self, root: str | Path) -> None:
         text = str(root)
-        if "://" in text:
+        self._listing: list[pafs.FileInfo] | None = None  # set by snapshot(): every file under the root
+        if objectstore.is_object_store(text):
+            try:
+                self.fs, self.path = objectstore.filesystem(text)
+            except objectstore.ObjectStoreError as exc:
+                raise StoreUnusable(str(exc)) from None
+            self.uri = text.rstrip("/")
+            self.local = False
+        elif "://" in text:
             self.fs, self.path = pafs.FileSystem.from_uri(text)
             self.uri = text.rstrip("/")
             self.local = False
@@ -202,6 +125,16 @@ class Store:
             self.fs, self.path = pafs.LocalFileSystem(), str(Path(text).resolve())
             self.uri = self.path
             self.local = True
+        # Remote: no rename, no folders, no fsync -- parts are written in one upload under their final name.
+        self.remote = not isinstance(self.fs, pafs.LocalFileSystem)
+
+    def snapshot(self) -> Store:
+        """This store with every file under its root listed now, once; it lists nothing again (read-only use)."""
+        copy = object.__new__(Store)
+        copy.__dict__.update(self.__dict__)
+        selector = pafs.FileSelector(self.path, recursive=True, allow_not_found=True)
+        copy._listing = [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+        return copy
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
@@ -257,11 +190,24 @@ class Store:
         return path
 
     def _write_part(self, name: str, table: pa.Table, folder: str | None) -> str:
+        if self._listing is not None:
+            raise StoreError(f"{self!r} is a snapshot, for reading; write through Store({self.uri!r})")
         folder = self.table_path(name) + (f"/{folder}" if folder else "")
-        self.fs.create_dir(folder, recursive=True)
         stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
-        tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
         options = {"compression": "zstd", "write_page_checksum": True}
+        if self.remote:
+            # Hashed in memory first, so the object is written once under its final name: S3 shows an
+            # object only when its upload completes, so no reader ever lists a partial part.
+            buf = pa.BufferOutputStream()
+            sink = HashingSink(buf)
+            pq.write_table(table, sink, **options)
+            final = self._part_name(folder, stem, sink)
+            with self.fs.open_output_stream(final) as out:
+                out.write(buf.getvalue())
+            record_written(self, name, final, table)
+            return final
+        self.fs.create_dir(folder, recursive=True)
+        tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
         if self.local:
             with open(tmp, "wb") as fh:
                 sink = HashingSink(fh)
@@ -272,13 +218,28 @@ class Store:
             with self.fs.open_output_stream(tmp) as out:
                 sink = HashingSink(out)
                 pq.write_table(table, sink, **options)
-        final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
+        final = self._part_name(folder, stem, sink)
         if self.local:
             os.replace(tmp, final)
         else:
             self.fs.move(tmp, final)
         record_written(self, name, final, table)
         return final
+
+    @staticmethod
+    def _part_name(folder: str, stem: str, sink: HashingSink) -> str:
+        return f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
+
+    def put_bytes(self, path: str, data: bytes) -> None:
+        """Write a small side file (a journal, a reason) whole: one upload remotely, temp + rename locally."""
+        if self.remote:
+            with self.fs.open_output_stream(path) as out:
+                out.write(data)
+            return
+        tmp = f"{path}.{TMP_PREFIX}w"
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(data)
+        self.fs.move(tmp, path)
 
     def _folders(self, name: str, partition: object = _ALL) -> list[str]:
         """The folders that hold ``name``'s parts: the table folder and its partition folders (only the
@@ -289,7 +250,12 @@ class Store:
             return found
         if partition is not _ALL:
             folder = f"{root}/{partitions.folder_name(partitions.PARTITION_BY[name], partition)}"
+            if self._listing is not None:
+                return found + ([folder] if any(i.path.startswith(folder + "/") for i in self._listing) else [])
             return found + ([folder] if self.fs.get_file_info(folder).type == pafs.FileType.Directory else [])
+        if self._listing is not None:
+            subs = {i.path[len(root) + 1 :].split("/", 1)[0] for i in self._listing if i.path.startswith(root + "/")}
+            return found + [f"{root}/{s}" for s in sorted(subs) if partitions.is_partition_folder(name, s)]
         for info in self.fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
             if info.type == pafs.FileType.Directory and partitions.is_partition_folder(name, info.base_name):
                 found.append(info.path)
@@ -297,21 +263,32 @@ class Store:
 
     def _files(self, name: str, partition: object = _ALL) -> list[pafs.FileInfo]:
         """Every file in ``name``'s folders (:meth:`_folders`): its parts, and temp files of a killed writer."""
+        folders = self._folders(name, partition)
+        if self._listing is not None:
+            wanted = set(folders)
+            return [i for i in self._listing if i.path.rsplit("/", 1)[0] in wanted]
         return [
             info
-            for folder in self._folders(name, partition)
+            for folder in folders
             for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
             if info.type == pafs.FileType.File
         ]
 
+    def part_infos(self, name: str, partition: object = _ALL) -> list[pafs.FileInfo]:
+        """:meth:`parts` with each part's size and mtime, as listed (no request per part)."""
+        return sorted(
+            (
+                info
+                for info in self._files(name, partition)
+                if info.base_name.endswith(".parquet") and not info.base_name.startswith(TMP_PREFIX)
+            ),
+            key=lambda info: info.path,
+        )
+
     def parts(self, name: str, partition: object = _ALL) -> list[str]:
         """Every part of ``name`` (in its folder and its partition folders); ``partition``: only those
         that can hold that value of the partition column (its folder, and parts of no folder)."""
-        return sorted(
-            info.path
-            for info in self._files(name, partition)
-            if info.base_name.endswith(".parquet") and not info.base_name.startswith(TMP_PREFIX)
-        )
+        return [info.path for info in self.part_infos(name, partition)]
 
     def read(self, name: str, columns: list[str] | None = None, schema: pa.Schema | None = None) -> pa.Table:
         """The whole table (empty, with its schema, if nothing was written yet)."""
@@ -323,12 +300,17 @@ class Store:
         tables = [pq.read_table(p, columns=columns, filesystem=self.fs) for p in paths]
         return pa.concat_tables(tables, promote_options="default")
 
-    def sweep_temp(self) -> int:
-        """Remove temp files left by a killed writer; returns how many."""
+    def sweep_temp(self, min_age_s: float = 0.0) -> int:
+        """Remove temp files left by a killed writer (only those older than ``min_age_s``: a younger
+        one may be a live writer's); returns how many."""
         removed = 0
+        now_ns = time.time_ns()
         for name in TABLES:
             for info in self._files(name):
-                if info.base_name.startswith(TMP_PREFIX):
-                    self.fs.delete_file(info.path)
-                    removed += 1
+                if not info.base_name.startswith(TMP_PREFIX):
+                    continue
+                if min_age_s and info.mtime_ns is not None and now_ns - info.mtime_ns < min_age_s * 1e9:
+                    continue
+                self.fs.delete_file(info.path)
+                removed += 1
         return removed

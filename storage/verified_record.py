@@ -35,6 +35,14 @@ def record_key(store: Store, path: str) -> str:
     return f"{store.fs.type_name}:{path}"
 
 
+def record_mtime(store: Store, info: pafs.FileInfo) -> int | None:
+    """The mtime the record keeps: nanoseconds locally; whole seconds on object storage, where a listing
+    and a HEAD of the same object may differ below the second (S3 dates objects to the second in HEAD)."""
+    if info.mtime_ns is None or not store.remote:
+        return info.mtime_ns
+    return info.mtime_ns // 1_000_000_000 * 1_000_000_000
+
+
 def _record_file(store: Store) -> Path:
     return default_cache_dir(store.uri) / VERIFIED_FILE
 
@@ -94,7 +102,7 @@ def record_entry(
         "key": record_key(store, info.path),
         "table": table,
         "size": info.size,
-        "mtime_ns": info.mtime_ns,
+        "mtime_ns": record_mtime(store, info),
         "rows": rows,
         "checksum": checksum,
         "summary": summary,

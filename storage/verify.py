@@ -25,13 +25,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from storage.part_check import NO_CHECKSUM, PartCheck, check_part
-from storage.parts import Store, _redact_uri
+from storage.parts import Store
+from storage.root_check import _redact_uri
 from storage.schemas import TABLES
-from storage.verified_record import append_record, load_record, record_entry, record_key, rewrite_record
+from storage.verified_record import append_record, load_record, record_entry, record_key, record_mtime, rewrite_record
 
 __all__ = [
     "NO_CHECKSUM",
@@ -130,12 +130,11 @@ def verify_store(
     new: list[dict[str, Any]] = []
     live: dict[str, dict[str, Any]] = {}
     for table in tables:
-        for info in store.fs.get_file_info(store.parts(table)):
-            if info.type != pafs.FileType.File:
-                continue  # gone between the listing and the stat
+        for info in store.part_infos(table):  # size and mtime as listed: no request per part
             key = record_key(store, info.path)
             seen = record.get(key)
-            if seen and seen["table"] == table and seen["size"] == info.size and seen["mtime_ns"] == info.mtime_ns:
+            same = seen and seen["size"] == info.size and seen["mtime_ns"] == record_mtime(store, info)
+            if same and seen["table"] == table:
                 live[key] = seen
                 checks.append(PartCheck(table, info.path, (), seen["checksum"], seen["rows"], True, seen["summary"]))
                 continue
@@ -148,7 +147,7 @@ def verify_store(
                 live[key] = record_entry(store, table, info, c.rows, c.checksum, c.summary)
                 new.append(live[key])
     checks = _cross_check(store, checks)
-    if remember and use_record and every and store.local and lines > 2 * len(live) + 256:
+    if remember and use_record and every and lines > 2 * len(live) + 256:
         rewrite_record(store, live)  # drop the lines of parts long gone (compacted, quarantined)
     elif remember:
         append_record(store, new)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from storage.part_check import NO_CHECKSUM, PartCheck
-from storage.parts import Store
+from storage.parts import StoreUnusable, open_store
 from storage.quarantine import QUARANTINE_DIR, quarantine
 from storage.verify import display, shown, verify_store
 
@@ -25,7 +25,11 @@ def _status(c: PartCheck) -> str:
 def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: TextIO | None = None) -> int:
     """``shp-query --store S --verify`` (exit 1 if a part is damaged) / ``--quarantine`` (exit 0 once repaired)."""
     out = out or sys.stdout
-    store = Store(root)
+    try:
+        store = open_store(root)  # an object store: credentials, endpoint and bucket checked first
+    except StoreUnusable as exc:
+        print(f"shp-query: {exc}", file=sys.stderr)
+        return 2
     if store.local and not Path(store.path).is_dir():
         print(f"shp-query: no store at {store.path} (expected <root>/<table>/part-*.parquet)", file=sys.stderr)
         return 2

@@ -156,14 +156,33 @@ def aws_env(monkeypatch):
 
 
 def test_an_unreachable_s3_endpoint_is_refused_in_seconds_without_the_secret(hydra_ctx, aws_env, closed_port):
-    port = closed_port
-    uri = f"s3://AKIDEXAMPLE:TOPSECRETVALUE@bucket/store?endpoint_override=127.0.0.1:{port}&scheme=http"
+    aws_env.setenv("AWS_SECRET_ACCESS_KEY", "TOPSECRETVALUE")
+    aws_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{closed_port}")
     t0 = time.monotonic()
-    message = refused(f"store.path='{uri}'")
+    message = refused("store.path=s3://bucket/store")
     assert time.monotonic() - t0 < 30
-    assert message.startswith("store.path: s3://***@bucket/store")
+    assert message.startswith("store.path: s3://bucket/store: ")
+    assert "TOPSECRETVALUE" not in message and f"127.0.0.1:{closed_port}" in message
+    assert "connect" in message.lower()  # the underlying reason, e.g. "Couldn't connect to server"
+
+
+def test_credentials_or_options_in_an_s3_store_path_are_refused_without_echoing_them(hydra_ctx, aws_env):
+    """Credentials and the endpoint come from the AWS environment variables only, never the config."""
+    message = refused("store.path='s3://AKIDEXAMPLE:TOPSECRETVALUE@bucket/store'")
+    assert message.startswith("store.path: s3://***@bucket/store: credentials in the store path are refused")
     assert "TOPSECRETVALUE" not in message and "AKIDEXAMPLE" not in message
-    assert "connect" in message.lower()  # the underlying reason, e.g. "Could not connect to server"
+    message = refused("store.path='s3://bucket/store?endpoint_override=127.0.0.1:9&scheme=http'")
+    assert "options in the store path are not read" in message and "AWS_ENDPOINT_URL" in message
+
+
+def test_an_s3_store_without_credentials_is_refused_before_any_call(hydra_ctx, aws_env, closed_port):
+    aws_env.delenv("AWS_SECRET_ACCESS_KEY")
+    aws_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{closed_port}")  # a call would fail to connect
+    message = refused("store.path=s3://bucket/store")
+    assert message == (
+        "store.path: s3://bucket/store: no credentials: AWS_SECRET_ACCESS_KEY is not set (the store reads "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN from the environment only)"
+    )
 
 
 def test_an_endpoint_that_never_answers_costs_the_timeout_not_minutes(aws_env):
@@ -172,10 +191,11 @@ def test_an_endpoint_that_never_answers_costs_the_timeout_not_minutes(aws_env):
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
     port = silent.getsockname()[1]
+    aws_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     try:
         t0 = time.monotonic()
         with pytest.raises(StoreUnusable, match=r"no answer within 0\.5 s"):
-            check_root(f"s3://bucket/store?endpoint_override=127.0.0.1:{port}&scheme=http", timeout_s=0.5)
+            check_root("s3://bucket/store", timeout_s=0.5)
         assert time.monotonic() - t0 < 5
     finally:
         silent.close()  # the abandoned check now fails fast; let it end before pyarrow finalizes S3

@@ -49,7 +49,7 @@ from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
-from storage.parts import Store
+from storage.parts import TEMP_GRACE_S, Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.verify import require_sound
 from storage.writer import StoreWriter
@@ -107,8 +107,8 @@ def generate(
     if backend not in ("ray", "local"):
         raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
     store = Store(store_root)
-    store.sweep_temp()
-    recover(store)
+    recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
+    store.sweep_temp(min_age_s=TEMP_GRACE_S)
     require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
     cache.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,41 @@
+"""The S3 fixtures of the object-store tests: moto's real S3 server on 127.0.0.1, the AWS environment set."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pyarrow.fs as pafs
+import pytest
+
+SECRET = "S3CR3T-" + uuid.uuid4().hex  # the secret key: must never appear in a message, a log or a manifest
+
+
+@pytest.fixture(scope="module")
+def moto():
+    """One moto server for the module, on a free port of 127.0.0.1."""
+    server_mod = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(moto, monkeypatch, tmp_path):
+    """The AWS environment of one test (dummy keys, the moto endpoint), a fresh bucket, a local state folder."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the remote store's local side files
+    bucket = f"shp-{uuid.uuid4().hex[:10]}"
+    fs = pafs.S3FileSystem(
+        access_key="AKIDTESTING", secret_key=SECRET, endpoint_override=moto, allow_bucket_creation=True
+    )
+    fs.create_dir(bucket)
+    return fs, bucket
