@@ -72,14 +72,33 @@ def completion_from_record(record: dict) -> Completion:
     )
 
 
+async def cache_get(cache: object, key: str) -> dict | None:
+    """A record from a cache: the SQLite file on this disk (read in a thread), or one with async
+    ``aget`` (a worker on another node of a cluster reaches the driver's files through the cache actor)."""
+    aget = getattr(cache, "aget", None)
+    if aget is not None:
+        return await aget(key)
+    return await asyncio.to_thread(cache.get, key)  # type: ignore[attr-defined]
+
+
+async def cache_put(cache: object, key: str, record: dict) -> None:
+    """Store a record; returns once it is committed (a remote put is acknowledged by the cache actor)."""
+    aput = getattr(cache, "aput", None)
+    if aput is not None:
+        await aput(key, record)
+    else:
+        await asyncio.to_thread(cache.put, key, record)  # type: ignore[attr-defined]
+
+
 class CachedChat:
     """provider.complete behind the persistent response cache.
 
     A completion is stored the moment it arrives, so after a kill a rerun
-    repeats no call that had completed; failures are never cached.
+    repeats no call that had completed; failures are never cached. ``cache``: a
+    :class:`~storage.cache.ResponseCache` or anything with async ``aget``/``aput``.
     """
 
-    def __init__(self, provider: Provider, cache: ResponseCache | None) -> None:
+    def __init__(self, provider: Provider, cache: ResponseCache | object | None) -> None:
         self.provider = provider
         self.cache = cache
         self.stats = ChatStats()
@@ -87,7 +106,7 @@ class CachedChat:
     async def __call__(self, request: ChatRequest) -> Completion:
         self.stats.calls += 1
         if self.cache is not None:
-            record = await asyncio.to_thread(self.cache.get, request.cache_key())
+            record = await cache_get(self.cache, request.cache_key())
             if record is not None:
                 hit = completion_from_record(record)
                 self.stats.cached += 1
@@ -99,7 +118,7 @@ class CachedChat:
         self.stats.tokens += completion.usage.total_tokens
         self.stats.paid_tokens += completion.usage.total_tokens
         if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, request.cache_key(), completion_record(request, completion))
+            await cache_put(self.cache, request.cache_key(), completion_record(request, completion))
         return completion
 
     def http_429(self) -> int:
@@ -177,7 +196,7 @@ class JudgeService:
     def __init__(
         self,
         kind: str,
-        cache: JudgeCache | None,
+        cache: JudgeCache | object | None,
         chat: Callable[[ChatRequest], object] | None = None,
         model: str = "",
         max_tokens: int = 128,
@@ -204,7 +223,7 @@ class JudgeService:
     async def judge(self, scn: Scenario, draft: str) -> tuple[str, JudgeResult]:
         key = self.key(scn, draft)
         if self.cache is not None:
-            record = await asyncio.to_thread(self.cache.get, key)
+            record = await cache_get(self.cache, key)
             if record is not None:
                 return key, JudgeResult.from_record(record, cached=True)
         if self.kind == "lexical":
@@ -225,7 +244,7 @@ class JudgeService:
         # A result with an error (a reply that never parsed, a scenario without contexts) is not kept:
         # the next run tries again, cheaply, through the response cache.
         if self.cache is not None and not result.error:
-            await asyncio.to_thread(self.cache.put, key, result.to_record())
+            await cache_put(self.cache, key, result.to_record())
         return key, result
 
 
