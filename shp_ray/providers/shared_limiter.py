@@ -2,7 +2,8 @@
 
 Every client of one (base_url, key) -- in any Ray actor, task or driver, and across the jobs of a
 Hydra multirun that join one Ray instance -- reaches the same detached, named actor
-(``get_if_exists=True``), so N workers never sum to N x the limit. The actor's name carries a
+(``get_if_exists=True``), so N workers never sum to N x the limit -- on one machine or on every node
+of a cluster: the actor lives on the head node and survives any worker node. The actor's name carries a
 sha256 of (base_url, key), never the key. Without Ray, one ``RateLimiter`` per process and event
 loop plays the same role.
 """
@@ -22,6 +23,7 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 
 NAMESPACE = "shp_ray"
+HEAD_NODE = "node:__internal_head__"  # the resource Ray gives the head node (its GCS dies with the cluster)
 
 
 @functools.cache
@@ -247,7 +249,15 @@ def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: boo
     if use_ray if use_ray is not None else ray_running():
         actor = (
             _actor_class()
-            .options(name=_actor_name(base_url, api_key), namespace=NAMESPACE, get_if_exists=True, lifetime="detached")
+            .options(
+                name=_actor_name(base_url, api_key),
+                namespace=NAMESPACE,
+                get_if_exists=True,
+                lifetime="detached",
+                # On the head node, whoever asks first: a limiter started by a worker of another node
+                # would die with that node, and every caller of the endpoint with it.
+                resources={HEAD_NODE: 0.001},
+            )
             .remote(asdict(limits))
         )
         actor.configure.remote(asdict(limits))  # an existing actor takes the latest spec's limits
