@@ -95,6 +95,7 @@ def main(cfg: DictConfig) -> dict:
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
+        + (f", on {len(result.nodes)} Ray nodes" if len(result.nodes) > 1 else "")
     )
     print(f"drafts by: {describe_provider(job.provider.kind, job.provider.model)} (model {job.provider.model})")
     _print_table(result)

@@ -2,8 +2,8 @@
 
 Generation never depends on a policy, so jobs that differ only in halting,
 weights or replay cells share one stored generation; it is produced once
-(under a lock, even when jobs run concurrently) and every later job replays
-it with zero generation calls.
+(under a lock, even when jobs run concurrently, on one machine or on the nodes
+of one Ray cluster) and every later job replays it with zero generation calls.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
+from shp_ray.generation.cluster_lock import generation_lease
 from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
@@ -31,7 +32,6 @@ from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider
 from shp_ray.providers.sim_server import SimOptions
 from storage.cache import default_cache_dir
-from storage.lock import generation_lock
 from storage.manifest import new_run_id, redact, write_manifest
 from storage.parts import Store, StoreUnusable, check_root
 from storage.resume import done_scenarios, failure_messages
@@ -68,6 +68,7 @@ class JobResult:
     generation_calls: int = 0
     report: str | None = None
     summary: list[dict[str, Any]] = field(default_factory=list)
+    nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
 
 
 @contextmanager
@@ -116,7 +117,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
     wanted = {s.scenario_id for s in scenarios}
     if wanted <= done_scenarios(store, gen_id):
         return None
-    with generation_lock(default_cache_dir(job.store), gen_id) as waited:
+    with generation_lease(default_cache_dir(job.store), gen_id, store.uri, ray_address=job.ray_address) as waited:
         missing = [s for s in scenarios if s.scenario_id not in done_scenarios(store, gen_id)]
         if not missing:
             log.info("generation %s was produced by a concurrent job (waited %.1f s)", gen_id[:12], waited)
@@ -149,7 +150,8 @@ def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge
     if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
     cache = default_cache_dir(job.store)
-    with generation_lock(cache, gen_id), endpoint(job) as ep:
+    lease = generation_lease(cache, gen_id, Store(job.store).uri, ray_address=job.ray_address)
+    with lease, endpoint(job) as ep:
         return judge_stored(job.store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
 
 
@@ -272,6 +274,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             generated=summary.generated if summary else 0,
             failed=summary.failed if summary else 0,
             generation_calls=summary.paid_calls if summary else 0,
+            nodes=dict(summary.nodes) if summary else {},
             summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(),
         )
     finally:

@@ -1,4 +1,4 @@
-"""``hydra/launcher=ray``: each multirun job is a Ray task on this machine or a cluster.
+"""``hydra/launcher=ray``: each multirun job is a Ray task on this node of a cluster (or this machine).
 
 Jobs join one Ray instance, so they share its named actors -- above all the
 one rate limiter per endpoint -- and a generation needed by several jobs is
@@ -74,6 +74,7 @@ class RayLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from shp_ray.generation.generate import start_ray
         from sweeps.redact_callback import redact_file
@@ -86,7 +87,11 @@ class RayLauncher(Launcher):
         redact_file(Path(str(self.config.hydra.sweep.dir)) / "multirun.yaml")
         started = start_ray(self.address, self.num_cpus)
         try:
-            task = ray.remote(num_cpus=self.job_num_cpus, max_calls=1, max_retries=0)(_execute)
+            # Every job runs on this node: a job is a driver of the store, and the store's SQLite caches
+            # and file locks hold across the processes of one host, not across hosts. Its actors spread.
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            options = {"num_cpus": self.job_num_cpus, "max_calls": 1, "max_retries": 0, "scheduling_strategy": here}
+            task = ray.remote(**options)(_execute)
             state, cwd = Singleton.get_state(), os.getcwd()
             log.info(f"Launching {len(job_overrides)} jobs on Ray ({self.max_parallel} at a time)")
             refs: dict[Any, int] = {}
