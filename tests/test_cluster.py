@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from shp_ray.generation.cluster_lock import cluster_lease, lease_name
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec
+from shp_ray.providers.shared_limiter import limiter_id
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
 from storage.resume import done_scenarios
@@ -146,7 +149,7 @@ def test_a_worker_node_killed_mid_generation_costs_only_its_calls_in_flight(tmp_
         killer.start()
         s = generate(scenarios, cfg, root, _spec(sim), ray_address=cluster.address, progress=False)
         killer.join(60)
-        paid = sim.stats["ok"]
+        paid, base_url = sim.stats["ok"], sim.base_url
     try:
         assert "t" in killed and killed["at_stored"] < n, f"the node was not killed mid-run: {killed}"
         assert (s.generated, s.failed) == (n, 0)
@@ -160,7 +163,49 @@ def test_a_worker_node_killed_mid_generation_costs_only_its_calls_in_flight(tmp_
         assert len(judgments) == n * rounds and _unique(judgments, "judge_key")
         assert Store(root).read("scenarios").num_rows == n
         assert s.cache_actor["puts"] > 0 and s.cache_actor["gets"] > 0  # the other nodes cached through it
+        # The endpoint's one limiter lives on the head node: it outlived the worker node.
+        import ray
+
+        mine = f"shp-limiter-{limiter_id(base_url, '')}"
+        limiters = [v for v in ray._private.state.actors().values() if v["Name"] == mine]
+        assert [(v["Address"]["NodeID"], v["State"]) for v in limiters] == [(cluster.head_node.node_id, "ALIVE")]
     finally:
         cluster.workers[0] = cluster.add_node(num_cpus=1, resources={"shp_node_0": 1})  # for the next test
         cluster.wait_for_nodes()
     print(json.dumps({"paid": paid, "reference": ref_paid, "resubmitted": s.resubmitted, "nodes": s.nodes}))
+
+
+_HOLD = """
+import sys, time, ray
+from shp_ray.generation.cluster_lock import cluster_lease
+ray.init(address=sys.argv[1], include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+with cluster_lease(sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_generation_lease_holds_across_drivers_and_dies_with_its_holder(cluster) -> None:
+    """Two drivers of one cluster: the second waits while the first holds the lease; a holder
+    killed with SIGKILL releases it (Ray ends the actors a dead driver owned)."""
+    name = lease_name("file:///some/store", "g" * 64)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, cluster.address, name], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(TimeoutError, match="held by another driver"), cluster_lease(name, timeout_s=2):
+            pass
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        with cluster_lease(name, timeout_s=60) as waited:
+            assert waited < 60
+        with cluster_lease(name, timeout_s=10) as waited:  # released on exit: taken again at once
+            assert waited < 10
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(30)
+        if holder.stdout is not None:
+            holder.stdout.close()
