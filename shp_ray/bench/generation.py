@@ -1,4 +1,4 @@
-"""``shp-bench generation {embed|ratelimit|memory} [options]``: one JSON line printed last.
+"""``shp-bench generation {embed|ratelimit|memory|cluster} [options]``: one JSON line printed last.
 
 - ``embed``: the same texts through bare sentence-transformers (one batched
   ``encode``) and through the pipeline's embedding actor (one Ray call per
@@ -11,6 +11,7 @@
   generating N streamed scenarios (sim server, lexical judge, and by default
   the ``fake-hash`` embedder -- NOT a language model, so that the run measures
   the pipeline's memory, not the model's). Target: no growth with N.
+- ``cluster``: 1 vs 2 vs 3 nodes of a local Ray cluster (:mod:`shp_ray.bench.cluster`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+
+from shp_ray.bench import cluster
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -276,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rpm", type=float, default=1200.0)
     r.add_argument("--window-s", type=float, default=2.0)
     sub.choices["memory"].add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    cluster.add_parser(sub)
     a = p.parse_args(argv)
-    result = {"embed": bench_embed, "ratelimit": bench_ratelimit, "memory": bench_memory}[a.mode](a)
+    modes = {"embed": bench_embed, "ratelimit": bench_ratelimit, "memory": bench_memory}
+    result = modes.get(a.mode, cluster.bench_cluster)(a)
     print(json.dumps(result, sort_keys=True))
     return 0
