@@ -24,9 +24,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 
 from shp_ray.bench import cluster
+from shp_ray.bench.sim_process import SimProcess, stream
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -89,53 +89,6 @@ def bench_embed(a: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _stream(n: int) -> Iterator[object]:
-    """n distinct scenarios, streamed (never a list): HotpotQA questions, reused with a variant tag."""
-    from dataclasses import replace
-
-    from shp_ray.generation.datasets import load_scenarios
-
-    base = load_scenarios("hotpotqa")
-    for i in range(n):
-        s = base[i % len(base)]
-        k = i // len(base)
-        yield s if k == 0 else replace(s, scenario_id=f"{s.scenario_id}#v{k}", question=f"{s.question} (variant {k})")
-
-
-def _serve(conn, opts: dict[str, object]) -> None:  # noqa: ANN001 - runs in a child process
-    from shp_ray.providers.sim_server import SimServer
-
-    with SimServer(**opts) as sim:
-        conn.send(sim.base_url)
-        conn.recv()  # until the parent asks for the stats
-        conn.send(sim.stats)
-
-
-class _SimProcess:
-    """The simulated server in its own process, so its memory is not counted as the pipeline's."""
-
-    def __init__(self, opts: dict[str, object]) -> None:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, opts), daemon=True)
-
-    def __enter__(self) -> _SimProcess:
-        self.proc.start()
-        self.base_url = self._conn.recv()
-        return self
-
-    def finish(self) -> dict[str, object]:
-        self._conn.send("stats")
-        return self._conn.recv()
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-
-
 def _run(
     a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str
 ) -> tuple[dict, dict, float, dict[str, float]]:
@@ -148,11 +101,11 @@ def _run(
             max_rounds=a.rounds, embedder=embedder, judge="lexical", workers=a.workers, concurrency=a.concurrency,
             flush_every=a.flush_every,
         )  # fmt: skip
-        with _SimProcess(sim_opts) as sim:
+        with SimProcess(sim_opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
             peak = _PeakRss(exclude=sim.proc.pid)
             with peak:
-                s = generate(_stream(n), cfg, root, spec, total=n, progress=False)
+                s = generate(stream(n), cfg, root, spec, total=n, progress=False)
             stats = sim.finish()
         return s.to_dict(), stats, peak.peak_mb, peak.at_peak
     finally:
