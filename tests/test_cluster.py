@@ -175,6 +175,38 @@ def test_a_worker_node_killed_mid_generation_costs_only_its_calls_in_flight(tmp_
     print(json.dumps({"paid": paid, "reference": ref_paid, "resubmitted": s.resubmitted, "nodes": s.nodes}))
 
 
+def test_a_worker_node_killed_mid_batch_pays_no_line_twice(tmp_path, cluster) -> None:
+    """Batch mode: the calls wait in the lockstep on the driver's node, so a worker node killed while a
+    batch is out loses no call; its trajectories run again elsewhere and take their answers from the
+    cache (or from the batch they were waiting on), never from a second batch."""
+    scenarios = load_scenarios("shp_paper", limit=6)
+    cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", workers=3, flush_every=1)
+    ref, _ = _reference(tmp_path, scenarios, cfg)
+    victim = cluster.workers[1]
+    with SimServer(batch_delay_s=1.5) as sim:
+
+        def kill_in_second_batch() -> None:
+            deadline = time.monotonic() + 240
+            while sim.stats["batch"]["batches_created"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            cluster.remove_node(victim, allow_graceful=False)
+
+        killer = threading.Thread(target=kill_in_second_batch, daemon=True)
+        killer.start()
+        spec = _spec(sim, batch=True, batch_poll_s=0.1)
+        s = generate(scenarios, cfg, tmp_path / "batch", spec, ray_address=cluster.address, progress=False)
+        killer.join(60)
+        stats = sim.stats
+    try:
+        assert (s.generated, s.failed) == (6, 0) and s.lost_workers >= 1 and s.resubmitted >= 1
+        assert set(stats["batch"]["ok_by_custom_id"].values()) == {1} and stats["requests"] == 0  # none twice
+        assert len(stats["batch"]["ok_by_custom_id"]) == 6 * 5
+        assert _rows(tmp_path / "batch") == ref
+    finally:
+        cluster.workers[1] = cluster.add_node(num_cpus=1, resources={"shp_node_1": 1})
+        cluster.wait_for_nodes()
+
+
 _HOLD = """
 import sys, time, ray
 from shp_ray.generation.cluster_lock import cluster_lease

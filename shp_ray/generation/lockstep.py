@@ -18,7 +18,10 @@ Nothing is paid twice:
 - every line of an output file goes into the response cache before the batch is marked taken in,
   so a rerun answers those calls from the cache;
 - a line that failed (error file, expired, cancelled, malformed output) goes into the next batch,
-  and after ``max_tries`` batches to the live client (rate-limited, retried) instead.
+  and after ``max_tries`` batches to the live client (rate-limited, retried) instead;
+- a request already in the response cache when its step goes out is answered from it: on a cluster,
+  a trajectory whose worker died is run again elsewhere and asks again for a call its first run is
+  still waiting on (the same cache key); it must not ride a second batch.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shp_ray.generation.datasets import Scenario
-from shp_ray.generation.services import completion_record
+from shp_ray.generation.services import completion_from_record, completion_record
 from shp_ray.providers.base import ChatRequest, Completion, Provider, ProviderError, ProviderSpec
 from shp_ray.providers.batch_api import BatchAPI, BatchState
 from shp_ray.providers.batch_files import BatchLimits, request_line, split_lines
@@ -164,6 +167,14 @@ class Lockstep:
     # -- one step: batches out, results in -----------------------------------------------------
     async def _step(self, waiting: dict[str, _Waiting]) -> None:
         self.stats.steps += 1
+        if self.cache is not None:  # answered since it was asked: a trajectory run again elsewhere asks late
+            cache = self.cache
+            known = await asyncio.to_thread(lambda: {cid: cache.get(cid) for cid in waiting})
+            for cid, record in known.items():
+                if record is not None:
+                    self._settle(waiting.pop(cid), replace(completion_from_record(record), cached=False))
+            if not waiting:
+                return
         held = self.ledger.holding(list(waiting))
         records: dict[str, BatchRecord] = {}
         for rec in {r.submission: r for r in held.values()}.values():
