@@ -58,7 +58,8 @@ class CacheActor:
 
 def start_cache_actor(cache_dir: str | Path, pin: dict[str, Any]) -> Any:
     """The run's cache actor (``pin``: the options that place it on the driver's node)."""
-    return CacheActor.options(max_concurrency=1000, **pin).remote(str(cache_dir))
+    # Restarted in place if its process dies (its state is the files; a get or put is safe to repeat).
+    return CacheActor.options(max_concurrency=1000, max_restarts=-1, max_task_retries=-1, **pin).remote(str(cache_dir))
 
 
 class _TickBatch:
