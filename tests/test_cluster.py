@@ -84,12 +84,12 @@ def _reference(tmp_path: Path, scenarios: list, cfg: GenerationConfig) -> tuple[
 
 def test_sweep_on_the_cluster_spreads_over_its_nodes_with_the_real_embedder(tmp_path, cluster) -> None:
     """``shp-sweep ray.address=<cluster>`` in its own process: a driver joining the cluster, one
-    embedding actor per node with the real model, the workers of the other nodes caching through
-    the cache actor."""
+    embedding actor per node with the real model, an LLM judge per node, the workers and judges of the
+    other nodes caching through the cache actor."""
     store = tmp_path / "store"
     out = subprocess.run(
         [str(BIN / "shp-sweep"), "provider=sim", "provider.sim_latency_s=0.05", "dataset.limit=6",
-         "generation.max_rounds=2", "generation.concurrency=2", f"ray.address={cluster.address}",
+         "generation.max_rounds=2", "generation.concurrency=2", "judge=llm", f"ray.address={cluster.address}",
          f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}", "report.enabled=false"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0"},
@@ -98,6 +98,9 @@ def test_sweep_on_the_cluster_spreads_over_its_nodes_with_the_real_embedder(tmp_
     assert "6 generated now" in out.stdout and "on 3 Ray nodes" in out.stdout, out.stdout[-2000:]
     rounds = Store(store).read("rounds").to_pylist()
     assert len(rounds) == 12 and _unique(rounds, "gen_id", "scenario_id", "round")
+    judgments = Store(store).read("judgments").to_pylist()  # the LLM judge's calls on every node, cached
+    assert len(judgments) == 12 and {j["judge"] for j in judgments} == {"llm:sim-model"}
+    assert {j["error"] for j in judgments} == {""}
     gens = Store(store).read("generations").to_pylist()
     assert len(gens) == 1 and gens[0]["embedder"].startswith("all-MiniLM-L6-v2")
     import ray
