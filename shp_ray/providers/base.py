@@ -62,6 +62,13 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+# How a call was paid: "live" (one request, answered now) or "batch" (a provider's Batch API: uploaded
+# with others, answered later, billed at its batch discount). The store keeps each call's mode so the
+# replay can price it as it was paid (analysis: operational_cost_usd) and as if it had been the other.
+LIVE, BATCH = "live", "batch"
+CALL_MODES = (LIVE, BATCH)
+
+
 @dataclass(frozen=True)
 class Completion:
     content: str
@@ -70,7 +77,11 @@ class Completion:
     attempts: int = 1
     model: str = ""
     cached: bool = False
-    mode: str = "live"  # how it was paid for: "live" | "batch" (a batch line costs the batch price)
+    mode: str = LIVE  # how it was paid for (CALL_MODES): a batch line costs the batch price
+
+    def __post_init__(self) -> None:
+        if self.mode not in CALL_MODES:
+            raise ValueError(f"Completion.mode must be one of {list(CALL_MODES)}, got {self.mode!r}")
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
