@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from shp_ray.generation.prompts import JUDGE_PROMPT_VERSION, judge_messages
 from shp_ray.policy.scoring import METRICS
-from shp_ray.providers.base import ChatRequest, Completion
+from shp_ray.providers.base import BATCH, LIVE, ChatRequest, Completion
 
 LEXICAL_NAME = "lexical-v1 (deterministic reference-based token overlap, not an LLM)"
 LEXICAL_VERSION = "lexical-v1"
@@ -50,14 +50,18 @@ class JudgeResult:
     cached: bool = False
     attempts: int = 1
     extra: dict[str, object] = field(default_factory=dict, compare=False)
+    # How its calls were paid (CALL_MODES): "batch" only when every attempt was a batch call, so a judgment
+    # that mixed modes is priced at the higher, live price. The lexical judge makes no call (0 tokens, $0).
+    mode: str = LIVE
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def to_record(self) -> dict[str, object]:
-        """The judge cache's record (its on-disk format: existing caches must still read). NaN is stored as null."""
-        return {
+        """The judge cache's record (its on-disk format: existing caches must still read). NaN is stored as null;
+        ``mode`` only for a batch judgment (a record without one is live, as every record before modes was)."""
+        record: dict[str, object] = {
             "metrics": {m: (None if math.isnan(v) else v) for m, v in self.metrics.items()},
             "judge": self.judge,
             "prompt_version": self.prompt_version,
@@ -65,13 +69,17 @@ class JudgeResult:
             "completion_tokens": self.completion_tokens,
             "error": self.error,
         }
+        if self.mode != LIVE:
+            record["mode"] = self.mode
+        return record
 
     @classmethod
     def from_record(cls, d: dict, cached: bool = True) -> JudgeResult:
         metrics = {m: (math.nan if d["metrics"].get(m) is None else float(d["metrics"][m])) for m in METRICS}
         return cls(
-            metrics, d["judge"], d["prompt_version"], d["prompt_tokens"], d["completion_tokens"], d["error"], cached
-        )
+            metrics, d["judge"], d["prompt_version"], d["prompt_tokens"], d["completion_tokens"], d["error"], cached,
+            mode=d.get("mode", LIVE),  # records written before modes: every call was live
+        )  # fmt: skip
 
 
 def judge_key(
@@ -209,6 +217,7 @@ async def llm_judge(
     """
     prompt_tokens = completion_tokens = 0
     error = ""
+    modes: set[str] = set()
     for attempt in range(1, parse_retries + 2):
         request = ChatRequest(
             model=model,
@@ -220,14 +229,16 @@ async def llm_judge(
         completion = await chat(request)
         prompt_tokens += completion.usage.prompt_tokens
         completion_tokens += completion.usage.completion_tokens
+        modes.add(completion.mode)
         try:
             metrics = parse_judge_reply(completion.content)
         except JudgeParseError as exc:
             error = f"attempt {attempt}: {exc}"
             continue
         return JudgeResult(
-            metrics, llm_judge_name(model), JUDGE_PROMPT_VERSION, prompt_tokens, completion_tokens, attempts=attempt
-        )
+            metrics, llm_judge_name(model), JUDGE_PROMPT_VERSION, prompt_tokens, completion_tokens,
+            attempts=attempt, mode=BATCH if modes == {BATCH} else LIVE,
+        )  # fmt: skip
     nan = {m: math.nan for m in METRICS}
     return JudgeResult(
         nan,
@@ -237,4 +248,5 @@ async def llm_judge(
         completion_tokens,
         error,
         attempts=parse_retries + 1,
+        mode=BATCH if modes == {BATCH} else LIVE,
     )

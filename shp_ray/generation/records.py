@@ -17,6 +17,7 @@ from shp_ray.policy.round_signals import trajectory_signals
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
 from shp_ray.policy.weights import uniform
+from shp_ray.providers.base import LIVE
 from storage.parts import Store
 
 
@@ -61,6 +62,9 @@ def trajectory_rows(
                 "writer_latency_s": w.latency_s if w else 0.0,
                 "critic_latency_s": c.latency_s if c else 0.0,
                 "embedding": np.asarray(emb, dtype=np.float32),
+                # how each call was paid (a cache hit keeps its paid mode); no call (the last critic): live, 0 tokens
+                "writer_mode": w.mode if w else LIVE,
+                "critic_mode": c.mode if c else LIVE,
             }
         )
         if r.judgment is not None:
@@ -76,6 +80,7 @@ def trajectory_rows(
                     "judge_prompt_tokens": j.prompt_tokens,
                     "judge_completion_tokens": j.completion_tokens,
                     "error": j.error,
+                    "judge_mode": j.mode,
                 }
             )
     now = datetime.now(UTC)
@@ -116,6 +121,10 @@ def signal_rows(
         draft_hash=[r["draft_hash"] for r in rounds],
         writer_tokens=[r["writer_prompt_tokens"] + r["writer_completion_tokens"] for r in rounds],
         critic_tokens=[r["critic_prompt_tokens"] + r["critic_completion_tokens"] for r in rounds],
+        writer_prompt_tokens=[r["writer_prompt_tokens"] for r in rounds],
+        critic_prompt_tokens=[r["critic_prompt_tokens"] for r in rounds],
+        writer_mode=[r["writer_mode"] for r in rounds],
+        critic_mode=[r["critic_mode"] for r in rounds],
         embeddings=np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rounds]),
         gold=gold,
         embedder=embedder,

@@ -71,6 +71,7 @@ async def _judge_all(
             "judge_prompt_tokens": j.prompt_tokens,
             "judge_completion_tokens": j.completion_tokens,
             "error": j.error,
+            "judge_mode": j.mode,
         }
 
     try:

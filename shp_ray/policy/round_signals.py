@@ -1,7 +1,8 @@
 """The per-round signals the replay reads, computed once where the rounds are made.
 
 Every policy replay needs, per round, d_t (the distance to the previous draft), whether the critique
-approved, the token counts and whether the draft is right (HotpotQA EM / F1). Recomputing d_t means
+approved, the token counts (with their prompt share and how each call was paid, for its cost in
+dollars) and whether the draft is right (HotpotQA EM / F1). Recomputing d_t means
 reading every 384-d embedding of the store and pairing each round with the previous one; so the
 generation (which holds both embeddings) computes these numbers once and the store keeps them as
 the small ``signals`` table. Opening a store then reads scalar columns only.
@@ -55,11 +56,17 @@ def trajectory_signals(
     embeddings: np.ndarray,
     gold: Mapping[str, str | None],
     embedder: Mapping[str, str],
+    writer_prompt_tokens: Sequence[int] | None = None,
+    critic_prompt_tokens: Sequence[int] | None = None,
+    writer_mode: Sequence[str] | None = None,
+    critic_mode: Sequence[str] | None = None,
 ) -> dict[str, list[object]]:
     """The ``signals`` columns of rounds sorted by (gen_id, scenario_id, round), each trajectory whole.
 
     ``gold``: scenario_id -> its gold answer (None: unknown, EM/F1 NULL); ``embedder``: gen_id -> the
-    generation's embedder. Raises ValueError on rounds that are not 1..T in order per trajectory.
+    generation's embedder. The prompt tokens and call modes are copied as given (None: not given, NULL,
+    and a reader takes them from the rounds). Raises ValueError on rounds that are not 1..T in order per
+    trajectory.
     """
     n = len(rounds)
     g, sc, t = np.asarray(gen_id, dtype=object), np.asarray(scenario_id, dtype=object), np.asarray(rounds)
@@ -92,4 +99,12 @@ def trajectory_signals(
         "answer_f1": [a[2] for a in answers],
         "embedder": [embedder.get(g, "") for g in gen_id],
         "signals_version": [SIGNALS_VERSION] * n,
+        "writer_prompt_tokens": _given(writer_prompt_tokens, n),
+        "critic_prompt_tokens": _given(critic_prompt_tokens, n),
+        "writer_mode": _given(writer_mode, n),
+        "critic_mode": _given(critic_mode, n),
     }
+
+
+def _given(values: Sequence[object] | None, n: int) -> list[object]:
+    return [None] * n if values is None else list(values)
