@@ -35,8 +35,9 @@ import uuid
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from storage.part_rules import expected_schema
 from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store, StoreUnusable, open_store
-from storage.schemas import TABLES
+from storage.schemas import TABLES, with_added_columns
 from storage.verify import require_sound
 
 JOURNAL_PREFIX = "_compact-"
@@ -77,13 +78,17 @@ def _merge(store: Store, table: str, sources: list[str]) -> tuple[str, str, int]
     folder = sources[0].rsplit("/", 1)[0]  # the sources' own folder (_groups never mixes folders)
     stem = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
     tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
-    schema = pq.read_schema(sources[0], filesystem=store.fs)
+    # The table's whole schema (the first source's embedding size): a source written before a column was
+    # added gets it as NULL, which reads exactly as before (storage.schemas.ADDED_COLUMNS), so old and new
+    # parts merge.
+    schema = expected_schema(table, pq.read_schema(sources[0], filesystem=store.fs))
     rows = 0
     with store.fs.open_output_stream(tmp) as out:
         sink = HashingSink(out)
         with pq.ParquetWriter(sink, schema, compression="zstd", write_page_checksum=True) as writer:
             for src in sources:
                 part = pq.read_table(src, filesystem=store.fs, page_checksum_verification=True)
+                part = with_added_columns(table, part, fill=False).select(schema.names)
                 writer.write_table(part.cast(schema))
                 rows += part.num_rows
     final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"

@@ -1,9 +1,10 @@
 """The rules a part's contents must follow: its table's schema and the values that could have been written.
 
-- schema (``storage.schemas.TABLES``): every column present, none extra, each of its type; the
+- schema (``storage.schemas.TABLES``): every column present (but a column the table gained later,
+  ``ADDED_COLUMNS``, which a part written before it lacks), none extra, each of its type; the
   embedding a fixed-size float32 list (its size is the part's ``dim``);
-- values (``VALUE_RANGES`` / ``REQUIRED``): no negative token count, no NaN or inf in an embedding,
-  no round below 1, no NULL key.
+- values (``VALUE_RANGES`` / ``REQUIRED`` / ``ALLOWED_VALUES``): no negative token count, no NaN or inf
+  in an embedding, no round below 1, no NULL key, no call mode but live or batch.
 
 :class:`Tally` applies the value rules a batch at a time (so a large part is never held whole) and
 keeps what the cross-table checks of :mod:`storage.verify` need of a rounds part: its embedding size
@@ -18,7 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.schemas import REQUIRED, TABLES, VALUE_RANGES, feedback_embeddings_schema, rounds_schema
+from storage.schemas import (
+    ADDED_COLUMNS,
+    ALLOWED_VALUES,
+    REQUIRED,
+    TABLES,
+    VALUE_RANGES,
+    feedback_embeddings_schema,
+    rounds_schema,
+)
 
 _FLOAT_SLACK = 1e-9  # an IS of 1 + 1 ulp is 1
 
@@ -49,7 +58,8 @@ def schema_problems(table: str, actual: pa.Schema) -> list[str]:
     out = []
     for f in want:
         if f.name not in have:
-            out.append(f"missing column {f.name} ({f.type})")
+            if f.name not in ADDED_COLUMNS.get(table, {}):  # an added column: the part predates it
+                out.append(f"missing column {f.name} ({f.type})")
         elif not have[f.name].equals(f.type):
             out.append(f"column {f.name} is {have[f.name]}, expected {f.type}")
     extra = [n for n in actual.names if n not in want.names]
@@ -115,6 +125,11 @@ class Tally:
                 self._add(name, "below", pc.sum(pc.less(col, lo - slack)).as_py() or 0, pc.min(col).as_py(), min)
             if hi is not None:
                 self._add(name, "above", pc.sum(pc.greater(col, hi + slack)).as_py() or 0, pc.max(col).as_py(), max)
+        for name, allowed in ALLOWED_VALUES.get(self.table, {}).items():
+            if name in data.column_names:
+                col = data[name]
+                bad = pc.and_(pc.is_valid(col), pc.invert(pc.is_in(col, value_set=pa.array(allowed, col.type))))
+                self._add(name, "not allowed", pc.sum(bad).as_py() or 0)
         self.summarise(data)
 
     def summarise(self, data: pa.Table) -> None:
@@ -139,6 +154,9 @@ class Tally:
                 out.append(f"{name}: {b[name, 'below'][0]} of {n} values below {lo} (min {b[name, 'below'][1]})")
             if (name, "above") in b:
                 out.append(f"{name}: {b[name, 'above'][0]} of {n} values above {hi} (max {b[name, 'above'][1]})")
+        for name, allowed in ALLOWED_VALUES.get(self.table, {}).items():
+            if (name, "not allowed") in self.breaks:
+                out.append(f"{name}: {self.breaks[name, 'not allowed'][0]} of {n} values are none of {list(allowed)}")
         return out
 
     def summary(self) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from storage.part_rules import value_problems
 
 # Re-exported: the root checks lived here, and callers import them from here.
 from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, check_root
-from storage.schemas import TABLES
+from storage.schemas import ADDED_COLUMNS, TABLES, with_added_columns
 from storage.verified_record import record_written
 
 __all__ = ["PROBE_PREFIX", "HashingSink", "Store", "StoreError", "StoreUnusable", "check_root", "open_store"]
@@ -167,8 +167,9 @@ class Store:
     def write(self, name: str, table: pa.Table, schema: pa.Schema | None = None) -> str:
         """Write one part atomically per partition folder; returns the (last) path. Empty tables write nothing.
 
-        Refused (StoreError, nothing written): columns or types that do not match the schema, and
-        values that cannot be (``VALUE_RANGES``: a negative token count, a NaN embedding ...). The
+        Refused (StoreError, nothing written): columns or types that do not match the schema (a column
+        the table gained later, ``ADDED_COLUMNS``, may be absent: it is written NULL), and values that
+        cannot be (``VALUE_RANGES``: a negative token count, a NaN embedding ...). The
         part is written with page checksums, named with the sha256 of its bytes, and recorded as
         verified (:mod:`storage.verified_record`), so no reader re-checks a part this process wrote.
         """
@@ -176,7 +177,8 @@ class Store:
         if schema is None:
             raise StoreError(f"unknown table {name!r}; known: {sorted(TABLES)}")
         try:
-            table = table.select(schema.names).cast(schema)
+            # a writer that predates a column the table gained writes NULL there: read as an older part's value
+            table = with_added_columns(name, table, fill=False).select(schema.names).cast(schema)
         except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             raise StoreError(f"table {name!r} does not match its schema: {exc}") from None
         if table.num_rows == 0:
@@ -297,8 +299,23 @@ class Store:
         if not paths:
             empty = schema.empty_table()
             return empty.select(columns) if columns else empty
-        tables = [pq.read_table(p, columns=columns, filesystem=self.fs) for p in paths]
+        tables = [self.read_part(name, p, columns) for p in paths]
         return pa.concat_tables(tables, promote_options="default")
+
+    def read_part(self, name: str, path: str, columns: list[str] | None = None) -> pa.Table:
+        """One part of table ``name`` (only ``columns``); a column the table gained after the part was
+        written reads as the value such a part means (``storage.schemas.ADDED_COLUMNS``)."""
+        added = ADDED_COLUMNS.get(name, {})
+        if added and columns is not None and not added.keys().isdisjoint(columns):
+            present = set(pq.read_schema(path, filesystem=self.fs).names)
+            columns_read: list[str] | None = [c for c in columns if c in present]
+        else:
+            columns_read = columns
+        table = pq.read_table(path, columns=columns_read, filesystem=self.fs)
+        if not added:
+            return table
+        table = with_added_columns(name, table)
+        return table.select(columns) if columns is not None else table
 
     def sweep_temp(self, min_age_s: float = 0.0) -> int:
         """Remove temp files left by a killed writer (only those older than ``min_age_s``: a younger

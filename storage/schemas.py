@@ -13,6 +13,10 @@
   computed once from the round's row and the previous one (shp_ray.policy.round_signals), so
   opening a store reads no embedding. Derived: rebuilt from ``rounds`` by ``shp-query --signals``;
   a store without it (or with another ``signals_version``) is replayed from the embeddings.
+
+A table gains columns over time (:data:`ADDED_COLUMNS`): a part written before a column existed stays
+sound without it, and every reader reads it as the value such a part means -- the call modes of a store
+written before modes existed are ``live`` (no batch driver wrote them).
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def rounds_schema(dim: int = EMBEDDING_DIM) -> pa.Schema:
             ("writer_latency_s", pa.float64()),
             ("critic_latency_s", pa.float64()),
             ("embedding", pa.list_(pa.float32(), dim)),
+            ("writer_mode", pa.string()),  # how the call was paid: live | batch (CALL_MODES)
+            ("critic_mode", pa.string()),
         ]
     )
 
@@ -86,6 +92,7 @@ JUDGMENTS = pa.schema(
         ("judge_prompt_tokens", pa.int64()),
         ("judge_completion_tokens", pa.int64()),
         ("error", pa.string()),
+        ("judge_mode", pa.string()),  # live | batch: batch only when every attempt was a batch call
     ]
 )
 
@@ -170,6 +177,12 @@ SIGNALS = pa.schema(
         ("answer_f1", pa.float64()),
         ("embedder", pa.string()),  # the generation's embedder (gen_id already names it)
         ("signals_version", pa.string()),  # how they were computed (shp_ray.policy.round_signals)
+        # what a round's cost needs beyond its token totals: the prompt share (input and output are priced
+        # apart) and how each call was paid, copied from the rounds so the replay reads no rounds part
+        ("writer_prompt_tokens", pa.int64()),
+        ("critic_prompt_tokens", pa.int64()),
+        ("writer_mode", pa.string()),
+        ("critic_mode", pa.string()),
     ]
 )
 
@@ -183,6 +196,25 @@ TABLES: dict[str, pa.Schema] = {
     "results": RESULTS,
     "feedback_embeddings": FEEDBACK_EMBEDDINGS,
     "signals": SIGNALS,
+}
+
+# How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports nothing).
+CALL_MODES = ("live", "batch")
+
+# Columns a table gained after stores were written, with the value a part written before them means:
+# such a part stays sound (storage.part_rules), Store.read and the DuckDB views give the value. None: not
+# known from that part (a signals row from before its prompt tokens: the reader takes them from the rounds).
+ADDED_COLUMNS: dict[str, dict[str, object]] = {
+    "rounds": {"writer_mode": "live", "critic_mode": "live"},
+    "judgments": {"judge_mode": "live"},
+    "signals": {"writer_prompt_tokens": None, "critic_prompt_tokens": None, "writer_mode": None, "critic_mode": None},
+}
+
+# The strings a stored column can hold (NULL aside: a row written without it reads as ADDED_COLUMNS says).
+ALLOWED_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "rounds": {"writer_mode": CALL_MODES, "critic_mode": CALL_MODES},
+    "judgments": {"judge_mode": CALL_MODES},
+    "signals": {"writer_mode": CALL_MODES, "critic_mode": CALL_MODES},
 }
 
 # What a stored value can be. ``Store.write`` refuses a table holding anything else and
@@ -221,6 +253,8 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
         "distance": (0.0, 2.0, False),
         "writer_tokens": (0, None, False),
         "critic_tokens": (0, None, False),
+        "writer_prompt_tokens": (0, None, False),
+        "critic_prompt_tokens": (0, None, False),
         "answer_em": (0.0, 1.0, False),
         "answer_f1": (0.0, 1.0, False),
     },
@@ -237,3 +271,19 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "feedback_embeddings": ("embedder", "text_hash", "embedding"),
     "signals": ("gen_id", "scenario_id", "round", "approved", "signals_version"),
 }
+
+
+def with_added_columns(name: str, table: pa.Table, *, fill: bool = True) -> pa.Table:
+    """``table`` with every ADDED_COLUMNS column it lacks (typed NULL), and (``fill``) NULLs of those columns
+    replaced by the value an older part means: what a reader of parts from before the column gets."""
+    added = ADDED_COLUMNS.get(name, {})
+    if not added:
+        return table
+    types = {f.name: f.type for f in TABLES[name]}
+    for column, value in added.items():
+        if column not in table.column_names:
+            table = table.append_column(column, pa.nulls(table.num_rows, types[column]))
+        if fill and value is not None and table[column].null_count:
+            index = table.column_names.index(column)
+            table = table.set_column(index, column, table[column].fill_null(value))
+    return table

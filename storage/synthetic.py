@@ -8,6 +8,9 @@ Embeddings follow a random walk on the unit sphere whose step shrinks with
 the round (drafts settle, as Conjecture 1 expects), so distances span the
 interesting range around eps; a few drafts are empty (zero vector), a few
 metrics are NaN (unparsed judge replies) and the critic sometimes approves.
+Calls are live unless ``batch_rate`` makes a share of them batch calls; the generation's
+provider kind is ``synthetic``, which no shipped price table prices (its costs are NULL
+unless a table gives ``synthetic`` a price, as the benchmark and the cost tests do).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from storage.schemas import EMBEDDING_DIM, METRIC_COLUMNS, rounds_schema
 SYNTHETIC_JUDGE = "synthetic-v1 (random metrics, not an LLM; synthetic data)"
 SYNTHETIC_MODEL = "synthetic (no model; generated numbers)"
 SYNTHETIC_DATASET = "synthetic"
+SYNTHETIC_KIND = "synthetic"  # the provider kind in its generations row (gen_id_parts.provider_kind)
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class SyntheticSpec:
     gen_id: str = "synthetic-gen"
     chunk: int = 20_000  # trajectories per Parquet part (bounds memory)
     ragged: bool = False  # draw each trajectory's depth uniformly in 1..rounds
+    batch_rate: float = 0.0  # chance that a call (writer, critic, judge) was paid in batch mode
 
 
 def _hash(text: str) -> str:
@@ -85,7 +90,15 @@ def write_synthetic_store(root: str | Path, spec: SyntheticSpec | None = None) -
                 "seed": [spec.seed],
                 "embedder": ["synthetic random walk (no encoder)"],
                 "embedding_dim": [spec.dim],
-                "config_json": [json.dumps({"synthetic": True, "spec": spec.__dict__})],
+                "config_json": [
+                    json.dumps(
+                        {
+                            "synthetic": True,
+                            "spec": spec.__dict__,
+                            "gen_id_parts": {"provider_kind": SYNTHETIC_KIND, "model": SYNTHETIC_MODEL},
+                        }
+                    )
+                ],
                 "created_at": [datetime.now(UTC)],
             }
         ),
@@ -129,6 +142,8 @@ def _write_chunk(
     metrics = np.clip(base[:, :, None] + rng.normal(0.0, 0.08, size=(n, depth, 4)), 0.0, 1.0)
     metrics[rng.random((n, depth, 4)) < spec.nan_metric_rate] = np.nan
     judged = rng.random((n, depth)) >= spec.unjudged_rate
+    batch = rng.random((n, depth, 3)) < spec.batch_rate  # writer, critic, judge call of each round
+    mode = np.where(batch, "batch", "live")
 
     ii, tt = np.nonzero(keep)
     last = tt + 1 == depths[ii]
@@ -157,6 +172,8 @@ def _write_chunk(
             "writer_latency_s": lat[ii, tt, 0],
             "critic_latency_s": np.where(last, 0.0, lat[ii, tt, 1]),
             "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors, pa.float32()), spec.dim),
+            "writer_mode": mode[ii, tt, 0],
+            "critic_mode": np.where(last, "live", mode[ii, tt, 1]),  # no critic call at the last round
         }
     )
     store.write("rounds", rounds, schema)
@@ -181,5 +198,6 @@ def _write_chunk(
         "judge_prompt_tokens": rng.integers(800, 2000, size=len(sel)),
         "judge_completion_tokens": rng.integers(20, 120, size=len(sel)),
         "error": [""] * len(sel),
+        "judge_mode": mode[si, st, 2],
     }
     store.write("judgments", pa.table(judgments))

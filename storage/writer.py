@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from storage.parts import Store
 from storage.resume import column_values
-from storage.schemas import TABLES, rounds_schema
+from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 
 _ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals")
 
@@ -28,7 +28,10 @@ def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -
     if name != "rounds":
         return pa.Table.from_pylist(rows, schema=schema)
     dim = schema.field("embedding").type.list_size
-    cols = {f.name: [r[f.name] for r in rows] for f in schema if f.name != "embedding"}
+    added = ADDED_COLUMNS.get(name, {})  # a row from a writer that predates them: NULL, read as Store.read says
+    cols = {
+        f.name: [r.get(f.name) if f.name in added else r[f.name] for r in rows] for f in schema if f.name != "embedding"
+    }
     flat = np.concatenate([np.asarray(r["embedding"], dtype=np.float32).reshape(dim) for r in rows])
     arrays = [pa.array(cols[f.name], type=f.type) for f in schema if f.name != "embedding"]
     emb = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)

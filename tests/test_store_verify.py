@@ -264,6 +264,7 @@ def test_embedding_size_must_be_its_generations(tmp_path) -> None:
     row = {name: [0] for name in rounds_schema(4).names}
     row.update(gen_id=["synthetic-gen"], scenario_id=["x"], round=[1], draft=["d"], feedback=[""], draft_hash=["h"])
     row.update(writer_latency_s=[0.0], critic_latency_s=[0.0], embedding=[[0.5, 0.5, 0.5, 0.5]])
+    row.update(writer_mode=["live"], critic_mode=["live"])
     path = store.write("rounds", pa.table(row), schema=rounds_schema(4))
     damaged = [c for c in verify_store(store) if not c.ok]
     assert [c.path for c in damaged] == [path]
