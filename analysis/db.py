@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import family_replay, sql
+from analysis import costs, family_replay, sql
 from analysis.cascade_udf import register_udfs
 from analysis.errors import AnalysisError, require_sound
 from analysis.policy_table import default_policies, policies_sql
@@ -38,15 +38,18 @@ from analysis.views import (
     check_trajectories,
     deepest,
     embedding_dim,
+    has_batch_calls,
     judgments_source,
     pick_judge,
     rounds_source,
+    signals_lack_calls,
     signals_source,
     source,
 )
 from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
+from shp_ray.providers.prices import PriceTable, default_prices
 from storage.parts import Store, open_store
 
 __all__ = [  # what callers import from here (some defined in the modules above)
@@ -83,6 +86,8 @@ class Setup:
     delta: float
     policies: tuple[Policy, ...]
     signals: str = "computed"  # where the per-round signals came from (analysis.views.signals_source)
+    prices: PriceTable | None = None  # what the cost columns are priced with (None: nothing, every cost NULL)
+    batch: bool = False  # some call in scope was paid in batch mode (replay_inputs has the batch lists)
 
 
 # Each connection's Setup lives exactly as long as the connection object: a weak key drops the entry
@@ -113,6 +118,7 @@ def connect(
     gen_id: str | None = None,
     scenario_ids: Sequence[str] | ScenarioSlice | None = None,
     memory_limit: str | None = None,
+    prices: PriceTable | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
 
@@ -126,6 +132,7 @@ def connect(
     seven ablation cells). ``materialize`` computes the per-round signals once
     (one scan of the stored signals) so every later replay is arithmetic only.
     ``memory_limit`` (e.g. ``"1.5GB"``) bounds DuckDB's memory: past it, it spills to disk.
+    ``prices`` prices the cost columns (default: the shipped table, ``shp_ray/data/prices.yaml``).
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
     """
     store = open_store(store_root)  # an object store: credentials, endpoint and bucket checked first
@@ -136,6 +143,7 @@ def connect(
     require_sound(store)
     w = check_weights(resolve_weights(weights))
     pols = tuple(default_policies() if policies is None else policies)
+    prices = default_prices() if prices is None else prices
     con = _new_connection(memory_limit)
     try:
         tables = TableSources(store, con)
@@ -148,6 +156,10 @@ def connect(
         dim = embedding_dim(store)
         signals, missing = signals_source(con, store, gen_id, scenario_ids)
         rounds = deepest(con)
+        fill_calls = signals_lack_calls(con, signals, gen_id, scenario_ids)
+        where = sql.judge_where(judge, version)
+        batch = has_batch_calls(con, signals, fill_calls, where, gen_id, scenario_ids)
+        price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
         if signals == MIXED:
             _log.warning(
                 "%d trajector%s in %s have no stored signals (written before the signals table, or a run was "
@@ -168,18 +180,22 @@ def connect(
             scenario_ids=scenario_ids,
             signals=signals,
             rounds=rounds,
+            fill_calls=fill_calls,
+            batch=batch,
+            prices=prices,
+            price_rows=price_rows,
         )
         for stmt in stmts:
             con.execute(stmt)
         if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
-            family_replay.refresh(con, pols, materialize, dim)
+            family_replay.refresh(con, pols, materialize, dim, batch)
         register_udfs(con, rounds)
         if read_only:
             _lock_down(con, store)
     except BaseException:
         con.close()  # never hand back (or leak) a half-built connection
         raise
-    _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals)
+    _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch)
     return con
 
 
@@ -195,7 +211,8 @@ def set_policies(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy]) -> 
     """Replace the rows of ``policies`` (the views follow: a cell is a row, not a generation)."""
     policies = tuple(policies)
     con.execute(policies_sql(policies))
-    family_replay.refresh(con, policies, dim=_SETUPS[con].dim if con in _SETUPS else None)
+    setup = _SETUPS.get(con)
+    family_replay.refresh(con, policies, dim=setup.dim if setup else None, batch=setup.batch if setup else False)
     if con in _SETUPS:
         _SETUPS[con] = replace(_SETUPS[con], policies=policies)
 
@@ -208,6 +225,7 @@ def write_init_script(
     *,
     judge_prompt_version: str | None = None,
     delta: float = DEFAULT_DELTA,
+    prices: PriceTable | None = None,
 ) -> Path:
     """Write ``<store>/views.sql`` so the plain DuckDB CLI opens the same views:
     ``duckdb -init <store>/views.sql``. Regenerate it after new parts arrive
@@ -227,6 +245,11 @@ def write_init_script(
     judge, version = pick_judge(con, judge, judge_prompt_version)
     signals, _ = signals_source(con, store, None, None)
     rounds = deepest(con)
+    fill_calls = signals_lack_calls(con, signals, None, None)
+    where = sql.judge_where(judge, version)
+    batch = has_batch_calls(con, signals, fill_calls, where, None, None)
+    prices = default_prices() if prices is None else prices
+    price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
     con.close()
     stmts = build_statements(
         tables,
@@ -239,6 +262,10 @@ def write_init_script(
         with_families=False,
         signals=signals,
         rounds=rounds,
+        fill_calls=fill_calls,
+        batch=batch,
+        prices=prices,
+        price_rows=price_rows,
     )
     header = (
         "-- shp-ray views over this store (generated by analysis.db.write_init_script; do not edit).\n"

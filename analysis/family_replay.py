@@ -166,9 +166,14 @@ def statements(policies: Iterable[Policy], dim: int, materialize: bool = True) -
 
 
 def refresh(
-    con: duckdb.DuckDBPyConnection, policies: Iterable[Policy], materialize: bool = True, dim: int | None = None
+    con: duckdb.DuckDBPyConnection,
+    policies: Iterable[Policy],
+    materialize: bool = True,
+    dim: int | None = None,
+    batch: bool = False,
 ) -> None:
-    """After the ``policies`` rows changed (and at connect): recompute the family rows and point ``replay`` at them."""
+    """After the ``policies`` rows changed (and at connect): recompute the family rows and point ``replay`` at them.
+    ``batch``: replay_inputs carries the batch calls' lists (the cost columns read them)."""
     if not has_families(policies):
         con.execute(sql.create("replay", sql.query("replay_core_only")))
         return
@@ -185,5 +190,5 @@ def refresh(
     finally:
         con.unregister("family_decisions_arrow")
     outcomes = [k for k, f in FAMILIES.items() if f.outcomes]
-    con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes), table=materialize))
+    con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes, batch), table=materialize))
     con.execute(sql.create("replay", sql.query("replay_with_families")))

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import duckdb
 import pyarrow as pa
 
-from analysis import sql
+from analysis import costs, sql
 from analysis.cascade_udf import register_udfs
 from analysis.errors import AnalysisError
 from analysis.policy_table import default_policies, policies_sql
@@ -68,6 +68,8 @@ def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
     finally:
         con.unregister("signals_input")
     rounds = deepest(con, "round_signals")
+    for stmt in costs.statements(None, []):  # no store, no generation: nothing to price, every cost NULL
+        con.execute(stmt)
     con.execute(sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=True))
     con.execute(sql.create("trajectories", sql.trajectories_sql()))
     con.execute(sql.create("replay_core", sql.replay_sql(rounds)))

@@ -29,13 +29,16 @@ from analysis.errors import AnalysisError, require_sound
 from analysis.sandbox import new_connection
 from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
 from storage.parts import Store
-from storage.schemas import SIGNALS
+from storage.schemas import ADDED_COLUMNS, SIGNALS
 
 _ROUND_COLUMNS = [
     "gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
     "writer_completion_tokens", "critic_prompt_tokens", "critic_completion_tokens", "embedding",
+    "writer_mode", "critic_mode",
 ]  # fmt: skip
 _VALUES = [f.name for f in SIGNALS if f.name not in ("gen_id", "scenario_id", "round")]
+# Columns a stored row may lack (written before them): NULL there is "not stored", never a difference.
+_LATER = tuple(ADDED_COLUMNS["signals"])
 
 
 @dataclass
@@ -84,7 +87,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
             if pc.all(pc.is_in(keys, value_set=stored)).as_py():
                 yield SIGNALS.empty_table(), len(keys)
                 continue
-        rounds = pq.read_table(part, columns=_ROUND_COLUMNS, filesystem=store.fs)
+        rounds = store.read_part("rounds", part, _ROUND_COLUMNS)  # a part from before call modes: all live
         rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
         keys = _key(rounds)
         n_traj = len(pc.unique(keys))
@@ -110,6 +113,10 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
                 embeddings=vectors,
                 gold=gold,
                 embedder=embedder,
+                writer_prompt_tokens=c["writer_prompt_tokens"],
+                critic_prompt_tokens=c["critic_prompt_tokens"],
+                writer_mode=c["writer_mode"],
+                critic_mode=c["critic_mode"],
             )
         except ValueError as exc:
             raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None
@@ -145,7 +152,7 @@ def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
             report.trajectories += n_traj
             con.register("recomputed_signals", table)
             ((checked, unstored, different, examples),) = con.execute(
-                sql.signals_check_sql(_VALUES, max_examples)
+                sql.signals_check_sql(_VALUES, max_examples, later=_LATER)
             ).fetchall()
             report.checked_rows += checked
             report.unstored += unstored

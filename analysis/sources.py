@@ -11,7 +11,8 @@ costs no request of its own. (Measured against an fsspec filesystem registered w
 BENCHMARKS.md, "Object storage".)
 
 The datasets take the table's schema as read_parquet reads it (Parquet keeps no fixed list size, so an
-embedding is ``FLOAT[]``; a column an older part lacks is NULL), so a local store
+embedding is ``FLOAT[]``; a column an older part lacks is NULL, then the value such a part means:
+``storage.schemas.ADDED_COLUMNS``), so a local store
 and the same store on S3 answer every query with the same types and rows. Unlike globs, a remote
 connection's views hold the parts as listed at connect: a part written later is seen by the next connection.
 """
@@ -26,7 +27,7 @@ import pyarrow.dataset as pds
 
 from analysis import sql
 from storage.parts import Store
-from storage.schemas import TABLES
+from storage.schemas import ADDED_COLUMNS, TABLES
 
 
 def _sqltype(t: pa.DataType) -> str:
@@ -52,6 +53,13 @@ def _sqltype(t: pa.DataType) -> str:
 def fields(table: str) -> list[tuple[str, str]]:
     """(column, SQL type) of ``table`` as the views read it."""
     return [(f.name, _sqltype(f.type)) for f in TABLES[table]]
+
+
+def added(table: str) -> list[tuple[str, str, object]]:
+    """(column, SQL type, value) of the columns ``table`` gained after parts were written
+    (storage.schemas.ADDED_COLUMNS): the value a part without one means (None: NULL)."""
+    types = dict(fields(table))
+    return [(name, types[name], value) for name, value in ADDED_COLUMNS.get(table, {}).items()]
 
 
 def _as_read(schema: pa.Schema) -> pa.Schema:
@@ -81,7 +89,7 @@ class TableSources:
         partition folder: the others are never opened). A typed empty relation while it has no parts."""
         if not self.remote:
             globs = self.store.globs(table) if gen_id is None else self.store.globs(table, gen_id)
-            return sql.table_source(globs, fields(table))
+            return sql.table_source(globs, fields(table), added(table))
         key = (table, gen_id)
         if key not in self._registered:
             infos = self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)
@@ -95,4 +103,5 @@ class TableSources:
             assert self.con is not None
             self.con.register(name, dataset)
             self._registered[key] = name
-        return f"SELECT * FROM {self._registered[key]}"
+        # the dataset has the whole schema (a part without an added column reads NULL): give NULL its meaning
+        return sql.with_added_values(f"SELECT * FROM {self._registered[key]}", added(table))

@@ -5,6 +5,7 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
     policies, replay_core, replay, family_*, policy_summary   the replay
+    prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
 The SQL text is in :mod:`analysis.sql`; this module picks the statements and their arguments.
@@ -18,13 +19,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import family_replay, sql
+from analysis import costs, family_replay, sql
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
 from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.stats import detectable_margins
 from shp_ray.policy.table import Policy
+from shp_ray.providers.prices import PriceTable
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM
 
@@ -100,19 +102,56 @@ def signals_source(
     return MIXED, int(missing)  # the mixed relation reads stored rows only of trajectories that have rounds
 
 
+def signals_lack_calls(
+    con: duckdb.DuckDBPyConnection, kind: str, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
+) -> bool:
+    """Whether stored signals rows in scope predate the prompt tokens and call modes (then round_signals
+    reads those from the rounds: signals_calls_fill.sql). Computed signals carry them. Needs ``signals_raw``."""
+    if kind == COMPUTED:
+        return False
+    stored = sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
+    ((lack,),) = con.execute(sql.query("signals_calls_missing", signals=stored)).fetchall()
+    return bool(lack)
+
+
+def has_batch_calls(
+    con: duckdb.DuckDBPyConnection,
+    kind: str,
+    fill_calls: bool,
+    judge_where: str,
+    gen_id: str | None,
+    scenario_ids: Sequence[str] | ScenarioSlice | None,
+) -> bool:
+    """Whether any call in scope was paid in batch mode (then the replay builds the batch calls' token lists).
+    Reads the stored signals' mode columns when they have them all, else the rounds'; and the judge's."""
+    if kind == STORED and not fill_calls:
+        calls = sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
+    else:
+        calls = "SELECT writer_mode, critic_mode FROM round_parts"
+    ((batch,),) = con.execute(sql.query("batch_calls", signals=calls, judge_where=judge_where)).fetchall()
+    return bool(batch)
+
+
 def signals_statements(
-    kind: str, dim: int, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
+    kind: str,
+    dim: int,
+    gen_id: str | None,
+    scenario_ids: Sequence[str] | ScenarioSlice | None,
+    fill_calls: bool = False,
 ) -> tuple[list[str], str]:
     """The per-round signals relation of ``kind`` that round_signals reads (and, for MIXED, the
-    ``signal_status`` table it needs), as (statements before, relation)."""
+    ``signal_status`` table it needs), as (statements before, relation). ``fill_calls``: stored rows
+    lack the prompt tokens and call modes (:func:`signals_lack_calls`), read from the rounds."""
     if kind == STORED:
-        return [], sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
-    if kind == COMPUTED:
+        before, relation = [], sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
+    elif kind == COMPUTED:
         return [], sql.signals_from_rounds_sql("round_parts", dim)
-    if kind == MIXED:
+    elif kind == MIXED:
         status = sql.create("signal_status", _coverage(gen_id, scenario_ids), table=True)
-        return [status], sql.signals_mixed_sql(dim)
-    raise ValueError(f"unknown signals source {kind!r}")
+        before, relation = [status], sql.signals_mixed_sql(dim)
+    else:
+        raise ValueError(f"unknown signals source {kind!r}")
+    return before, sql.signals_calls_fill_sql(relation) if fill_calls else relation
 
 
 def deepest(con: duckdb.DuckDBPyConnection, relation: str = "round_parts") -> int:
@@ -147,17 +186,23 @@ def build_statements(
     with_families: bool = True,
     signals: str = COMPUTED,
     rounds: int = 1,
+    fill_calls: bool = False,
+    batch: bool = False,
+    prices: PriceTable | None = None,
+    price_rows: Sequence[tuple[object, ...]] = (),
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
     ``with_families``: the other stopping families' rows (they need the Python UDF
     family executor, so the plain-CLI views.sql leaves them out). ``signals``: where the
     per-round signals come from (:func:`signals_source`); ``rounds``: the deepest trajectory
-    (:func:`deepest`), the number of round columns of ``replay_inputs``.
+    (:func:`deepest`), the number of round columns of ``replay_inputs``. ``fill_calls`` /
+    ``batch``: :func:`signals_lack_calls` / :func:`has_batch_calls`. ``prices`` and ``price_rows``
+    (:func:`analysis.costs.generation_price_rows`): the price table and what it gives each generation.
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
-    before, relation = signals_statements(signals, dim, gen_id, scenario_ids)
+    before, relation = signals_statements(signals, dim, gen_id, scenario_ids, fill_calls)
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
@@ -170,7 +215,8 @@ def build_statements(
         sql.create("round_signals", sql.round_signals_sql(relation, where, weights)),
         sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
-        sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=materialize),
+        *costs.statements(prices, list(price_rows)),
+        sql.create("replay_inputs", sql.replay_inputs_sql(rounds, batch=batch), table=materialize),
         # the per-trajectory lists (family replay, statistics, users): computed when read
         sql.create("trajectories", sql.trajectories_sql()),
         sql.create("dynamics", sql.dynamics_sql()),
@@ -178,7 +224,7 @@ def build_statements(
         policies_sql(policies),
         sql.t95_table_sql(),
         sql.tost_plan_sql(detectable_margins()),
-        sql.create("replay_core", sql.replay_sql(rounds)),
+        sql.create("replay_core", sql.replay_sql(rounds, batch=batch)),
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),

@@ -38,7 +38,6 @@ import functools
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from string import Template
 
@@ -138,51 +137,6 @@ def is_expression(weights: Mapping[str, float], prefix: str = "") -> str:
     return f"CASE WHEN {unknown} THEN NULL ELSE least(1.0, greatest(0.0, {total})) END"
 
 
-# --- a store's tables as sources ------------------------------------------------------------------
-
-
-def read_parquet(globs: Sequence[str]) -> str:
-    """The parts matching ``globs``; values come from the files, never from partition folder names."""
-    return f"read_parquet([{', '.join(quote(g) for g in globs)}], union_by_name = true, hive_partitioning = false)"
-
-
-def empty_select(schema_fields: Sequence[tuple[str, str]]) -> str:
-    """A typed empty relation for a table with no parts yet."""
-    cols = ", ".join(f"NULL::{sqltype} AS {name}" for name, sqltype in schema_fields)
-    return f"SELECT {cols} WHERE false"
-
-
-def table_source(globs: Sequence[str], schema_fields: Sequence[tuple[str, str]]) -> str:
-    """A table's rows: its Parquet parts at ``globs``, or (none: no parts yet) a typed empty relation."""
-    return f"SELECT * FROM {read_parquet(globs)}" if globs else empty_select(schema_fields)
-
-
-@dataclass(frozen=True)
-class ScenarioSlice:
-    """Slice ``index`` of ``count``: the scenarios whose hash falls in it. A store too large for memory is
-    replayed slice by slice (``analysis.connect(store, scenario_ids=ScenarioSlice(i, n))`` for i < n):
-    each slice is a whole set of trajectories, every slice together the store."""
-
-    index: int
-    count: int
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.count, int) and self.count >= 1 and 0 <= self.index < self.count):
-            raise ValueError(f"ScenarioSlice({self.index}, {self.count}): need 0 <= index < count")
-
-
-def narrowed(source: str, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
-    """``source`` narrowed to one generation and a set of scenarios (a sweep job's scope) or a slice of them."""
-    where = ["true"]
-    if gen_id is not None:
-        where.append(f"gen_id = {quote(gen_id)}")
-    if isinstance(scenario_ids, ScenarioSlice):
-        where.append(f"hash(scenario_id) % {int(scenario_ids.count)} = {int(scenario_ids.index)}")
-    elif scenario_ids is not None:
-        where.append(f"scenario_id IN ({quote_list(scenario_ids)})")
-    return source if len(where) == 1 else f"SELECT * FROM ({source}) WHERE {' AND '.join(where)}"
-
-
 def judge_where(judge: str | None, version: str | None) -> str:
     """The condition on judgments_raw that picks one judge (and prompt version); ``true``: any."""
     parts = ["true"]
@@ -198,6 +152,11 @@ def policies_table(columns: Sequence[tuple[str, str]], rows: Iterable[Mapping[st
     stmt = query("policies_create", columns=", ".join(f"{n} {t}" for n, t in columns))
     values = ",\n  ".join("(" + ", ".join(_literal(r[n], t) for n, t in columns) + ")" for r in rows)
     return (stmt + "\n" + query("policies_insert", values=values)) if values else stmt
+
+
+def literal(value: object, sqltype: str) -> str:
+    """A SQL literal of ``sqltype`` (DOUBLE, BOOLEAN, VARCHAR, integers); None is a typed NULL."""
+    return f"NULL::{sqltype}" if value is None else _literal(value, sqltype)
 
 
 def _literal(value: object, sqltype: str) -> str:
@@ -242,10 +201,22 @@ def signals_from_rounds_sql(rounds: str, dim: int) -> str:
     )
 
 
-def signals_check_sql(values: Sequence[str], limit: int) -> str:
-    """The comparison of recomputed and stored signals (signals_check.sql) over the ``values`` columns."""
-    differs = " OR ".join(f"r.{c} IS DISTINCT FROM s.{c}" for c in values) or "false"
+def signals_check_sql(values: Sequence[str], limit: int, later: Sequence[str] = ()) -> str:
+    """The comparison of recomputed and stored signals (signals_check.sql) over the ``values`` columns; a
+    ``later`` column (added after rows were stored) is compared only where the stored row has it."""
+    differs = (
+        " OR ".join(
+            f"(s.{c} IS NOT NULL AND r.{c} IS DISTINCT FROM s.{c})" if c in later else f"r.{c} IS DISTINCT FROM s.{c}"
+            for c in values
+        )
+        or "false"
+    )
     return query("signals_check", differs=f"({differs})", limit=int(limit))
+
+
+def signals_calls_fill_sql(signals: str) -> str:
+    """``signals`` with the prompt tokens and call modes its older rows lack read from the rounds."""
+    return query("signals_calls_fill", signals=signals)
 
 
 def signals_mixed_sql(dim: int) -> str:
@@ -353,11 +324,24 @@ def family_policies_sql(kinds: Iterable[str]) -> str:
     return query("family_policies", kinds=quote_list(kinds))
 
 
-def family_replay_sql(outcome_kinds: Iterable[str] = ()) -> str:
+def family_replay_sql(outcome_kinds: Iterable[str] = (), batch: bool = False) -> str:
     """The family policies' replay rows from their decisions (family_decisions) and replay_inputs' lists;
-    the reasons of ``outcome_kinds`` (verifier-first) are outcomes too."""
-    return query("family_replay", outcome_kinds=quote_list(outcome_kinds))
+    the reasons of ``outcome_kinds`` (verifier-first) are outcomes too. Their cost: judge-free, the loop
+    paid to tau, the evaluation of the returned (selected) round; ``batch``: replay_inputs' batch lists."""
+    spent = spent_values(paid="d.stop_round", at="d.selected_round", batch=batch, x="x.")
+    costs = cost_columns_sql(judged="false", batch=batch, v=spent, x="x.")
+    return query("family_replay", outcome_kinds=quote_list(outcome_kinds), costs=costs)
 
 
-# The replay's builders live beside this module (its inputs' round columns, the cascade's CASE chains).
+# The builders that live beside this module: a store's tables as sources, the replay's (its inputs' round
+# columns, the cascade's CASE chains, the cost columns).
+from analysis.sql.cost_text import cost_columns_sql, spent_values  # noqa: E402
 from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
+from analysis.sql.sources import (  # noqa: E402, F401
+    ScenarioSlice,
+    empty_select,
+    narrowed,
+    read_parquet,
+    table_source,
+    with_added_values,
+)

@@ -2,12 +2,14 @@
 -- reason, selected round and verdict), same columns as replay.sql plus selected_round, outcome, verified_final,
 -- params_json. The trajectory's per-round values come from replay_inputs' lists (materialised; index t = round t):
 -- no per-trajectory list is built here. Filled by sql.family_replay_sql: outcome_kinds (the family kinds whose
--- reasons are outcomes: verifier-first).
+-- reasons are outcomes: verifier-first), costs (the token columns in dollars: judge-free, returned round
+-- selected_round; replay_text.cost_columns_sql).
 SELECT d.policy, d.gen_id, d.scenario_id, d.stop_round, d.reason,
        -- judge-free: every writer up to tau, every critic before it, never the judge
        (x.cw[d.stop_round] + CASE WHEN d.stop_round > 1 THEN x.cc[d.stop_round - 1] ELSE 0 END)::BIGINT
            AS operational_tokens,
        x.j[d.selected_round]::BIGINT AS evaluation_tokens,
+       $costs,
        x.s[d.selected_round] AS final_is,
        x.depth, x.baseline_tokens::BIGINT AS baseline_tokens, x.baseline_is, x.baseline_em, x.baseline_f1,
        d.selected_round,

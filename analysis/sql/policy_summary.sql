@@ -8,6 +8,9 @@
 -- tost_power / n_needed (tost_plan.sql): the power at N = n_is and the SD of the IS differences, and the N for
 -- power 0.8, so "non-inferior" never stands without its N and power. degenerate: every difference is the same
 -- (zero variance, e.g. the returned drafts are the baseline's): there is no test, whatever non_inferior says.
+-- mean_*_cost_usd: the replay's cost columns per trajectory, in US dollars (as paid; if every call were live; if
+-- every call were batch; the evaluation), NULL when any trajectory's is NULL (an unpriced model): avg() alone
+-- would skip them and report the priced rest as the whole.
 WITH agg AS (
     SELECT r.gen_id, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
            count(*) AS n,
@@ -17,6 +20,14 @@ WITH agg AS (
            (sum(r.baseline_tokens) - sum(r.operational_tokens)) / nullif(sum(r.baseline_tokens), 0)
                AS token_saving,
            avg(r.evaluation_tokens) AS mean_evaluation_tokens,
+           CASE WHEN count(r.operational_cost_usd) = count(*) THEN avg(r.operational_cost_usd) END
+               AS mean_operational_cost_usd,
+           CASE WHEN count(r.operational_cost_live_usd) = count(*) THEN avg(r.operational_cost_live_usd) END
+               AS mean_operational_cost_live_usd,
+           CASE WHEN count(r.operational_cost_batch_usd) = count(*) THEN avg(r.operational_cost_batch_usd) END
+               AS mean_operational_cost_batch_usd,
+           CASE WHEN count(r.evaluation_cost_usd) = count(*) THEN avg(r.evaluation_cost_usd) END
+               AS mean_evaluation_cost_usd,
            avg(r.final_is) AS mean_is,
            avg(r.baseline_is) AS mean_baseline_is,
            count(r.final_is - r.baseline_is) AS n_is,

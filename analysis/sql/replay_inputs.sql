@@ -8,16 +8,24 @@
 -- a_t: approved(f_t); crit: the first round t >= 2 whose previous critique approved (policy-independent).
 -- cw_t / cc_t / cj_t: cumulative writer / critic / judge tokens up to round t; j_t: judge tokens of round t.
 -- hl_t / em_t / f1_t: has_answer_line, answer EM and F1 of round t's draft.
+-- What the cost columns need (replay_text.cost_columns_sql prices them; tokens stay integers, exact):
+-- lp_t: prompt tokens of the loop paid to round t (writers <= t, critics < t: cw_t + cc_(t-1) in all);
+-- jp_t: judge prompt tokens up to round t; and, only when some call was paid in batch mode (batch_calls.sql),
+-- bl_t / blp_t: tokens / prompt tokens of the batch-mode loop calls to round t, bj_t / bjp_t the judge's.
 -- The cascade's comparisons (m<k>_<t>, g_t) are scalar columns; every other per-round value is a list of the
--- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1; index t = round t) that the replay indexes at the
--- row's round. Columns past a trajectory's depth are NULL: the replay never reads them.
+-- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1, lp, jp [, bl, blp, bj, bjp]; index t = round t) that
+-- the replay indexes at the row's round. Columns past a trajectory's depth are NULL: the replay never reads them.
+-- The generation's prices (generation_prices: its model's, and the judge's; NULL where the table has none) ride
+-- along per trajectory.
 WITH x AS (
     SELECT gen_id, scenario_id, round,
            CASE WHEN distance IS NULL OR isnan(distance) OR round = 1 THEN 'inf'::DOUBLE
                 ELSE distance::DOUBLE END AS d,
            CASE WHEN isnan(is_score) THEN NULL ELSE is_score::DOUBLE END AS s,
            approved AS a, writer_tokens::BIGINT AS w, critic_tokens::BIGINT AS c, judge_tokens::BIGINT AS j,
-           has_answer_line AS hl, answer_em AS em, answer_f1 AS f1
+           has_answer_line AS hl, answer_em AS em, answer_f1 AS f1,
+           writer_prompt_tokens::BIGINT AS wp, critic_prompt_tokens::BIGINT AS cp, judge_prompt_tokens::BIGINT AS jpr,
+           writer_mode = 'batch' AS wb, critic_mode = 'batch' AS cb, judge_mode = 'batch' AS jb
     FROM $signals
 ), g AS (
     SELECT gen_id, scenario_id, count(*)::INTEGER AS depth, min(round) FILTER (WHERE a) + 1 AS crit,
@@ -29,6 +37,9 @@ WITH x AS (
     FROM g
 )
 -- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
-SELECT *, (cw[depth] + coalesce(cc[depth - 1], 0))::BIGINT AS baseline_tokens, s[depth] AS baseline_is,
-       em[depth] AS baseline_em, f1[depth] AS baseline_f1
-FROM lists
+SELECT l.*, (cw[depth] + coalesce(cc[depth - 1], 0))::BIGINT AS baseline_tokens, s[depth] AS baseline_is,
+       em[depth] AS baseline_em, f1[depth] AS baseline_f1,
+       gp.loop_input_per_mtok, gp.loop_output_per_mtok, gp.loop_batch_discount,
+       gp.judge_input_per_mtok, gp.judge_output_per_mtok, gp.judge_batch_discount
+FROM lists l
+LEFT JOIN generation_prices gp ON gp.gen_id = l.gen_id

@@ -9,6 +9,7 @@ statements themselves are the ``.sql`` files of this folder.
 from __future__ import annotations
 
 from analysis.sql import REASON_CODES, query, quote
+from analysis.sql.cost_text import cost_columns_sql, spent_sql
 
 
 def _round_list(column: str, length: str, rounds: int) -> str:
@@ -16,13 +17,21 @@ def _round_list(column: str, length: str, rounds: int) -> str:
 
 
 # replay_inputs' per-round lists (index t = round t, length depth): what the replay indexes at a row's round.
-LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1")
+# LISTS always; BATCH_LISTS too when some call the replay reads was paid in batch mode (the cost columns).
+LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1", "lp", "jp")
+BATCH_LISTS = ("bl", "blp", "bj", "bjp")
 
 
-def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
+def _paid_to(t: int, writer: str, critic: str) -> str:
+    """The sum over the loop paid to round t: ``writer`` of rounds <= t plus ``critic`` of rounds < t."""
+    return f"sum({writer} + CASE WHEN round < {t} THEN {critic} ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT"
+
+
+def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool = False) -> str:
     """One row per trajectory of ``signals`` (replay_inputs.sql): the cascade's comparisons as scalar columns
     (``m<k>_<t>``, ``g_<t>``), every per-round value as a list of the trajectory's depth, the baselines;
-    ``rounds``: the deepest trajectory (at least 1)."""
+    ``rounds``: the deepest trajectory (at least 1); ``batch``: some call was paid in batch mode, so the
+    batch calls' token lists are built too (a store of live calls pays nothing for them)."""
     rounds = max(1, int(rounds))
     per_round = []
     for t in range(1, rounds + 1):
@@ -30,13 +39,21 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals") -> str:
             f"any_value({c}) FILTER (WHERE round = {t}) AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")
         ]
         per_round += [f"sum({c}) FILTER (WHERE round <= {t})::BIGINT AS c{c}_{t}" for c in ("w", "c", "j")]
+        per_round += [f"{_paid_to(t, 'wp', 'cp')} AS lp_{t}", f"sum(jpr) FILTER (WHERE round <= {t})::BIGINT AS jp_{t}"]
+        if batch:
+            per_round += [
+                f"{_paid_to(t, 'CASE WHEN wb THEN w ELSE 0 END', 'CASE WHEN cb THEN c ELSE 0 END')} AS bl_{t}",
+                f"{_paid_to(t, 'CASE WHEN wb THEN wp ELSE 0 END', 'CASE WHEN cb THEN cp ELSE 0 END')} AS blp_{t}",
+                f"sum(CASE WHEN jb THEN j ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT AS bj_{t}",
+                f"sum(CASE WHEN jb THEN jpr ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT AS bjp_{t}",
+            ]
     derived = [
         f"greatest({', '.join(f'd_{u}' for u in range(t - k + 1, t + 1))}) AS m{k}_{t}"
         for k in range(1, rounds)
         for t in range(k + 1, rounds + 1)
     ]
     derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
-    derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS]
+    derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS + (BATCH_LISTS if batch else ())]
     return query("replay_inputs", signals=signals, per_round=",\n           ".join(per_round),
                  derived=",\n       ".join(derived))  # fmt: skip
 
@@ -60,9 +77,9 @@ def cascade_code_sql(rounds: int) -> str:
     )
 
 
-def replay_sql(rounds: int, executor: str = "sql") -> str:
+def replay_sql(rounds: int, executor: str = "sql", batch: bool = False) -> str:
     """Every policy x every trajectory in one query over replay_inputs (``rounds`` round columns);
-    ``executor`` picks the cascade form.
+    ``executor`` picks the cascade form; ``batch``: replay_inputs has the batch calls' lists.
 
     ``sql``: the CASE chains of cascade_code.sql. ``udf``: the Arrow UDF ``shp_cascade`` that
     loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.cascade_udf`).
@@ -74,4 +91,6 @@ def replay_sql(rounds: int, executor: str = "sql") -> str:
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
-    return query("replay", code=code, reasons=reasons)
+    spent = spent_sql(paid="paid", at="stop_round", batch=batch)
+    costs = cost_columns_sql(judged="consults_is", batch=batch)
+    return query("replay", code=code, reasons=reasons, spent=spent, costs=costs)

@@ -9,6 +9,7 @@ WITH r AS (
     SELECT gen_id, scenario_id, round, feedback, draft_hash,
            writer_prompt_tokens + writer_completion_tokens AS writer_tokens,
            critic_prompt_tokens + critic_completion_tokens AS critic_tokens,
+           writer_prompt_tokens, critic_prompt_tokens, writer_mode, critic_mode,
            embedding::FLOAT[$dim] AS e
     FROM $rounds
 ), paired AS (
@@ -23,6 +24,7 @@ SELECT p.gen_id, p.scenario_id, p.round, p.draft_hash,
            ELSE least(2.0, greatest(0.0, p.cos_d))
        END AS distance,
        regexp_matches(coalesce(p.feedback, ''), $approved_regex) AS approved,
-       p.writer_tokens, p.critic_tokens, a.has_answer_line, a.answer_em, a.answer_f1
+       p.writer_tokens, p.critic_tokens, a.has_answer_line, a.answer_em, a.answer_f1,
+       p.writer_prompt_tokens, p.critic_prompt_tokens, p.writer_mode, p.critic_mode
 FROM paired p
 LEFT JOIN a ON a.gen_id = p.gen_id AND a.scenario_id = p.scenario_id AND a.round = p.round

@@ -8,8 +8,9 @@ process (``--drop-caches`` also empties the OS page cache first, as root), as a 
 - ``scan_s``: analysis.connect() -- reads the store's per-round signals (scalar columns, no
   embedding), joins IS_t, builds the per-trajectory lists, materialised;
 - ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells included) and a
-  10 x 5 eps x k grid over every trajectory, streamed to Arrow record batches (never held whole:
-  65 rows per trajectory);
+  10 x 5 eps x k grid over every trajectory, with the cost columns, streamed to Arrow record batches
+  (never held whole: 65 rows per trajectory); ``--batch-rate`` makes a share of the synthetic calls
+  batch calls (the replay then builds the batch calls' token lists too);
 - ``python_s``: the paper's way, a Python loop over trajectories calling
   :func:`shp_ray.policy.reference.replay` (decide() round by round) on the SAME per-round
   signals; measured on a subsample and extrapolated linearly (said so in the JSON).
@@ -101,7 +102,7 @@ def measure(
         compared += 1
         same = (tau, reason, op, ev) == (ref.stop_round, ref.reason, ref.operational_tokens, ref.evaluation_tokens)
         mismatched += not (same and _same(fin, ref.final_is))
-    signals = analysis.setup_of(con).signals
+    signals, batch_calls = analysis.setup_of(con).signals, analysis.setup_of(con).batch
     con.close()
     gens = sorted({g for g, _ in keys})
     narrowed: dict[str, object] = {}
@@ -141,6 +142,7 @@ def measure(
         "mismatched_rows": mismatched,
         "peak_rss_mb": round(peak_rss_mb, 1),
         "signals": signals,
+        "batch_calls": batch_calls,  # the replay built the batch calls' token lists
         "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
         "slices": slices,
         **narrowed,
@@ -164,6 +166,7 @@ def _du_mb(path: Path) -> float:
 def run(
     n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
     drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1, slices: int = 1,
+    batch_rate: float = 0.0,
 ) -> dict[str, object]:  # fmt: skip
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -175,7 +178,9 @@ def run(
         for g in range(generations):  # the same questions, G generations (a sweep over G configs)
             share = n // generations + (1 if g < n % generations else 0)
             gen = "synthetic-gen" if generations == 1 else f"synthetic-gen-{g:02d}"
-            spec = SyntheticSpec(n_trajectories=share, rounds=rounds, dim=dim, seed=seed + g, gen_id=gen)
+            spec = SyntheticSpec(
+                n_trajectories=share, rounds=rounds, dim=dim, seed=seed + g, gen_id=gen, batch_rate=batch_rate
+            )
             write_synthetic_store(store, spec)
         made["synth_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
@@ -214,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=1, help="split the trajectories over this many generations")
     ap.add_argument("--slices", type=int, default=1, help="replay slice by slice (analysis.ScenarioSlice)")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
+    ap.add_argument("--batch-rate", type=float, default=0.0, help="share of synthetic calls paid in batch mode")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
     if min(args.trajectories, args.rounds, args.python_sample, args.generations, args.slices) < 1:
@@ -225,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out), flush=True)
         return 0
     opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations,
-            "slices": args.slices}  # fmt: skip
+            "slices": args.slices, "batch_rate": args.batch_rate}  # fmt: skip
     shape = (args.trajectories, args.rounds, args.dim, args.python_sample, args.seed)
     if args.store is not None:
         if not args.store.is_dir():
