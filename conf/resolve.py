@@ -32,6 +32,7 @@ from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
+from shp_ray.providers.prices import PriceTable, price_table
 
 PROVIDER_KINDS = ("llama", "sim", "openai")
 JUDGES = ("lexical", "llm")
@@ -187,6 +188,14 @@ RULES: tuple[Rule, ...] = (
     Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
     Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),
     Rule("ray.num_cpus", *integer(1)),
+    Rule(
+        "prices.source",
+        lambda v: isinstance(v, str) and v.strip() != "",
+        "a non-empty text: where the prices come from",
+    ),
+    Rule("prices.as_of", *matches(r"\d{4}-\d{2}-\d{2}", "a date YYYY-MM-DD: when the prices were read")),
+    # each entry's numbers are checked when the table is built (resolve_prices), naming the entry's key
+    Rule("prices.models", lambda v: isinstance(v, dict), "a mapping provider kind -> model -> price"),
 )
 
 _ABSENT = object()
@@ -268,6 +277,17 @@ def values(section: DictConfig, keys: Mapping[str, str]) -> dict[str, Any]:
     return {attr: _frozen(items[key]) for key, attr in keys.items() if key in items}
 
 
+def resolve_prices(section: DictConfig) -> PriceTable:
+    """The price table of the ``prices`` section; a bad value is a ConfigError naming its key
+    (``prices.models.openai.gpt-4o.batch_discount: ...``)."""
+    data = OmegaConf.to_container(section)
+    assert isinstance(data, dict)
+    try:
+        return price_table(data)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def to_job(cfg: DictConfig) -> JobSpec:
     """Validate every setting and build the job's typed configuration.
 
@@ -345,4 +365,5 @@ def to_job(cfg: DictConfig) -> JobSpec:
         report=ReportSpec(**values(cfg.report, schema.REPORT_KEYS)),
         progress=cfg.progress,
         allow_partial=cfg.allow_partial,
+        prices=resolve_prices(cfg.prices),
     )

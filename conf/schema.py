@@ -13,8 +13,10 @@ turns the tree into the typed job: a key added here gets its rule in ``conf.reso
 YAML files only select groups and override values.
 
 Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
-judge (lexical | llm), plus the plain sections generation, halting, weights,
-replay, report, store, ray. Sweep presets live in ``sweeps/sweep/``.
+judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
+registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
+the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
+in ``sweeps/sweep/``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
+from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
 from shp_ray.providers.sim_server import SimOptions
 
 
@@ -64,6 +67,7 @@ JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic", "entropy", "gain")}
 WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
+PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
 SERVER_OPTIONS: dict[str, tuple[type, dict[str, str]]] = {
@@ -152,6 +156,34 @@ HaltingConf = derive(
 )
 WeightsConf = derive("WeightsConf", exposed(WeightsSpec, WEIGHTS_KEYS))
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
+ModelPriceConf = derive(
+    "ModelPriceConf",
+    exposed(
+        ModelPrice,
+        PRICE_KEYS,
+        changed={"input_per_mtok": (float, MISSING), "output_per_mtok": (float, MISSING)},  # no default price
+    ),
+    doc="One model's prices in US dollars per million tokens; batch = list x (1 - batch_discount).",
+)
+
+
+@dataclass
+class PricesConf:
+    """The price table (shp_ray.providers.prices.PriceTable): what the cost columns are priced with."""
+
+    source: str = MISSING  # where the figures come from
+    as_of: str = MISSING  # YYYY-MM-DD: when they were read (prices are in US dollars)
+    # provider kind -> model (as the endpoint names it) -> price; "*" = every model of the kind
+    models: dict[str, dict[str, ModelPriceConf]] = field(default_factory=dict)  # type: ignore[valid-type]
+
+
+def prices_node(table: PriceTable) -> PricesConf:
+    """A price table as the config node of the ``prices`` group (the shipped table is its default option)."""
+    models = {
+        kind: {model: ModelPriceConf(**{f: getattr(p, f) for f in PRICE_KEYS.values()}) for model, p in entries.items()}
+        for kind, entries in table.models.items()
+    }
+    return PricesConf(source=table.source, as_of=table.as_of, models=models)
 
 
 @dataclass
@@ -184,6 +216,7 @@ class Config:
     provider: ProviderConf = MISSING
     dataset: DatasetConf = MISSING
     judge: JudgeConf = MISSING
+    prices: PricesConf = MISSING
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)
@@ -207,6 +240,8 @@ def register() -> None:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
     cs.store(group="judge", name="lexical", node=JudgeConf(kind="lexical"))
     cs.store(group="judge", name="llm", node=JudgeConf(kind="llm"))
+    # The price table is data (shp_ray/data/prices.yaml), read here into the group's default option.
+    cs.store(group="prices", name="default", node=prices_node(default_prices()))
 
 
 register()

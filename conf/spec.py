@@ -1,8 +1,9 @@
 """The typed job that :func:`conf.resolve.to_job` builds from the config tree, and the job's own settings.
 
 Every setting the core acts on is declared once, as a field (with its default) of the frozen
-spec that carries it: ProviderSpec, LlamaOptions, SimOptions, GenerationConfig, HaltConfig, and
-here the two no core object owns, :class:`WeightsSpec` and :class:`ReportSpec`.
+spec that carries it: ProviderSpec, LlamaOptions, SimOptions, GenerationConfig, HaltConfig,
+ModelPrice / PriceTable (the price table), and here the two no core object owns,
+:class:`WeightsSpec` and :class:`ReportSpec`.
 :mod:`conf.schema` derives the Hydra config classes from these fields.
 """
 
@@ -16,6 +17,7 @@ from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
+from shp_ray.providers.prices import PriceTable
 from shp_ray.providers.sim_server import SimOptions
 
 
@@ -53,3 +55,4 @@ class JobSpec:
     report: ReportSpec
     progress: bool | None
     allow_partial: bool  # replay the stored scenarios when some failed for good
+    prices: PriceTable  # what the replay's cost columns are priced with
