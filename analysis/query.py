@@ -38,6 +38,7 @@ import duckdb
 from analysis import sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
+from shp_ray.providers.prices import load_prices
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
 # SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
@@ -276,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families",
     )
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
+    ap.add_argument(
+        "--prices", default=None, help="price table YAML for the cost columns (default: shp_ray/data/prices.yaml)"
+    )
     ap.add_argument("--write-init", action="store_true", help="write <store>/views.sql for `duckdb -init`")
     ap.add_argument("--verify", action="store_true", help="check every part (hash, schema, values); exit 1 if damaged")
     ap.add_argument("--quarantine", action="store_true", help="move damaged parts to <store>/_quarantine/ (repair)")
@@ -313,14 +317,15 @@ def main(argv: list[str] | None = None) -> int:
         return verify_cli(args.store, do_quarantine=args.quarantine, recheck=args.recheck)
     try:
         weights = json.loads(args.weights) if args.weights else None
+        prices = load_prices(args.prices) if args.prices else None
         if args.write_init:
-            print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta))
+            print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices))
             return 0
         con = connect(
             args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
-            delta=args.delta, materialize=not args.lazy,
+            delta=args.delta, materialize=not args.lazy, prices=prices,
         )  # fmt: skip
-    except (AnalysisError, ValueError, duckdb.Error) as exc:
+    except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
     try:

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import figures, report_dynamics, report_families, report_power, sql, stats
+from analysis import figures, report_costs, report_dynamics, report_families, report_power, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
 from analysis.report_cells import cell, fetch_dicts
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
 from shp_ray.policy.table import ABLATION_CELLS, Policy
+from shp_ray.providers.prices import PriceTable, load_prices
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
 
@@ -60,18 +61,21 @@ def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
 
 
 def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], delta: float) -> list[str]:
-    # EM / F1 (is the returned draft right?) beside IS; "non-inferior" always with its N and power.
+    # EM / F1 (is the returned draft right?) beside IS; "non-inferior" always with its N and power; the
+    # operational tokens in dollars per question if every call were live / batch.
     head = (
-        "| policy | rounds | op. tokens | saving | IS | ΔIS [95% CI] | EM | F1 | ΔF1 | p tokens (Holm) | p IS (Holm) "
-        f"| TOST δ={delta:g} p | power (N for 0.8) | non-inferior |"
+        "| policy | rounds | op. tokens | $ live | $ batch | saving | IS | ΔIS [95% CI] | EM | F1 | ΔF1 "
+        f"| p tokens (Holm) | p IS (Holm) | TOST δ={delta:g} p | power (N for 0.8) | non-inferior |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 16]
     for r in summary:
         key = (r["gen_id"], r["policy"])
         tok, is_ = tests.get((*key, "operational_tokens"), {}), tests.get((*key, "is"), {})
         ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
         lines.append(
             f"| {r['policy']} | {cell(r['mean_rounds'], 2)} | {cell(r['mean_operational_tokens'], 0)} "
+            f"| {report_costs.usd(r.get('mean_operational_cost_live_usd'))} "
+            f"| {report_costs.usd(r.get('mean_operational_cost_batch_usd'))} "
             f"| {cell(100 * r['token_saving'] if r['token_saving'] is not None else None, 1)}% "
             f"| {cell(r['mean_is'])} | {cell(r['delta_is'], 4)} {ci} "
             f"| {cell(r.get('mean_em'))} | {cell(r.get('mean_f1'))} "
@@ -115,15 +119,17 @@ def write_report(
     n_resamples: int = 2000,
     gen_id: str | None = None,
     scenario_ids: Sequence[str] | None = None,
+    prices: PriceTable | None = None,
 ) -> Path:
     """Write report.md, CSVs and PNG figures for the store into ``out_dir``; returns report.md.
 
-    ``gen_id`` / ``scenario_ids`` restrict it to one generation and scenario set (a sweep job).
+    ``gen_id`` / ``scenario_ids`` restrict it to one generation and scenario set (a sweep job);
+    ``prices``: the price table of the cost columns (default: the shipped one).
     """
     out = Path(out_dir)
     con = connect(
         store_root, judge=judge, weights=weights, policies=policies, delta=delta, gen_id=gen_id,
-        scenario_ids=scenario_ids,
+        scenario_ids=scenario_ids, prices=prices,
     )  # fmt: skip
     try:
         setup = setup_of(con)
@@ -140,6 +146,7 @@ def write_report(
         best = fetch_dicts(con, BEST_QUERY)
         fam = report_families.collect(con)
         dyn = report_dynamics.collect(con)
+        cost = report_costs.collect(con, setup.judge)
     finally:
         con.close()
 
@@ -159,7 +166,7 @@ def write_report(
         _write_csv(tmp / "distance_by_round.csv", by_round)
         _write_csv(tmp / "dynamics.csv", dyn["dynamics"])
         _write_csv(tmp / "conjecture1.csv", [{**c1, **{f"distance_{k}": v for k, v in dsum.items()}}])
-        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam, dyn)
+        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam, dyn, cost)
         (tmp / "report.md").write_text(md)
         out.mkdir(parents=True, exist_ok=True)
         for f in tmp.iterdir():
@@ -169,7 +176,9 @@ def write_report(
     return out / "report.md"
 
 
-def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None, dyn=None) -> str:  # noqa: ANN001, PLR0913
+def _markdown(
+    setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None, dyn=None, cost=None
+) -> str:  # noqa: ANN001, PLR0913, E501
     w = ", ".join(f"{m} {v:g}" for m, v in setup.weights.items())
     lines = ["# shp-ray replay report", ""]
     if prov["synthetic"]:
@@ -198,6 +207,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
         "- EM / F1: HotpotQA's exact match and token F1 (the official normalisation) of the returned draft's "
         "last `Answer:` line against the gold answer; a draft without one scores 0. ΔF1 is paired against "
         "the baseline's last draft. They say whether IS tracks being right.",
+        *report_costs.price_lines(setup.prices, cost or {}),
         "",
     ]
     for gen in sorted({r["gen_id"] for r in summary}):
@@ -224,6 +234,7 @@ def _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, d
                 shares = [cell(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
                 reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
         lines += ["### Why cascades stopped", ""] + reasons + [""]
+        lines += report_costs.section(gen, main + abl + grid)
         lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
     lines += report_families.section(fam or {}, summary, tests, setup.delta)
     lines += ["## Which policy saves most tokens at non-inferior IS?", ""]
@@ -286,11 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 0.5, ...}')
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin of IS")
     ap.add_argument("--eps", type=float, default=DEFAULT_EPS, help="eps for the distance summary")
+    ap.add_argument("--prices", default=None, help="price table YAML (default: the shipped shp_ray/data/prices.yaml)")
     args = ap.parse_args(argv)
     try:
         weights = json.loads(args.weights) if args.weights else None
-        path = write_report(args.store, args.out, judge=args.judge, weights=weights, delta=args.delta, eps=args.eps)
-    except (AnalysisError, ValueError, duckdb.Error) as exc:
+        prices = load_prices(args.prices) if args.prices else None
+        path = write_report(
+            args.store, args.out, judge=args.judge, weights=weights, delta=args.delta, eps=args.eps, prices=prices
+        )
+    except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
     print(path)

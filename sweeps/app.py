@@ -48,6 +48,14 @@ def _num(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _usd(value: object) -> str:
+    """US dollars per question, to the micro-dollar below $1 ("-": unpriced, never $0)."""
+    if value is None:
+        return "-"
+    v = float(value)  # type: ignore[arg-type]
+    return f"${v:.2f}" if v >= 1 else f"${v:.6f}"
+
+
 def _power(row: dict) -> str:
     """The TOST's power at this N and the N it needs for 0.8 ("-": no test, e.g. zero variance)."""
     if row.get("degenerate") or row.get("tost_power") is None:
@@ -59,18 +67,25 @@ def _print_table(result: sweep_job.JobResult) -> None:
     from analysis.report_power import warning  # analysis is loaded by the job already
 
     head = (
-        f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'saving':>8}{'IS':>7}{'dIS':>8}{'F1':>7}"
-        f"  non-inferior  power/N_needed"
+        f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
+        f"{'dIS':>8}{'F1':>7}  non-inferior  power/N_needed"
     )
     print("\n" + head + "\n" + "-" * len(head))
     for row in result.summary:
         print(
             f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
-            f"{_num(row['mean_operational_tokens'], '.0f'):>11}{_num(row['token_saving'], '.0%'):>8}"
+            f"{_num(row['mean_operational_tokens'], '.0f'):>11}{_usd(row.get('mean_operational_cost_live_usd')):>10}"
+            f"{_usd(row.get('mean_operational_cost_batch_usd')):>10}{_num(row['token_saving'], '.0%'):>8}"
             f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
             f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
         )
     print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
+    print(
+        "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
+        f"({'-' if not result.prices else result.prices.removeprefix('prices: ')})"
+    )
+    for said in result.unpriced:
+        print(f"WARNING: {said}")
     said = warning(result.summary)
     if said:
         print(said)

@@ -69,6 +69,8 @@ class JobResult:
     report: str | None = None
     summary: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
+    prices: str = ""  # the price table's line (source, as of)
+    unpriced: list[str] = field(default_factory=list)  # what the table could not price (its costs are NULL)
 
 
 @contextmanager
@@ -232,7 +234,7 @@ def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str
 
 
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import connect, sql
+    from analysis import connect, costs, sql
     from analysis.report import write_report
 
     scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
@@ -259,7 +261,10 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     policies = prepare_families(
         job, gen_id, judge, weights, generate_dev=lambda dev: ensure_generation(job, dev, run_id, command)
     )
-    scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids}
+    scope = {
+        "judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids,
+        "prices": job.prices,
+    }  # fmt: skip
     con = connect(job.store, delta=job.report.delta, **scope)
     try:
         table = con.sql(sql.query("sweep_replay_rows")).to_arrow_table()
@@ -276,6 +281,8 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             generation_calls=summary.paid_calls if summary else 0,
             nodes=dict(summary.nodes) if summary else {},
             summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(),
+            prices=job.prices.describe(),
+            unpriced=[u.sentence(judge) for u in costs.unpriced(con)],
         )
     finally:
         con.close()
