@@ -214,10 +214,11 @@ def _schema_keys(kind: type, prefix: str = "") -> set[str]:
 def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
-    keys -= {"provider", "dataset", "judge"}  # group nodes: their options' keys are listed below
+    keys -= {"provider", "dataset", "judge", "prices"}  # group nodes: their options' keys are listed below
     for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
+    keys |= _schema_keys(conf.schema.PricesConf, "prices.")
     return keys
 
 

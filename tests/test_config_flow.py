@@ -165,6 +165,14 @@ FLOWS: dict[str, Flow] = {
     "ray.address": flow("ray.address=auto", where=lambda j: j.ray_address, expected="auto"),
     "ray.num_cpus": flow("ray.num_cpus=1", where=lambda j: j.num_cpus, expected=1),
     "progress": flow("progress=true", where=lambda j: j.progress, expected=True),
+    # prices: the PriceTable the replay's cost columns are priced with
+    "prices.source": flow("prices.source=my contract", where=lambda j: j.prices.source, expected="my contract"),
+    "prices.as_of": flow("prices.as_of=2027-01-01", where=lambda j: j.prices.as_of, expected="2027-01-01"),
+    "prices.models": flow(
+        "prices.models={openai: {gpt-4o-mini: {output_per_mtok: 0.5}}}",  # merged into the shipped entry
+        where=lambda j: j.prices.lookup("openai", "gpt-4o-mini").output_per_mtok,
+        expected=0.5,
+    ),
     "allow_partial": flow("allow_partial=true", where=lambda j: j.allow_partial, expected=True),
 }
 
