@@ -9,6 +9,8 @@
     shp-query --store runs/store --signals rebuild   # store the per-round signals where missing
     shp-query --store runs/store --signals check     # recompute them from the rounds; exit 1 on a difference
     shp-query --store runs/store --batches [cancel]  # the provider batches of batch-mode runs; cancel the open ones
+    shp-query --store runs/store --prices my.yaml "SELECT policy, mean_operational_cost_live_usd FROM policy_summary"
+                                                 # the cost columns priced with a table of one's own
     shp-query --store runs/store "SELECT tost_n_needed(0.02 / 0.05), tost_power(4, 0.02 / 0.05)"
                                                  # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 

@@ -23,7 +23,7 @@ def usd(x: object) -> str:
     if x is None:
         return "–"
     v = float(x)  # type: ignore[arg-type]
-    return f"${v:,.2f}" if v >= 1 else f"${v:.6f}"
+    return "$0" if v == 0 else f"${v:,.2f}" if v >= 1 else f"${v:.6f}"
 
 
 def collect(con: duckdb.DuckDBPyConnection, judge: str | None) -> dict[str, object]:

@@ -53,7 +53,7 @@ def _usd(value: object) -> str:
     if value is None:
         return "-"
     v = float(value)  # type: ignore[arg-type]
-    return f"${v:.2f}" if v >= 1 else f"${v:.6f}"
+    return "$0" if v == 0 else f"${v:.2f}" if v >= 1 else f"${v:.6f}"
 
 
 def _power(row: dict) -> str:

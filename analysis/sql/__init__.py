@@ -22,8 +22,9 @@ Pipeline (one scan of the store's scalar signals, then pure arithmetic per polic
                                   columns, per-round lists; materialised once)
                                        |  x  policies (one row per policy / cell)
                                        v
-                   replay (stop_round, reason, tokens, final_is, EM/F1 of the returned draft)
-                                       --> policy_summary
+                   replay (stop_round, reason, tokens and their cost in dollars, final_is, EM/F1 of the
+                           returned draft) --> policy_summary
+                   [the cost columns: cost_text.py, with each generation's prices (analysis.costs)]
 
 The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as CASE
 chains over replay_inputs' scalar columns (analysis/sql/replay_text.py): each signal's
