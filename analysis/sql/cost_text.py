@@ -59,16 +59,18 @@ def spent_sql(*, paid: str, at: str, batch: bool) -> str:
     return ", ".join(f"{e} AS {n}" for n, e in spent_values(paid=paid, at=at, batch=batch).items())
 
 
-def _dollars(x: str, who: str, tokens: str, prompt: str, factor: str = "1.0") -> str:
-    """``tokens`` (``prompt`` of them input) at ``who``'s ("loop": the generation's model, "judge") prices."""
-    return query(
+def _dollars(x: str, who: str, tokens: str, prompt: str, factor: str = "") -> str:
+    """``tokens`` (``prompt`` of them input) at ``who``'s ("loop": the generation's model, "judge") list prices,
+    times ``factor`` (a batch call's 1 - discount). One text per (who, tokens): the columns that share it
+    share its value (DuckDB computes a repeated expression once)."""
+    d = query(
         "cost_dollars",
         tokens=tokens,
         prompt=prompt,
         input=f"{x}{who}_input_per_mtok",
         output=f"{x}{who}_output_per_mtok",
-        factor=factor,
     )
+    return f"({d}) * {factor}" if factor else d
 
 
 def cost_columns_sql(*, judged: str, batch: bool, v: dict[str, str] | None = None, x: str = "") -> str:
@@ -78,18 +80,16 @@ def cost_columns_sql(*, judged: str, batch: bool, v: dict[str, str] | None = Non
     v = v or {n: n for n in spent_values(paid="", at="", batch=batch)}
     lb, jb = f"(1.0 - {x}loop_batch_discount)", f"(1.0 - {x}judge_batch_discount)"
     loop, loop_p, judge, judge_p = v["paid_loop"], v["paid_loop_prompt"], v["paid_judge"], v["paid_judge_prompt"]
-    live = _dollars(x, "loop", loop, loop_p)
-    judge_live = _dollars(x, "judge", judge, judge_p)
+    live, judge_live = _dollars(x, "loop", loop, loop_p), _dollars(x, "judge", judge, judge_p)
     if batch:  # each call at its own mode's price: the live calls at list price, the batch calls discounted
         bl, blp, bj, bjp = v["batch_loop"], v["batch_loop_prompt"], v["batch_judge"], v["batch_judge_prompt"]
-        be, bep = v["batch_eval"], v["batch_eval_prompt"]
+        be, bep, ev, evp = v["batch_eval"], v["batch_eval_prompt"], v["eval_judge"], v["eval_judge_prompt"]
         paid_loop = (
             f"{_dollars(x, 'loop', f'({loop} - {bl})', f'({loop_p} - {blp})')} + {_dollars(x, 'loop', bl, blp, lb)}"
         )
         paid_judge = (
             f"{_dollars(x, 'judge', f'({judge} - {bj})', f'({judge_p} - {bjp})')} + {_dollars(x, 'judge', bj, bjp, jb)}"
         )
-        ev, evp = v["eval_judge"], v["eval_judge_prompt"]
         evaluation = (
             f"{_dollars(x, 'judge', f'({ev} - {be})', f'({evp} - {bep})')} + {_dollars(x, 'judge', be, bep, jb)}"
         )
@@ -104,8 +104,7 @@ def cost_columns_sql(*, judged: str, batch: bool, v: dict[str, str] | None = Non
         [
             f"{charged(paid_loop, paid_judge)} AS operational_cost_usd",
             f"{charged(live, judge_live)} AS operational_cost_live_usd",
-            f"{charged(_dollars(x, 'loop', loop, loop_p, lb), _dollars(x, 'judge', judge, judge_p, jb))}"
-            " AS operational_cost_batch_usd",
+            f"{charged(f'({live}) * {lb}', f'({judge_live}) * {jb}')} AS operational_cost_batch_usd",
             f"{evaluation} AS evaluation_cost_usd",
         ]
     )
