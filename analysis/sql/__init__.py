@@ -338,7 +338,7 @@ def family_replay_sql(outcome_kinds: Iterable[str] = (), batch: bool = False) ->
 # columns, the cascade's CASE chains, the cost columns).
 from analysis.sql.cost_text import cost_columns_sql, spent_values  # noqa: E402
 from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
-from analysis.sql.sources import (  # noqa: E402, F401
+from analysis.sql.source_text import (  # noqa: E402, F401
     ScenarioSlice,
     empty_select,
     narrowed,
