@@ -99,6 +99,10 @@ def test_failed_lines_go_in_the_next_batch_then_live(tmp_path) -> None:
     assert sum(n - 1 for n in paid.values()) <= stats["batch"]["malformed_lines"]
     assert len(paid) + stats["ok"] >= 8 * 5
     assert _rounds(tmp_path / "batch") == live
+    # each stored call says how it was paid: the live fallbacks live, every other call batch
+    rounds = Store(tmp_path / "batch").read("rounds").to_pylist()
+    calls = [r["writer_mode"] for r in rounds] + [r["critic_mode"] for r in rounds if r["round"] < 3]
+    assert calls.count("live") == b["live_fallbacks"] and calls.count("batch") == b["batch_completed"]
 
 
 _GENERATE = """
@@ -199,6 +203,7 @@ def test_judging_in_batches_scores_what_live_judging_scores(tmp_path) -> None:
             batches = sim.stats["batch"]["batches_created"] - before
             assert n == 18 and batches == (1 if mode == "batch" else 0)
             rows = Store(root).read("judgments").to_pylist()
+            assert {r.pop("judge_mode") for r in rows} == {mode}  # each judgment priced as it was paid
             judged[mode] = sorted(rows, key=lambda r: (r["scenario_id"], r["draft_hash"]))
     assert judged["batch"] == judged["live"]
 

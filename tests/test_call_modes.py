@@ -227,3 +227,25 @@ def test_a_table_of_ones_own_replaces_the_shipped_one(hydra_ctx, tmp_path) -> No
     root = _made(tmp_path / "store")
     k1 = replay_rows(root, prices=job.prices)["fixed_k1"]
     assert (k1["gen_id"], k1["operational_cost_usd"]) == (GEN, pytest.approx(2 * 0.0012, rel=1e-12))
+
+
+def test_a_remote_stores_dataset_reads_an_old_part_as_live(tmp_path) -> None:
+    """A store on object storage is read through a registered pyarrow dataset of the table's whole schema
+    (analysis.sources): an old part's missing mode is NULL there, and the view gives it its meaning."""
+    import pyarrow.dataset as pds
+
+    from analysis import sql
+    from analysis.sources import _as_read, added
+    from storage.schemas import TABLES
+
+    store = _old_store(tmp_path)
+    fmt = pds.ParquetFileFormat()
+    fragments = [fmt.make_fragment(p, store.fs) for p in store.parts("rounds")]
+    dataset = pds.FileSystemDataset(fragments, _as_read(TABLES["rounds"]), fmt, store.fs)
+    con = duckdb.connect()
+    try:
+        con.register("_store_rounds", dataset)
+        view = sql.with_added_values("SELECT * FROM _store_rounds", added("rounds"))
+        assert con.execute(f"SELECT DISTINCT writer_mode, critic_mode FROM ({view})").fetchall() == [(LIVE, LIVE)]
+    finally:
+        con.close()

@@ -200,6 +200,7 @@ cols = {f.name: pa.array([0] * n, f.type) for f in schema if pa.types.is_integer
 cols.update({f.name: pa.array([0.0] * n, f.type) for f in schema if pa.types.is_floating(f.type)})
 cols.update({f.name: pa.array([f"s{i}" for i in range(n)]) for f in schema if pa.types.is_string(f.type)})
 cols.update(gen_id=pa.array(["g"] * n), round=pa.array([1] * n, pa.int32()))
+cols.update(writer_mode=pa.array(["live"] * n), critic_mode=pa.array(["live"] * n))  # a call mode: live | batch
 vectors = np.random.default_rng(0).standard_normal((n, 384)).astype(np.float32)
 cols["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), 384)
 print("writing", flush=True)
