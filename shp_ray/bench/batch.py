@@ -70,6 +70,20 @@ def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
     }
 
 
+def _dollars(run: dict[str, object], kind: str, model: str) -> dict[str, object]:
+    """What the run's tokens cost at the shipped price table's entry for (kind, model), as paid."""
+    from shp_ray.providers.prices import default_prices
+
+    price = default_prices().lookup(kind, model)
+    if price is None:
+        return {"usd": None}
+    live = (
+        int(run["prompt_tokens"]) * price.input_per_mtok + int(run["completion_tokens"]) * price.output_per_mtok
+    ) / 1e6
+    paid = live * (1 - price.batch_discount) if run["mode"] == "batch" else live
+    return {"usd": round(paid, 4)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="shp-bench batch", description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", type=int, default=200)
@@ -79,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--batch-delay", type=float, default=2.0, help="seconds per batch status phase")
     ap.add_argument("--poll-s", type=float, default=0.5)
+    ap.add_argument("--price-model", default="gpt-4o-mini", help="price the tokens as this openai model's")
     a = ap.parse_args(argv)
     from shp_ray.generation.generate import start_ray
 
@@ -92,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             import ray
 
             ray.shutdown()
+    for run in runs:
+        run.update(_dollars(run, "openai", a.price_model))
     live, batch = runs
     out = {
         "bench": "batch",
@@ -101,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "http_requests_ratio": round(batch["http_requests"] / max(1, live["http_requests"]), 4),
         "wall_ratio": round(batch["wall_s"] / max(1e-9, live["wall_s"]), 3),
+        "priced_as": f"openai/{a.price_model} (shipped price table; the simulated server itself costs $0)",
+        "usd_ratio": None if live["usd"] is None else round(batch["usd"] / max(1e-12, live["usd"]), 3),
         "same_tokens": (live["prompt_tokens"], live["completion_tokens"])
         == (batch["prompt_tokens"], batch["completion_tokens"]),
     }
