@@ -18,11 +18,12 @@ call returns, so the only window a kill can hit is closed by looking the key up 
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from storage.cache import open_sqlite
 
 BATCHES_FILE = "batches.sqlite"
 # Statuses after which a batch changes no more (OpenAI's names).
@@ -76,12 +77,8 @@ class BatchLedger:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
+        self._conn = open_sqlite(self.path)
         self._conn.executescript(_SCHEMA)
 
     def intend(

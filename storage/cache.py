@@ -43,6 +43,16 @@ def default_cache_dir(store_root: str | Path) -> Path:
     return Path(text.removeprefix("file://")).resolve() / CACHE_DIRNAME
 
 
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """One process's connection to a store-side SQLite file: WAL, shared by many processes, autocommit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across a process kill
+    conn.execute("PRAGMA busy_timeout=60000")  # writers wait for each other instead of failing
+    return conn
+
+
 class _SqliteKV:
     """A small key -> JSON table; one connection per process, guarded for threads."""
 
@@ -50,12 +60,8 @@ class _SqliteKV:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across a process kill
-        self._conn.execute("PRAGMA busy_timeout=60000")
+        self._conn = open_sqlite(self.path)
         self._conn.execute(
             f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
         )

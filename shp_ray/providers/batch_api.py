@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,7 +36,7 @@ from shp_ray.providers.batch_files import (
     split_lines,
 )
 from shp_ray.providers.batch_results import BatchResults, read_results
-from shp_ray.providers.client import error_message, redact, safe_endpoint, should_retry
+from shp_ray.providers.client import error_message, read_key, redact, safe_endpoint, should_retry
 
 T = TypeVar("T")
 NO_KEY = "no-key"  # the SDK insists on a key; a local server without one ignores this placeholder
@@ -104,14 +103,7 @@ class BatchAPI:
         self.spec = spec
         self.endpoint = safe_endpoint(spec.base_url)
         self.limits = limits or BatchLimits()
-        self._key = ""
-        if spec.api_key_env:
-            self._key = os.environ.get(spec.api_key_env, "")
-            if not self._key:
-                raise ProviderError(
-                    f"environment variable {spec.api_key_env} is not set; it must hold the API key for {self.endpoint}",
-                    retryable=False,
-                )
+        self._key = read_key(spec, self.endpoint)
         # one SDK client per event loop (its HTTP pool is bound to the loop that made it), gone with the loop
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             weakref.WeakKeyDictionary()

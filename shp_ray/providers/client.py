@@ -63,6 +63,19 @@ def safe_endpoint(base_url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+def read_key(spec: ProviderSpec, endpoint: str) -> str:
+    """The API key from the variable ``spec`` names ("" when it names none); a missing one is an error."""
+    if not spec.api_key_env:
+        return ""
+    key = os.environ.get(spec.api_key_env, "")
+    if not key:
+        raise ProviderError(
+            f"environment variable {spec.api_key_env} is not set; it must hold the API key for {endpoint}",
+            retryable=False,
+        )
+    return key
+
+
 @dataclass
 class _Attempt:
     kind: str  # ok | http | timeout | abandoned | connection | malformed
@@ -92,14 +105,7 @@ class OpenAICompatProvider:
         self.spec = spec
         self.endpoint = safe_endpoint(spec.base_url)
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
-        self._key = ""
-        if spec.api_key_env:
-            self._key = os.environ.get(spec.api_key_env, "")
-            if not self._key:
-                raise ProviderError(
-                    f"environment variable {spec.api_key_env} is not set; it must hold the API key for {self.endpoint}",
-                    retryable=False,
-                )
+        self._key = read_key(spec, self.endpoint)
         self.limits = RateLimits(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency, headroom=headroom)
         self.backoff = backoff or Backoff()
         self.rate_limit_budget_s = rate_limit_budget_s
