@@ -141,23 +141,31 @@ def check(fs: pafs.FileSystem, path: str, shown: str, *, timeout_s: float = CHEC
     bounded(head, shown, timeout_s)
 
 
-def bounded(call: Callable[[], None], shown: str, timeout_s: float) -> None:
-    """Run ``call`` in a daemon thread for at most ``timeout_s``; its failure becomes one line naming ``shown``."""
-    outcome: list[BaseException | None] = []
+def call_within(call: Callable[[], None], timeout_s: float) -> tuple[bool, Exception | None]:
+    """Run ``call`` in a daemon thread for at most ``timeout_s``: (whether it answered, what it raised).
+
+    A filesystem that never answers then costs timeout_s, not minutes; the thread is left to die.
+    """
+    outcome: list[Exception | None] = []
 
     def run() -> None:
         try:
             call()
             outcome.append(None)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller below, in one line
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, which reports it in one line
             outcome.append(exc)
 
     worker = threading.Thread(target=run, name="shp-store-check", daemon=True)
     worker.start()
     worker.join(timeout_s)
-    if not outcome:
+    return (True, outcome[0]) if outcome else (False, None)
+
+
+def bounded(call: Callable[[], None], shown: str, timeout_s: float) -> None:
+    """Run ``call`` in a daemon thread for at most ``timeout_s``; its failure becomes one line naming ``shown``."""
+    answered, exc = call_within(call, timeout_s)
+    if not answered:
         raise ObjectStoreError(f"{shown}: no answer within {timeout_s:g} s from {endpoint_shown()} (is it reachable?)")
-    exc = outcome[0]
     if exc is None:
         return
     if isinstance(exc, ValueError):  # ours (a missing bucket, a file in the way) or pyarrow's ArrowInvalid

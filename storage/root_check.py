@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import threading
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -121,22 +120,9 @@ def check_root(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> 
         except objectstore.ObjectStoreError as exc:
             raise StoreUnusable(str(exc)) from None
         return
-    outcome: list[Exception | None] = []
-
-    def probe() -> None:
-        try:
-            _check_uri(text)
-            outcome.append(None)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller below, in one line
-            outcome.append(exc)
-
-    # The check runs in a daemon thread: a filesystem that never answers costs timeout_s, not minutes.
-    worker = threading.Thread(target=probe, name="shp-store-check", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if not outcome:
+    answered, exc = objectstore.call_within(lambda: _check_uri(text), timeout_s)
+    if not answered:
         raise StoreUnusable(f"{shown}: no answer within {timeout_s:g} s (is the endpoint reachable?)")
-    exc = outcome[0]
     if isinstance(exc, StoreUnusable):
         raise StoreUnusable(f"{shown}: {exc}") from None
     if exc is not None:
