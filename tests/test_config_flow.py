@@ -9,6 +9,8 @@ the server the job starts, the Ray and progress settings reach ``generate``.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -249,14 +251,21 @@ def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_pa
     def fake_generate(scenarios, cfg, store_root, spec, **kwargs):
         calls.append({"cfg": cfg, "store": store_root, "spec": spec, **kwargs})
 
+    @contextlib.contextmanager
+    def fake_lease(cache_dir, gen_id, store_uri, *, ray_address=None):
+        calls.append({"lease_address": ray_address})  # the real lease would join that cluster
+        yield 0.0
+
     monkeypatch.setattr(sweep_job, "generate", fake_generate)
+    monkeypatch.setattr(sweep_job, "generation_lease", fake_lease)
     monkeypatch.setattr(sweep_job, "preflight", lambda spec, watchdog: None)
     job = job_of(
         "provider=openai", "provider.base_url=http://127.0.0.1:9/v1", f"store.path={tmp_path / 'store'}",
         "ray.address=auto", "ray.num_cpus=1", "progress=false",
     )  # fmt: skip
     sweep_job.ensure_generation(job, load_scenarios(job.dataset, split=job.split, limit=1), "run-1", "t")
-    (call,) = calls
+    lease, call = calls
+    assert lease == {"lease_address": "auto"}
     assert (call["ray_address"], call["num_cpus"], call["progress"]) == ("auto", 1, False)
     assert call["cfg"] == job.generation and call["spec"] == job.provider and call["store"] == job.store
 
