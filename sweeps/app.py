@@ -111,6 +111,11 @@ def main(cfg: DictConfig) -> dict:
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
         + (f", on {len(result.nodes)} Ray nodes" if len(result.nodes) > 1 else "")
+        + (
+            f"; {result.lost_workers} workers lost with their node, {result.resubmitted} trajectories run again"
+            if result.lost_workers
+            else ""
+        )
     )
     print(f"drafts by: {describe_provider(job.provider.kind, job.provider.model)} (model {job.provider.model})")
     _print_table(result)

@@ -69,6 +69,8 @@ class JobResult:
     report: str | None = None
     summary: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
+    lost_workers: int = 0  # trajectory workers that died with their node
+    resubmitted: int = 0  # trajectories run again because their worker died
     prices: str = ""  # the price table's line (source, as of)
     unpriced: list[str] = field(default_factory=list)  # what the table could not price (its costs are NULL)
 
@@ -280,6 +282,8 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             failed=summary.failed if summary else 0,
             generation_calls=summary.paid_calls if summary else 0,
             nodes=dict(summary.nodes) if summary else {},
+            lost_workers=summary.lost_workers if summary else 0,
+            resubmitted=summary.resubmitted if summary else 0,
             summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(),
             prices=job.prices.describe(),
             unpriced=[u.sentence(judge) for u in costs.unpriced(con)],

@@ -42,6 +42,7 @@ class SimStats:
     tokens: int = 0
     slow_faults: int = 0  # held, then failed with a 504
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
+    ok_by_request: dict[str, int] = field(default_factory=dict)  # request digest -> replies served (paid) for it
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
     batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`sim_batch`)
     # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
@@ -67,6 +68,7 @@ class SimStats:
             "faults_total": sum(self.faults.values()),
             "slow_faults": self.slow_faults,
             "ok_unread": self.ok_unread,
+            "ok_repeated": sum(n - 1 for n in self.ok_by_request.values()),  # paid again for a request paid before
             "timeline": [list(x) for x in self.timeline],
             "batch": self.batch.as_dict(),
         }
@@ -173,6 +175,7 @@ class SimApp:
                 content_type="application/json",
             )
         self.stats.ok += 1
+        self.stats.ok_by_request[digest] = self.stats.ok_by_request.get(digest, 0) + 1
         if request.transport is None or request.transport.is_closing():
             self.stats.ok_unread += 1  # the reply is generated (and billed) whether or not it is read
         return web.json_response(reply, headers=headers)
