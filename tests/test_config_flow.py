@@ -10,7 +10,6 @@ the server the job starts, the Ray and progress settings reach ``generate``.
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
