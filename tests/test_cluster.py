@@ -28,6 +28,7 @@ from shp_ray.providers.shared_limiter import limiter_id
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
 from storage.resume import done_scenarios
+from tests.cluster_support import local_cluster
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,29 +36,12 @@ BIN = Path(sys.executable).parent
 # Everything a round row holds but the wall time it took.
 SAME = ["gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
         "writer_completion_tokens", "critic_prompt_tokens", "critic_completion_tokens", "embedding"]  # fmt: skip
-FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 500}
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-    from ray.cluster_utils import Cluster
-
-    assert not ray.is_initialized(), "another module left Ray running"
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "include_dashboard": False, "_system_config": FAST_DEATH},
-    )
-    try:
-        c.workers = [c.add_node(num_cpus=1, resources={f"shp_node_{i}": 1}) for i in range(2)]  # type: ignore[attr-defined]
-        c.wait_for_nodes()
-        ray.init(address=c.address, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    with local_cluster(workers=2) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 def _spec(sim: SimServer, **kw: object) -> ProviderSpec:

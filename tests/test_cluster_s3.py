@@ -28,8 +28,9 @@ from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
+from tests.cluster_support import local_cluster
 from tests.s3_support import SECRET, moto
-from tests.test_cluster import FAST_DEATH, SAME, _rows, _unique
+from tests.test_cluster import SAME, _rows, _unique
 
 pytestmark = pytest.mark.integration
 __all__ = ["moto"]
@@ -66,24 +67,8 @@ def aws(moto, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(aws):
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
-    from ray.cluster_utils import Cluster
-
-    assert not ray.is_initialized(), "another module left Ray running"
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "include_dashboard": False, "_system_config": FAST_DEATH},
-    )
-    try:
-        c.worker = c.add_node(num_cpus=1, resources={"shp_node_0": 1})  # type: ignore[attr-defined]
-        c.wait_for_nodes()
-        ray.init(address=c.address, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    with local_cluster(workers=1) as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 def _sweep(uri: str, base_url: str, address: str, run_dir: Path) -> subprocess.Popen:
@@ -109,7 +94,7 @@ def test_a_sweep_on_two_nodes_into_s3_survives_a_node_kill_and_ends_exact(aws, c
             while time.monotonic() < deadline and proc.poll() is None and sim.stats["ok"] < calls // 3:
                 time.sleep(0.05)
             killed["at_calls"] = sim.stats["ok"]
-            cluster.remove_node(cluster.worker, allow_graceful=False)
+            cluster.remove_node(cluster.workers[0], allow_graceful=False)
 
         killer = threading.Thread(target=kill_at_a_third_of_the_calls, daemon=True)
         killer.start()
