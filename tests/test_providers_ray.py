@@ -45,7 +45,9 @@ def test_workers_share_one_named_limiter(ray_session):
     assert all(r["ok"] == 10 and r["limiter"] == "ray" for r in results)
     # shared: ~30 requests at 10/s (>= 2.5 s) with few 429s; three private limiters would send 30/s
     assert elapsed >= 2.4, elapsed
-    assert stats["http_429"] - sim_before["http_429"] <= 3
+    # A few 429s are delivery jitter (a loaded machine delays some paced requests into the next window: 6 seen
+    # at load 20); three private limiters would send all 30 in ~1 s, and the server refuses ~20 of them.
+    assert stats["http_429"] - sim_before["http_429"] <= 8
     actor = ray.get_actor(f"shp-limiter-{limiter_id(sim.base_url, '')}", namespace=NAMESPACE)
     # Releases are fire-and-forget messages to the actor: on a loaded machine the last one may still be
     # queued when the calls have returned. in_flight must drain to 0, not be 0 at this instant.
