@@ -29,10 +29,10 @@ from analysis import connect, report_power, sql, stats
 from analysis.gain_fit import with_fitted_gain_models
 from analysis.report_cells import cell, fetch_dicts
 from conf.spec import JobSpec
-from shp_ray.policy import weights as weights_mod
 from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store
+from sweeps.job import strategy_weights
 
 
 def paper_tables() -> dict[str, Any]:
@@ -58,7 +58,6 @@ class Scope:
     n: int
     summary: dict[str, dict]
     tests: dict[str, dict]
-    kinds: dict[str, str]
     conjecture1: dict[str, float]
     distances: dict[str, float]
     dynamics: dict[str, list[dict]]
@@ -66,14 +65,13 @@ class Scope:
 
 def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
     ids = [r["scenario_id"] for r in Store(store).read("scenarios").to_pylist() if r["split"] == split]
-    w = weights_mod.uniform() if job.weights.strategy == "uniform" else None
+    w = strategy_weights(job, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
     policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
     con = connect(store, judge=judge, weights=w, policies=policies, gen_id=gen_id, scenario_ids=ids, delta=delta)
     try:
         summary = {r["policy"]: r for r in fetch_dicts(con, sql.query("report_summary"))}
         tests = {r["policy"]: r for r in stats.compare_policies(con, delta=delta) if r["metric"] == "is"}
-        kinds = {r["policy"]: r["kind"] for r in fetch_dicts(con, sql.query("report_policy_kinds"))}
         c1, dist = stats.conjecture1(con), stats.distance_summary(con, eps=job.halt.eps)
         dyn = {
             "dynamics": fetch_dicts(con, sql.query("report_dynamics")),
@@ -82,7 +80,7 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
     finally:
         con.close()
     n = max((int(r["n"]) for r in summary.values()), default=0)
-    return Scope(split, judge, n, summary, tests, kinds, c1, dist, dyn)
+    return Scope(split, judge, n, summary, tests, c1, dist, dyn)
 
 
 def _pct(x: object) -> str:
@@ -136,7 +134,7 @@ def families_table(scope: Scope, delta: float) -> list[str]:
         "|" + "---|" * 10,
     ]
     for name, r in scope.summary.items():
-        kind = scope.kinds.get(name, "")
+        kind = r["kind"]
         if kind not in FAMILIES and name not in ("shp", "entropy_only", "oracle_is"):
             continue
         t = scope.tests.get(name, {})
@@ -217,13 +215,15 @@ def provenance(store: str, gen_id: str) -> dict[str, Any]:
     gen = next(g for g in Store(store).read("generations").to_pylist() if g["gen_id"] == gen_id)
     config = json.loads(gen["config_json"])
     judges = sorted({r["judge"] for r in Store(store).read("judgments").select(["judge"]).to_pylist()})
-    return {"model": gen["model"], "sha256": config.get("model_sha256"), "judges": judges, "gen": gen}
+    return {"model": gen["model"], "sha256": config.get("model_sha256"), "judges": judges}
 
 
 def render(store: str, overrides: Sequence[str] = ()) -> str:
     job = paper_job(store, overrides)
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     prov, paper, delta = provenance(store, gen_id), paper_tables(), job.report.delta
+    if not prov["judges"]:
+        raise ValueError(f"store {store} has no judgments: the tables need IS (run shp-sweep with a judge first)")
     drafts_by = describe_provider(job.provider.kind, prov["model"])
     real = job.provider.kind not in ("sim", "scripted")
     out = [
@@ -252,8 +252,8 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         "test), so its power problem is ours: read every non-inferiority verdict with the power beside it.",
         "",
     ]
-    for judge in prov["judges"]:
-        scopes = {split: collect(store, job, gen_id, split, judge) for split in ("dev", "test")}
+    by_judge = {j: {split: collect(store, job, gen_id, split, j) for split in ("dev", "test")} for j in prov["judges"]}
+    for judge, scopes in by_judge.items():
         for split, sc in scopes.items():
             ref = paper["splits"][split]
             out += [
@@ -266,22 +266,22 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         out += [
             f"### The oracle gap (test split) · judge `{judge}`",
             "",
-            *[line for line in oracle_gap(test) if line],
+            *oracle_gap(test),
             "",
             f"### Beyond SHP: the other stopping families on the same test drafts · judge `{judge}`",
             "",
             *families_table(test, delta),
             "",
         ]
-    test = collect(store, job, gen_id, "test", prov["judges"][0])  # distances do not depend on the judge
+    distances = by_judge[prov["judges"][0]]["test"]  # distances and dynamics do not depend on the judge
     out += [
         "## Conjecture 1 on these drafts (test split): do distances shrink?",
         "",
-        *conjecture_lines(test, paper),
+        *conjecture_lines(distances, paper),
         "",
         "## Revision dynamics (test split): is this run evidence at all?",
         "",
-        *dynamics_lines(test),
+        *dynamics_lines(distances),
         "",
     ]
     return "\n".join(out)
