@@ -18,10 +18,10 @@ from analysis.report_cells import cell
 from shp_ray.providers.prices import PriceTable
 
 
-def usd(x: object) -> str:
-    """A dollar amount for a table cell: cents from $1 up, micro-dollars below; "–" when unpriced (NULL)."""
+def usd(x: object, missing: str = "–") -> str:
+    """A dollar amount for a table cell: cents from $1 up, micro-dollars below; ``missing`` when unpriced (NULL)."""
     if x is None:
-        return "–"
+        return missing
     v = float(x)  # type: ignore[arg-type]
     return "$0" if v == 0 else f"${v:,.2f}" if v >= 1 else f"${v:.6f}"
 

@@ -48,14 +48,6 @@ def _num(value: object, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _usd(value: object) -> str:
-    """US dollars per question, to the micro-dollar below $1 ("-": unpriced, never $0)."""
-    if value is None:
-        return "-"
-    v = float(value)  # type: ignore[arg-type]
-    return "$0" if v == 0 else f"${v:.2f}" if v >= 1 else f"${v:.6f}"
-
-
 def _power(row: dict) -> str:
     """The TOST's power at this N and the N it needs for 0.8 ("-": no test, e.g. zero variance)."""
     if row.get("degenerate") or row.get("tost_power") is None:
@@ -64,7 +56,8 @@ def _power(row: dict) -> str:
 
 
 def _print_table(result: sweep_job.JobResult) -> None:
-    from analysis.report_power import warning  # analysis is loaded by the job already
+    from analysis.report_costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
+    from analysis.report_power import warning
 
     head = (
         f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
@@ -74,8 +67,9 @@ def _print_table(result: sweep_job.JobResult) -> None:
     for row in result.summary:
         print(
             f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
-            f"{_num(row['mean_operational_tokens'], '.0f'):>11}{_usd(row.get('mean_operational_cost_live_usd')):>10}"
-            f"{_usd(row.get('mean_operational_cost_batch_usd')):>10}{_num(row['token_saving'], '.0%'):>8}"
+            f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
+            f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
+            f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
             f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
             f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
         )
