@@ -23,19 +23,28 @@ def moto():
     server.stop()
 
 
-@pytest.fixture
-def s3(moto, monkeypatch, tmp_path):
-    """The AWS environment of one test (dummy keys, the moto endpoint), a fresh bucket, a local state folder."""
-    for name in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the remote store's local side files
+DROPPED = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
+
+
+def set_aws_env(mp: pytest.MonkeyPatch, endpoint: str, cache_home: str) -> tuple[pafs.S3FileSystem, str]:
+    """The AWS environment of a test (dummy keys, the moto endpoint, a local state folder), and a fresh bucket
+    with a filesystem on the server."""
+    for name in DROPPED:
+        mp.delenv(name, raising=False)
+    mp.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
+    mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    mp.setenv("AWS_REGION", "us-east-1")
+    mp.setenv("AWS_ENDPOINT_URL", endpoint)
+    mp.setenv("XDG_CACHE_HOME", cache_home)  # the remote store's local side files
     bucket = f"shp-{uuid.uuid4().hex[:10]}"
     fs = pafs.S3FileSystem(
-        access_key="AKIDTESTING", secret_key=SECRET, endpoint_override=moto, allow_bucket_creation=True
+        access_key="AKIDTESTING", secret_key=SECRET, endpoint_override=endpoint, allow_bucket_creation=True
     )
     fs.create_dir(bucket)
     return fs, bucket
+
+
+@pytest.fixture
+def s3(moto, monkeypatch, tmp_path):
+    """One test's AWS environment and fresh bucket (set_aws_env)."""
+    return set_aws_env(monkeypatch, moto, str(tmp_path / "xdg"))

@@ -17,10 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
-import pyarrow.fs as pafs
 import pytest
 
 from shp_ray.generation.datasets import load_scenarios
@@ -29,7 +27,7 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
 from tests.cluster_support import local_cluster
-from tests.s3_support import SECRET, moto
+from tests.s3_support import SECRET, moto, set_aws_env
 from tests.test_cluster import SAME, _rows, _unique
 
 pytestmark = pytest.mark.integration
@@ -42,27 +40,9 @@ N, ROUNDS = 8, 3
 @pytest.fixture(scope="module")
 def aws(moto, tmp_path_factory):
     """The AWS environment for the whole module (the cluster's raylets inherit it) and a fresh bucket."""
-    env = {
-        "AWS_ACCESS_KEY_ID": "AKIDTESTING", "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": moto, "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("xdg")),
-    }  # fmt: skip
-    drop = ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION")
-    saved = {k: os.environ.get(k) for k in (*env, *drop)}
-    for k in drop:
-        os.environ.pop(k, None)
-    os.environ.update(env)
-    bucket = f"shp-{uuid.uuid4().hex[:10]}"
-    pafs.S3FileSystem(
-        access_key="AKIDTESTING", secret_key=SECRET, endpoint_override=moto, allow_bucket_creation=True
-    ).create_dir(bucket)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        _, bucket = set_aws_env(mp, moto, str(tmp_path_factory.mktemp("xdg")))
         yield bucket
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
