@@ -40,6 +40,7 @@ from analysis.views import (
     embedding_dim,
     has_batch_calls,
     judgments_source,
+    judgments_unique,
     pick_judge,
     rounds_source,
     signals_lack_calls,
@@ -160,6 +161,7 @@ def connect(
         where = sql.judge_where(judge, version)
         batch = has_batch_calls(con, signals, fill_calls, where, gen_id, scenario_ids)
         price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
+        unique = materialize and judgments_unique(con, where)
         if signals == MIXED:
             _log.warning(
                 "%d trajector%s in %s have no stored signals (written before the signals table, or a run was "
@@ -184,6 +186,7 @@ def connect(
             batch=batch,
             prices=prices,
             price_rows=price_rows,
+            unique_judgments=unique,
         )
         for stmt in stmts:
             con.execute(stmt)

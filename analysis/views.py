@@ -154,6 +154,13 @@ def signals_statements(
     return before, sql.signals_calls_fill_sql(relation) if fill_calls else relation
 
 
+def judgments_unique(con: duckdb.DuckDBPyConnection, judge_where: str) -> bool:
+    """Whether the judge ``judge_where`` picks has at most one judgment per draft in ``judgments_raw`` now
+    (judgments_unique.sql): then the replay's inputs, computed once at connect, skip the pick."""
+    ((unique,),) = con.execute(sql.query("judgments_unique", judge_where=judge_where)).fetchall()
+    return bool(unique)
+
+
 def deepest(con: duckdb.DuckDBPyConnection, relation: str = "round_parts") -> int:
     """The highest round of ``relation`` (1 when empty): how many round columns the replay needs."""
     ((rounds,),) = con.execute(sql.query("deepest_round", relation=relation)).fetchall()
@@ -190,6 +197,7 @@ def build_statements(
     batch: bool = False,
     prices: PriceTable | None = None,
     price_rows: Sequence[tuple[object, ...]] = (),
+    unique_judgments: bool = False,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
@@ -199,10 +207,16 @@ def build_statements(
     (:func:`deepest`), the number of round columns of ``replay_inputs``. ``fill_calls`` /
     ``batch``: :func:`signals_lack_calls` / :func:`has_batch_calls`. ``prices`` and ``price_rows``
     (:func:`analysis.costs.generation_price_rows`): the price table and what it gives each generation.
+    ``unique_judgments`` (:func:`judgments_unique`, checked just before): a materialised ``replay_inputs``
+    joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
+    have grown since, always picks).
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
     before, relation = signals_statements(signals, dim, gen_id, scenario_ids, fill_calls)
+    inputs = "round_signals"
+    if materialize and unique_judgments:
+        inputs = f"({sql.round_signals_sql(relation, where, weights, unique=True)})"
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
@@ -216,7 +230,7 @@ def build_statements(
         sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
         *costs.statements(prices, list(price_rows)),
-        sql.create("replay_inputs", sql.replay_inputs_sql(rounds, batch=batch), table=materialize),
+        sql.create("replay_inputs", sql.replay_inputs_sql(rounds, inputs, batch=batch), table=materialize),
         # the per-trajectory lists (family replay, statistics, users): computed when read
         sql.create("trajectories", sql.trajectories_sql()),
         sql.create("dynamics", sql.dynamics_sql()),

@@ -159,3 +159,37 @@ def test_empty_store_opens_with_empty_views(tmp_path) -> None:
     c = analysis.connect(tmp_path)
     assert c.execute("SELECT count(*) FROM replay").fetchone()[0] == 0
     assert c.execute("SELECT count(*) FROM scenarios").fetchone()[0] == 0
+
+
+def test_a_draft_judged_twice_by_one_judge_takes_the_lowest_judge_key(tmp_path) -> None:
+    """Two judgments of one draft by the same judge (e.g. under two metric sets): the replay's inputs and the
+    rounds view take the one with the lowest judge_key, written first or last. A store without such pairs
+    skips the pick (judgments_unique) and replays exactly as a connection that keeps it (materialize=False)."""
+    write_synthetic_store(tmp_path, SyntheticSpec(n_trajectories=6, rounds=3, seed=5))
+    store = Store(tmp_path)
+    order = "SELECT * FROM replay ORDER BY policy, gen_id, scenario_id"
+    kept = analysis.connect(tmp_path, materialize=False).sql(order).fetchall()
+    assert analysis.connect(tmp_path).sql(order).fetchall() == kept
+    judgments = store.read("judgments")
+    row = judgments.slice(0, 1)
+    key, scenario, draft = (row[c][0].as_py() for c in ("judge_key", "scenario_id", "draft_hash"))
+
+    def copy_with(judge_key: str, score: float) -> pa.Table:
+        t = row.set_column(row.schema.get_field_index("judge_key"), "judge_key", pa.array([judge_key]))
+        for m in METRIC_COLUMNS:
+            t = t.set_column(t.schema.get_field_index(m), m, pa.array([score], pa.float64()))
+        return t
+
+    def is_of_the_draft() -> tuple[float, float, int]:
+        c = analysis.connect(tmp_path)
+        the_round = "SELECT round, is_score FROM rounds WHERE scenario_id = ? AND draft_hash = ?"
+        (t, view) = c.execute(the_round, [scenario, draft]).fetchone()
+        (inputs,) = c.execute(f"SELECT s[{t}] FROM replay_inputs WHERE scenario_id = ?", [scenario]).fetchone()
+        (rows,) = c.execute("SELECT count(*) FROM rounds").fetchone()
+        c.close()
+        return inputs, view, rows
+
+    store.write("judgments", copy_with("0" + key[1:], 0.0))  # sorts before the stored key: the new pick
+    assert is_of_the_draft() == (0.0, 0.0, 18)  # 18 rounds: one row per round, not one per judgment
+    store.write("judgments", copy_with("f" * len(key), 1.0))  # sorts after it: changes nothing
+    assert is_of_the_draft() == (0.0, 0.0, 18)

@@ -173,13 +173,15 @@ def _literal(value: object, sqltype: str) -> str:
 # --- the views: signals, trajectories, replay, summary ----------------------------------------------
 
 
-def round_signals_sql(signals: str, judge_where: str, weights: Mapping[str, float]) -> str:
+def round_signals_sql(signals: str, judge_where: str, weights: Mapping[str, float], *, unique: bool = False) -> str:
     """Per generated round: the ``signals`` relation's d_t, approval, tokens, EM/F1, with IS_t (under
-    ``weights``, by the judge ``judge_where`` picks)."""
+    ``weights``, by the judge ``judge_where`` picks). ``unique``: that judge is known to have at most one
+    judgment per draft (judgments_unique.sql, checked on the rows this text will read), so no pick is needed."""
     return query(
         "round_signals",
         signals=signals,
         judge_metrics=", ".join(METRICS),
+        pick="" if unique else query("judgment_pick", judge_metrics=", ".join(METRICS)),
         judge_where=judge_where,
         is_score=is_expression(weights, "j."),
         metrics=", ".join(f"j.{m}" for m in METRICS),

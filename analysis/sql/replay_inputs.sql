@@ -1,7 +1,8 @@
 -- One row per trajectory: the replay's inputs. The cascade's comparisons are scalar columns (m<k>_<t>, g_t), so each
 -- (policy, trajectory) row of the replay is a few vectorised comparisons and no list lambda runs per row.
--- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: per_round (the round-t values,
--- t = 1..T, as d_t, s_t, ... in the aggregate), derived (m<k>_<t>, g_t, the lists); then the baselines.
+-- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: per_round (r_t, t = 1..T: round t's row
+-- as one struct, one aggregate per round instead of one per value), round_values (d_t, s_t, ... and the cumulative
+-- sums cw_t, ... as additions over r_1..r_t), derived (m<k>_<t>, g_t, the lists); then the baselines.
 -- d_t: the distance with NULL/NaN (and round 1) as +inf, so "all of the last k below eps" is
 --      greatest(d_(t-k+1) .. d_t) < eps = m<k>_<t> < eps, and a missing distance never halts.
 -- s_t: IS_t with NaN as NULL (a NULL difference never shows "no gain"); g_t = s_t - s_(t-1).
@@ -32,9 +33,12 @@ WITH x AS (
            $per_round
     FROM x
     GROUP BY gen_id, scenario_id
+), r AS (
+    SELECT gen_id, scenario_id, depth, crit, $round_values
+    FROM g
 ), lists AS (
     SELECT gen_id, scenario_id, depth, crit, $derived
-    FROM g
+    FROM r
 )
 -- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
 SELECT l.*, (cw[depth] + coalesce(cc[depth - 1], 0))::BIGINT AS baseline_tokens, s[depth] AS baseline_is,

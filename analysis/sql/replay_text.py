@@ -22,9 +22,20 @@ LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1", "lp", "jp")
 BATCH_LISTS = ("bl", "blp", "bj", "bjp")
 
 
+# The fields of r_t, round t's row of a trajectory (replay_inputs.sql's x); BATCH_FIELDS too with BATCH_LISTS.
+FIELDS = ("d", "s", "a", "w", "c", "j", "hl", "em", "f1", "wp", "cp", "jpr")
+BATCH_FIELDS = ("wb", "cb", "jb")
+
+
+def _upto(t: int, value: str) -> str:
+    """The sum of ``value`` (a template over ``{r}``, round u's struct) over rounds u = 1..t. A round past the
+    trajectory's depth is a NULL struct and adds 0; every token count a stored round has is non-NULL."""
+    return " + ".join(f"coalesce({value.format(r=f'r_{u}')}, 0)" for u in range(1, t + 1)) if t >= 1 else "0"
+
+
 def _paid_to(t: int, writer: str, critic: str) -> str:
     """The sum over the loop paid to round t: ``writer`` of rounds <= t plus ``critic`` of rounds < t."""
-    return f"sum({writer} + CASE WHEN round < {t} THEN {critic} ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT"
+    return f"({_upto(t, writer)} + {_upto(t - 1, critic)})::BIGINT"
 
 
 def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool = False) -> str:
@@ -33,19 +44,20 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool =
     ``rounds``: the deepest trajectory (at least 1); ``batch``: some call was paid in batch mode, so the
     batch calls' token lists are built too (a store of live calls pays nothing for them)."""
     rounds = max(1, int(rounds))
-    per_round = []
+    fields = FIELDS + (BATCH_FIELDS if batch else ())
+    row = "{" + ", ".join(f"'{f}': {f}" for f in fields) + "}"
+    per_round = [f"any_value({row}) FILTER (WHERE round = {t}) AS r_{t}" for t in range(1, rounds + 1)]
+    values = []
     for t in range(1, rounds + 1):
-        per_round += [
-            f"any_value({c}) FILTER (WHERE round = {t}) AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")
-        ]
-        per_round += [f"sum({c}) FILTER (WHERE round <= {t})::BIGINT AS c{c}_{t}" for c in ("w", "c", "j")]
-        per_round += [f"{_paid_to(t, 'wp', 'cp')} AS lp_{t}", f"sum(jpr) FILTER (WHERE round <= {t})::BIGINT AS jp_{t}"]
+        values += [f"r_{t}.{c} AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")]
+        values += [f"({_upto(t, '{r}.' + c)})::BIGINT AS c{c}_{t}" for c in ("w", "c", "j")]
+        values += [f"{_paid_to(t, '{r}.wp', '{r}.cp')} AS lp_{t}", f"({_upto(t, '{r}.jpr')})::BIGINT AS jp_{t}"]
         if batch:
-            per_round += [
-                f"{_paid_to(t, 'CASE WHEN wb THEN w ELSE 0 END', 'CASE WHEN cb THEN c ELSE 0 END')} AS bl_{t}",
-                f"{_paid_to(t, 'CASE WHEN wb THEN wp ELSE 0 END', 'CASE WHEN cb THEN cp ELSE 0 END')} AS blp_{t}",
-                f"sum(CASE WHEN jb THEN j ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT AS bj_{t}",
-                f"sum(CASE WHEN jb THEN jpr ELSE 0 END) FILTER (WHERE round <= {t})::BIGINT AS bjp_{t}",
+            values += [
+                f"{_paid_to(t, 'CASE WHEN {r}.wb THEN {r}.w END', 'CASE WHEN {r}.cb THEN {r}.c END')} AS bl_{t}",
+                f"{_paid_to(t, 'CASE WHEN {r}.wb THEN {r}.wp END', 'CASE WHEN {r}.cb THEN {r}.cp END')} AS blp_{t}",
+                f"({_upto(t, 'CASE WHEN {r}.jb THEN {r}.j END')})::BIGINT AS bj_{t}",
+                f"({_upto(t, 'CASE WHEN {r}.jb THEN {r}.jpr END')})::BIGINT AS bjp_{t}",
             ]
     derived = [
         f"greatest({', '.join(f'd_{u}' for u in range(t - k + 1, t + 1))}) AS m{k}_{t}"
@@ -54,8 +66,13 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool =
     ]
     derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
     derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS + (BATCH_LISTS if batch else ())]
-    return query("replay_inputs", signals=signals, per_round=",\n           ".join(per_round),
-                 derived=",\n       ".join(derived))  # fmt: skip
+    return query(
+        "replay_inputs",
+        signals=signals,
+        per_round=",\n           ".join(per_round),
+        round_values=",\n           ".join(values),
+        derived=",\n       ".join(derived),
+    )
 
 
 def cascade_code_sql(rounds: int) -> str:

@@ -2,15 +2,14 @@
 -- IS_t by the chosen judge, and what each call's cost needs: its prompt tokens (input and output are priced
 -- apart) and how it was paid (mode: live | batch; an unjudged round has no judge call: 0 tokens, live).
 -- Filled by sql.round_signals_sql: signals (the signals relation), judge_metrics / metrics (METRICS, bare /
--- as j.<m>), judge_where, is_score (IS under the weights).
+-- as j.<m>), judge_where, is_score (IS under the weights), pick (judgment_pick.sql: one judgment per draft; empty
+-- where the judge has at most one per draft, judgments_unique.sql, which spares the window over every judgment).
 WITH j AS (
     SELECT scenario_id, draft_hash, judge, $judge_metrics,
            judge_prompt_tokens + judge_completion_tokens AS judge_tokens, judge_prompt_tokens, judge_mode
     FROM judgments_raw
     WHERE $judge_where
-    -- one judgment per draft; the tie-breakers make the pick the same in every evaluation of this view
-    QUALIFY row_number() OVER (PARTITION BY scenario_id, draft_hash ORDER BY judge_key, $judge_metrics,
-                               judge_prompt_tokens, judge_completion_tokens) = 1
+    $pick
 )
 SELECT p.gen_id, p.scenario_id, p.round, p.draft_hash, p.distance, p.approved,
        $is_score AS is_score,
