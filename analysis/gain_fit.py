@@ -1,21 +1,26 @@
 """Fit the ``gain_model`` stopping policy on a store's DEV split; store it as a versioned artefact.
 
-    model, path = fit_gain_model("runs/store", gen_id)          # -> <store>/artefacts/gain_model/<gen_id>.json
+    model, path = fit_gain_model("runs/store", gen_id)   # -> <store>/artefacts/gain_model/<gen_id>/<fit>.json
     policies = with_fitted_gain_models(policies, "runs/store", gen_id)
 
 The features come from the same :class:`shp_ray.policy.families.SignalState` the replay
 runs, the targets IS_{t+1} - IS_t from the DuckDB views (the judge's scores, used
 for TRAINING only). Test trajectories are never read: the fit filters on
 ``scenarios.split``, so the replay on test measures out-of-sample stopping.
+
+The artefact is named by what it was fitted to (``<fit>``: a digest of the judge, weights, split and
+hyper-parameters), so two judges' fits of one generation sit side by side, and it holds no timestamp:
+the fit is deterministic, so fitting again writes the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +37,18 @@ log = logging.getLogger("shp_ray.gain_fit")
 ARTEFACT_DIR = "artefacts/gain_model"
 
 
-def artefact_path(store_root: str | Path, gen_id: str) -> Path | str:
-    """``<store>/artefacts/gain_model/<gen_id>.json``: a path for a local store, the object's URI for a remote one."""
+def fit_key(meta: Mapping[str, object]) -> str:
+    """The artefact's name within its generation: a digest of what the fit depends on besides the data."""
+    return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def artefact_path(store_root: str | Path, gen_id: str, fit: str) -> Path | str:
+    """``<store>/artefacts/gain_model/<gen_id>/<fit>.json``: a path for a local store, the object's URI for a
+    remote one."""
     store = Store(store_root)
     if not store.local:
-        return f"{store.uri}/{ARTEFACT_DIR}/{gen_id}.json"
-    return Path(store.path) / ARTEFACT_DIR / f"{gen_id}.json"
+        return f"{store.uri}/{ARTEFACT_DIR}/{gen_id}/{fit}.json"
+    return Path(store.path) / ARTEFACT_DIR / gen_id / f"{fit}.json"
 
 
 def fit_gain_model(
@@ -67,21 +78,15 @@ def fit_gain_model(
             state.push(draft, embeddings[t], crit[t], tokens[t])
         histories.append(state.history)
         scores.append([math.nan if v is None else v for v in s])
-    meta = {
-        "gen_id": gen_id,
-        "split": split,
-        "judge": setup.judge,
-        "weights": setup.weights,
-        "n_trajectories": len(rows),
-        "fitted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    model = fit(histories, scores, n_components=n_components, lam=lam, meta=meta)
+    meta = {"gen_id": gen_id, "split": split, "judge": setup.judge, "weights": setup.weights}
+    key = fit_key({**meta, "n_components": n_components, "lam": lam})
+    model = fit(histories, scores, n_components=n_components, lam=lam, meta={**meta, "n_trajectories": len(rows)})
     store = Store(store_root)
     if store.local:
-        path: Path | str = save(model, artefact_path(store_root, gen_id))
+        path: Path | str = save(model, artefact_path(store_root, gen_id, key))
     else:  # one upload: the object appears whole
-        store.put_bytes(f"{store.path}/{ARTEFACT_DIR}/{gen_id}.json", model.to_json().encode())
-        path = artefact_path(store_root, gen_id)
+        store.put_bytes(f"{store.path}/{ARTEFACT_DIR}/{gen_id}/{key}.json", model.to_json().encode())
+        path = artefact_path(store_root, gen_id, key)
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
 

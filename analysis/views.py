@@ -63,10 +63,16 @@ def embedding_dim(store: Store) -> int:
     return next(iter(dims), EMBEDDING_DIM)
 
 
+def _names(judge: str, asked: str) -> bool:
+    """Whether ``asked`` names the stored ``judge``: its full name, or its id, the name before its description
+    (``lexical-v1`` for ``lexical-v1 (deterministic reference-based token overlap, not an LLM)``)."""
+    return asked in (judge, judge.split(" (", 1)[0])
+
+
 def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str | None) -> tuple[str | None, str | None]:
     """The one judge (and prompt version) matching the request in ``judgments_raw``; say why if none or several."""
     rows = con.sql(sql.query("judges")).fetchall()
-    found = [(j, v) for j, v, _ in rows if (judge is None or j == judge) and (version is None or v == version)]
+    found = [(j, v) for j, v, _ in rows if (judge is None or _names(j, judge)) and (version is None or v == version)]
     if not rows:
         return judge, version  # nothing judged yet: IS is NULL everywhere
     if not found:

@@ -27,7 +27,7 @@ import yaml
 
 from analysis import connect, report_power, sql, stats
 from analysis.gain_fit import with_fitted_gain_models
-from analysis.report_cells import cell, fetch_dicts
+from analysis.report_cells import cell, fetch_dicts, steady
 from conf.spec import JobSpec
 from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.providers.registry import describe_provider
@@ -87,12 +87,14 @@ def _pct(x: object) -> str:
     """Tokens vs the baseline: a saving of 0.38 is -38%."""
     if x is None:
         return "–"
-    return "0%" if round(100 * float(x)) == 0 else f"{-100 * float(x):+.0f}%"
+    pct = steady(100 * float(x))
+    return "0%" if round(pct) == 0 else f"{-pct:+.0f}%"
 
 
 def _p(x: object) -> str:
     if x is None or (isinstance(x, float) and x != x):
         return "–"
+    x = steady(float(x))
     return f"{x:.2g}" if x < 0.01 else f"{x:.2f}"
 
 
@@ -152,7 +154,7 @@ def oracle_gap(scope: Scope) -> list[str]:
     oracle = scope.summary.get("oracle_is")
     if oracle is None or oracle["delta_is"] is None:
         return ["- No oracle_is row (no judged drafts): no gap to measure."]
-    gap = float(oracle["delta_is"])
+    gap = steady(float(oracle["delta_is"]))
     lines = [
         f"- Oracle gap (oracle_is ΔIS vs fixed_k6): **{gap:+.3f}** (the paper: +0.115), "
         f"p = {_p(scope.tests.get('oracle_is', {}).get('p_t'))}.",
@@ -162,15 +164,15 @@ def oracle_gap(scope: Scope) -> list[str]:
     if gap > 0 and free:
         ranked = sorted(free, key=lambda nr: -float(nr[1]["delta_is"]))
         name, best = ranked[0]
-        share = float(best["delta_is"]) / gap
+        share = steady(float(best["delta_is"]) / gap)
         lines.append(
-            f"- The best judge-free policy, **{name}**, has ΔIS {float(best['delta_is']):+.3f}: it closes "
-            f"{100 * share:.0f}% of the gap (paired t p = {_p(scope.tests.get(name, {}).get('p_t'))})"
+            f"- The best judge-free policy, **{name}**, has ΔIS {steady(float(best['delta_is'])):+.3f}: it closes "
+            f"{steady(100 * share):.0f}% of the gap (paired t p = {_p(scope.tests.get(name, {}).get('p_t'))})"
             + ("; no judge-free signal here locates the best round." if share < 0.5 else ".")
         )
         lines.append(
             "- Share of the gap closed, per judge-free policy: "
-            + ", ".join(f"{n} {100 * float(r['delta_is']) / gap:+.0f}%" for n, r in ranked)
+            + ", ".join(f"{n} {steady(100 * float(r['delta_is']) / gap):+.0f}%" for n, r in ranked)
             + "."
         )
     return lines

@@ -142,6 +142,11 @@ def test_unknown_or_ambiguous_judge_is_refused(tmp_path) -> None:
     with pytest.raises(AnalysisError, match="several judges"):
         analysis.connect(tmp_path)
     assert analysis.connect(tmp_path, judge="other").execute("SELECT count(*) FROM judgments").fetchone()[0] == 10
+    by_id = analysis.connect(tmp_path, judge="synthetic-v1")  # the id before the description names it too
+    assert (
+        analysis.setup_of(by_id).judge.startswith("synthetic-v1 (")
+        and by_id.execute("SELECT count(*) FROM judgments").fetchone()[0] == 10
+    )
 
 
 def test_bad_store_is_refused_with_the_trajectory_named(tmp_path) -> None:

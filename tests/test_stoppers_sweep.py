@@ -47,8 +47,9 @@ def test_sweep_replays_families_with_a_dev_fitted_gain_model(tmp_path):
     gain = [r for r in results if r["policy"] == "gain_model"]
     assert all(r["reason"] in ("low_gain", "failsafe") for r in gain)  # fitted: never "unfitted"
 
-    model = load(store / "artefacts" / "gain_model" / f"{res.gen_id}.json")
-    assert model.meta["split"] == "dev" and model.meta["n_trajectories"] == 3
+    (artefact,) = (store / "artefacts" / "gain_model" / res.gen_id).glob("*.json")  # one fit: one judge, one weights
+    model = load(artefact)
+    assert model.meta["split"] == "dev" and model.meta["n_trajectories"] == 3 and model.meta["judge"] == res.judge
     assert s.read("feedback_embeddings").num_rows > 0  # critiques embedded for consensus / gain_model
 
     report = Path(res.report).read_text()

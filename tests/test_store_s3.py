@@ -111,8 +111,9 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     assert con.execute("SELECT count(DISTINCT policy) FROM family_replay").fetchall()[0][0] >= 10
     con.close()
     _, artefact = fit_gain_model(uri, summary.gen_id)
-    assert artefact == f"{uri}/artefacts/gain_model/{summary.gen_id}.json"
-    assert f"{bucket}/runs/store/artefacts/gain_model/{summary.gen_id}.json" in _objects(fs, bucket)
+    fit = artefact.rsplit("/", 1)[1].removesuffix(".json")
+    assert artefact == f"{uri}/artefacts/gain_model/{summary.gen_id}/{fit}.json"
+    assert f"{bucket}/runs/store/artefacts/gain_model/{summary.gen_id}/{fit}.json" in _objects(fs, bucket)
     # The manifests (config snapshots) hold no credential.
     con = analysis.connect(uri)
     texts = con.execute("SELECT config_json || command FROM manifests").fetchall()
