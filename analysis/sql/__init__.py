@@ -165,7 +165,7 @@ def _literal(value: object, sqltype: str) -> str:
         return double(float(value))  # type: ignore[arg-type]
     if sqltype == "BOOLEAN":
         return "true" if value else "false"
-    if sqltype == "VARCHAR":
+    if sqltype == "VARCHAR" or sqltype.startswith("ENUM("):
         return quote(str(value))
     return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]
 
