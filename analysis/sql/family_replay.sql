@@ -4,7 +4,7 @@
 -- no per-trajectory list is built here. Filled by sql.family_replay_sql: outcome_kinds (the family kinds whose
 -- reasons are outcomes: verifier-first), costs (the token columns in dollars: judge-free, returned round
 -- selected_round; replay_text.cost_columns_sql).
-SELECT d.policy, d.gen_id, d.scenario_id, d.stop_round, d.reason,
+SELECT p.policy, d.gen_id, d.scenario_id, d.stop_round, d.reason,  -- p.policy: the type of replay_core's policy
        -- judge-free: every writer up to tau, every critic before it, never the judge
        (x.cw[d.stop_round] + CASE WHEN d.stop_round > 1 THEN x.cc[d.stop_round - 1] ELSE 0 END)::BIGINT
            AS operational_tokens,
