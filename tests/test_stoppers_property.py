@@ -250,6 +250,7 @@ def test_family_rows_leave_the_cascade_rows_unchanged(tmp_path) -> None:
     b = analysis.connect(str(tmp_path), policies=standard_policies() + family_policies())
     try:
         assert a.sql(q).fetchall() == b.sql(q).fetchall()
+
         # The same columns; policy's type is each connection's policies.policy (an ENUM of its policy names).
         def types(c, view: str) -> dict[str, str]:
             return {r[0]: r[1] for r in c.sql(f"DESCRIBE {view}").fetchall()}
