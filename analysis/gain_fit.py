@@ -42,13 +42,18 @@ def fit_key(meta: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _artefact_name(gen_id: str, fit: str) -> str:
+    """The artefact's path within the store."""
+    return f"{ARTEFACT_DIR}/{gen_id}/{fit}.json"
+
+
 def artefact_path(store_root: str | Path, gen_id: str, fit: str) -> Path | str:
     """``<store>/artefacts/gain_model/<gen_id>/<fit>.json``: a path for a local store, the object's URI for a
     remote one."""
     store = Store(store_root)
     if not store.local:
-        return f"{store.uri}/{ARTEFACT_DIR}/{gen_id}/{fit}.json"
-    return Path(store.path) / ARTEFACT_DIR / gen_id / f"{fit}.json"
+        return f"{store.uri}/{_artefact_name(gen_id, fit)}"
+    return Path(store.path) / _artefact_name(gen_id, fit)
 
 
 def fit_gain_model(
@@ -85,7 +90,7 @@ def fit_gain_model(
     if store.local:
         path: Path | str = save(model, artefact_path(store_root, gen_id, key))
     else:  # one upload: the object appears whole
-        store.put_bytes(f"{store.path}/{ARTEFACT_DIR}/{gen_id}/{key}.json", model.to_json().encode())
+        store.put_bytes(f"{store.path}/{_artefact_name(gen_id, key)}", model.to_json().encode())
         path = artefact_path(store_root, gen_id, key)
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
