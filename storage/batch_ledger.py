@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.cache import open_sqlite
+from storage.cache import open_sqlite, when_free
 
 BATCHES_FILE = "batches.sqlite"
 # Statuses after which a batch changes no more (OpenAI's names).
@@ -79,7 +79,7 @@ class BatchLedger:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn = open_sqlite(self.path)
-        self._conn.executescript(_SCHEMA)
+        when_free(lambda: self._conn.executescript(_SCHEMA))
 
     def intend(
         self, submission: str, role: str, custom_ids: list[str], *, endpoint: str = "", key_env: str = ""
