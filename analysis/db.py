@@ -14,13 +14,15 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import duckdb
 
 from analysis import costs, family_replay, sql
 from analysis.cascade_udf import register_udfs
+from analysis.derived import DerivedCache
 from analysis.errors import AnalysisError, require_sound
 from analysis.policy_table import default_policies, policies_sql
 
@@ -34,18 +36,13 @@ from analysis.sql import ScenarioSlice
 from analysis.views import (
     DEFAULT_DELTA,
     MIXED,
+    StoreFacts,
     build_statements,
-    check_trajectories,
-    deepest,
-    embedding_dim,
-    has_batch_calls,
     judgments_source,
     judgments_unique,
-    pick_judge,
     rounds_source,
-    signals_lack_calls,
-    signals_source,
     source,
+    store_facts,
 )
 from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
@@ -89,6 +86,7 @@ class Setup:
     signals: str = "computed"  # where the per-round signals came from (analysis.views.signals_source)
     prices: PriceTable | None = None  # what the cost columns are priced with (None: nothing, every cost NULL)
     batch: bool = False  # some call in scope was paid in batch mode (replay_inputs has the batch lists)
+    inputs: str = "built"  # replay_inputs: "built" now, "stored" (read back: analysis.inputs_cache) or "view"
 
 
 # Each connection's Setup lives exactly as long as the connection object: a weak key drops the entry
@@ -148,20 +146,25 @@ def connect(
     con = _new_connection(memory_limit)
     try:
         tables = TableSources(store, con)
-        con.execute(sql.create("judgments_raw", judgments_source(tables, scenario_ids)))
-        con.execute(sql.create("round_parts", rounds_source(tables, gen_id, scenario_ids)))
-        con.execute(sql.create("signals_raw", source(tables, "signals", gen_id)))
-        if validate:
-            check_trajectories(con, store)
-        judge, version = pick_judge(con, judge, judge_prompt_version)
-        dim = embedding_dim(store)
-        signals, missing = signals_source(con, store, gen_id, scenario_ids)
-        rounds = deepest(con)
-        fill_calls = signals_lack_calls(con, signals, gen_id, scenario_ids)
+        derived = DerivedCache(store)
+        sources = [
+            sql.create("judgments_raw", judgments_source(tables, scenario_ids)),
+            sql.create("round_parts", rounds_source(tables, gen_id, scenario_ids)),
+            sql.create("signals_raw", source(tables, "signals", gen_id)),
+        ]
+        for stmt in sources:
+            con.execute(stmt)
+        asked = repr((judge, judge_prompt_version, validate))
+        facts = StoreFacts(
+            **derived.remember(
+                derived.key([*sources, asked]),
+                lambda: asdict(store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)),
+            )
+        )
+        judge, version, dim, signals = facts.judge, facts.judge_prompt_version, facts.dim, facts.signals
+        missing, rounds, fill_calls, batch = facts.missing, facts.rounds, facts.fill_calls, facts.batch
         where = sql.judge_where(judge, version)
-        batch = has_batch_calls(con, signals, fill_calls, where, gen_id, scenario_ids)
         price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
-        unique = materialize and judgments_unique(con, where)
         if signals == MIXED:
             _log.warning(
                 "%d trajector%s in %s have no stored signals (written before the signals table, or a run was "
@@ -169,7 +172,8 @@ def connect(
                 "Store them once: shp-query --store %s --signals rebuild",
                 missing, "y" if missing == 1 else "ies", store.uri, store.uri,
             )  # fmt: skip
-        stmts = build_statements(
+        build = partial(
+            build_statements,
             tables,
             judge=judge,
             judge_prompt_version=version,
@@ -186,10 +190,26 @@ def connect(
             batch=batch,
             prices=prices,
             price_rows=price_rows,
-            unique_judgments=unique,
         )
-        for stmt in stmts:
+        stmts = build()
+        inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
+        key = derived.key(stmts[: at + 1])  # what computes replay_inputs, and the parts it reads
+        kept = derived.inputs(key) if materialize else None
+        if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
+            stmts = build(unique_judgments=True)
+        for i, stmt in enumerate(stmts):
+            if i == at and kept is not None:
+                try:
+                    con.execute(
+                        sql.create("replay_inputs", sql.query("kept_inputs", path=sql.quote(str(kept))), table=True)
+                    )
+                    inputs = "stored"
+                    continue
+                except duckdb.IOException:  # pruned by another process since: build it after all
+                    pass
             con.execute(stmt)
+        if inputs == "built":
+            derived.keep_inputs(con, key)
         if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
             family_replay.refresh(con, pols, materialize, dim, batch)
         register_udfs(con, rounds)
@@ -198,8 +218,15 @@ def connect(
     except BaseException:
         con.close()  # never hand back (or leak) a half-built connection
         raise
-    _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch)
+    _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch, inputs)
     return con
+
+
+def _inputs_at(statements: Sequence[str]) -> int:
+    """The index of the statement that creates replay_inputs."""
+    head = sql.create("replay_inputs", "", table=True).removesuffix(" AS ")
+    head_view = sql.create("replay_inputs", "").removesuffix(" AS ")
+    return next(i for i, s in enumerate(statements) if s.startswith((head + " ", head_view + " ")))
 
 
 def setup_of(con: duckdb.DuckDBPyConnection) -> Setup:
@@ -245,13 +272,10 @@ def write_init_script(
     con.execute(sql.create("judgments_raw", source(tables, "judgments")))
     con.execute(sql.create("round_parts", source(tables, "rounds")))
     con.execute(sql.create("signals_raw", source(tables, "signals")))
-    judge, version = pick_judge(con, judge, judge_prompt_version)
-    signals, _ = signals_source(con, store, None, None)
-    rounds = deepest(con)
-    fill_calls = signals_lack_calls(con, signals, None, None)
-    where = sql.judge_where(judge, version)
-    batch = has_batch_calls(con, signals, fill_calls, where, None, None)
+    facts = store_facts(con, store, judge, judge_prompt_version, None, None, validate=False)
+    judge, version = facts.judge, facts.judge_prompt_version
     prices = default_prices() if prices is None else prices
+    where = sql.judge_where(judge, version)
     price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
     con.close()
     stmts = build_statements(
@@ -261,12 +285,12 @@ def write_init_script(
         weights=check_weights(resolve_weights(weights)),
         policies=default_policies() if policies is None else policies,
         delta=delta,
-        dim=embedding_dim(store),
+        dim=facts.dim,
         with_families=False,
-        signals=signals,
-        rounds=rounds,
-        fill_calls=fill_calls,
-        batch=batch,
+        signals=facts.signals,
+        rounds=facts.rounds,
+        fill_calls=facts.fill_calls,
+        batch=facts.batch,
         prices=prices,
         price_rows=price_rows,
     )

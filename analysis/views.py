@@ -14,6 +14,7 @@ The SQL text is in :mod:`analysis.sql`; this module picks the statements and the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
@@ -136,6 +137,42 @@ def has_batch_calls(
         calls = "SELECT writer_mode, critic_mode FROM round_parts"
     ((batch,),) = con.execute(sql.query("batch_calls", signals=calls, judge_where=judge_where)).fetchall()
     return bool(batch)
+
+
+@dataclass(frozen=True)
+class StoreFacts:
+    """What connect() reads from the store before it builds the views: a function of the parts in scope and of
+    what was asked (judge, prompt version, validation), so :mod:`analysis.derived` can keep it per part set."""
+
+    judge: str | None
+    judge_prompt_version: str | None
+    dim: int  # embedding size (embedding_dim)
+    signals: str  # where round_signals reads the signals (signals_source)
+    missing: int  # trajectories without stored signals (-1: no signals table)
+    rounds: int  # the deepest trajectory (deepest)
+    fill_calls: bool  # signals_lack_calls
+    batch: bool  # has_batch_calls
+
+
+def store_facts(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    judge: str | None,
+    version: str | None,
+    gen_id: str | None,
+    scenario_ids: Sequence[str] | ScenarioSlice | None,
+    validate: bool = True,
+) -> StoreFacts:
+    """Check the trajectories (``validate``), pick the judge and read the rest of :class:`StoreFacts`.
+    Needs the ``round_parts``, ``judgments_raw`` and ``signals_raw`` views."""
+    if validate:
+        check_trajectories(con, store)
+    judge, version = pick_judge(con, judge, version)
+    signals, missing = signals_source(con, store, gen_id, scenario_ids)
+    fill_calls = signals_lack_calls(con, signals, gen_id, scenario_ids)
+    where = sql.judge_where(judge, version)
+    batch = has_batch_calls(con, signals, fill_calls, where, gen_id, scenario_ids)
+    return StoreFacts(judge, version, embedding_dim(store), signals, missing, deepest(con), fill_calls, batch)
 
 
 def signals_statements(

@@ -154,6 +154,17 @@ def test_planner_flags_degenerate_and_tiny_samples() -> None:
     assert math.isnan(stats.tost_power(1, 0.1, 0.02)) and stats.tost_n_needed(0.0, 0.02) is None
 
 
+def test_detectable_margins_are_where_the_power_reaches_the_target() -> None:
+    table = stats.detectable_margins(400)
+    n = np.array([m for m, _ in table])
+    es = np.array([e for _, e in table])
+    df = n - 1
+    by_bisection = stats._bisect_margins(stats.st.t.ppf(1 - stats.ALPHA, df), df, n)
+    assert np.max(np.abs(es - by_bisection) / by_bisection) < 1e-13  # the secant lands where bisection does
+    assert all(stats.tost_power(int(m), 1.0, e) == pytest.approx(stats.TARGET_POWER, abs=1e-12) for m, e in table)
+    assert np.all(np.diff(es) < 0)  # more pairs detect a smaller margin
+
+
 def test_sql_planner_equals_scipy() -> None:
     from analysis import sql
 
