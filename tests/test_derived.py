@@ -1,4 +1,4 @@
-"""What opening a store computes once per part set (analysis.derived): replay_inputs and the facts, kept and read back."""
+"""What opening a store computes once per part set (analysis.derived): replay_inputs and facts, kept, read back."""
 
 from __future__ import annotations
 
