@@ -15,3 +15,5 @@ def test_bench_replay_prints_one_json_line(capsys) -> None:
     assert out["trajectories"] == 300 and out["cells"] == 15 + 50
     assert out["identical"] and out["compared_rows"] == 60 * 65 and out["python_extrapolated"]
     assert "synthetic" in out["data"]
+    # a new store: its first open built the replay inputs and kept them, the measured (later) open read them back
+    assert out["replay_inputs"] == "stored" and out["first_open"]["end_to_end_s"] > 0
