@@ -331,14 +331,13 @@ def family_replay_sql(outcome_kinds: Iterable[str] = (), batch: bool = False) ->
     """The family policies' replay rows from their decisions (family_decisions) and replay_inputs' lists;
     the reasons of ``outcome_kinds`` (verifier-first) are outcomes too. Their cost: judge-free, the loop
     paid to tau, the evaluation of the returned (selected) round; ``batch``: replay_inputs' batch lists."""
-    spent = spent_values(paid="d.stop_round", at="d.selected_round", batch=batch, x="x.")
-    costs = cost_columns_sql(judged="false", batch=batch, v=spent, x="x.")
+    costs = cost_columns_sql(judged="false", batch=batch, paid="d.stop_round", at="d.selected_round", x="x.")
     return query("family_replay", outcome_kinds=quote_list(outcome_kinds), costs=costs)
 
 
 # The builders that live beside this module: a store's tables as sources, the replay's (its inputs' round
 # columns, the cascade's CASE chains, the cost columns).
-from analysis.sql.cost_text import cost_columns_sql, spent_values  # noqa: E402
+from analysis.sql.cost_text import cost_columns_sql  # noqa: E402
 from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
 from analysis.sql.source_text import (  # noqa: E402, F401
     ScenarioSlice,

@@ -6,8 +6,7 @@
 -- selected_round; replay_text.cost_columns_sql).
 SELECT p.policy, d.gen_id, d.scenario_id, d.stop_round, d.reason,  -- p.policy: the type of replay_core's policy
        -- judge-free: every writer up to tau, every critic before it, never the judge
-       (x.cw[d.stop_round] + CASE WHEN d.stop_round > 1 THEN x.cc[d.stop_round - 1] ELSE 0 END)::BIGINT
-           AS operational_tokens,
+       x.lt[d.stop_round]::BIGINT AS operational_tokens,
        x.j[d.selected_round]::BIGINT AS evaluation_tokens,
        $costs,
        x.s[d.selected_round] AS final_is,

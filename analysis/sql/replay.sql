@@ -1,9 +1,10 @@
 -- Every policy x every trajectory in one query (cascade, random, oracle), with the answer metrics of the returned
 -- draft (final_has_answer_line, final_em, final_f1). Filled by sql.replay_sql:
--- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES), spent (the
--- tokens paid and returned, and their prompt and batch parts: cost_text.spent_sql), costs (those tokens in US
--- dollars with the same judge charge as operational_tokens: cost_text.cost_columns_sql).
--- The per-round values at a row's round are replay_inputs' lists indexed (cw[paid], s[stop_round] ...).
+-- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES), costs (the
+-- tokens in US dollars with the same judge charge as operational_tokens, read from replay_inputs' per-round
+-- dollars: cost_text.cost_columns_sql).
+-- The per-round values at a row's round are replay_inputs' lists indexed (lt[paid], s[stop_round] ...): a row
+-- pays the loop and the judge to round paid and returns round stop_round's judgment.
 WITH pt AS (
     SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
            p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap, x.*
@@ -22,19 +23,14 @@ WITH pt AS (
 ), stopped AS (
     SELECT *, code // 8 AS stop_round, CASE WHEN kind = 'oracle' THEN cap ELSE code // 8 END AS paid
     FROM decided
-), spent AS (
-    -- what the row pays (the loop to round paid, the judge to it) and returns (round stop_round's judgment), read
-    -- from the lists once: the token and the cost columns share them
-    SELECT *, $spent
-    FROM stopped
 )
 SELECT policy, gen_id, scenario_id, stop_round::INTEGER AS stop_round,
        CASE kind WHEN 'cascade' THEN CASE code % 8 $reasons END WHEN 'random' THEN 'random' ELSE 'oracle' END
            AS reason,
-       (paid_loop + CASE WHEN consults_is THEN paid_judge ELSE 0 END)::BIGINT AS operational_tokens,
-       eval_judge::BIGINT AS evaluation_tokens,
+       (lt[paid] + CASE WHEN consults_is THEN cj[paid] ELSE 0 END)::BIGINT AS operational_tokens,
+       j[stop_round]::BIGINT AS evaluation_tokens,
        $costs,
        s[stop_round] AS final_is,
        depth, baseline_tokens, baseline_is, baseline_em, baseline_f1,
        hl[stop_round] AS final_has_answer_line, em[stop_round] AS final_em, f1[stop_round] AS final_f1
-FROM spent
+FROM stopped

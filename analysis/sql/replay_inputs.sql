@@ -9,15 +9,17 @@
 -- a_t: approved(f_t); crit: the first round t >= 2 whose previous critique approved (policy-independent).
 -- cw_t / cc_t / cj_t: cumulative writer / critic / judge tokens up to round t; j_t: judge tokens of round t.
 -- hl_t / em_t / f1_t: has_answer_line, answer EM and F1 of round t's draft.
--- What the cost columns need (replay_text.cost_columns_sql prices them; tokens stay integers, exact):
--- lp_t: prompt tokens of the loop paid to round t (writers <= t, critics < t: cw_t + cc_(t-1) in all);
--- jp_t: judge prompt tokens up to round t; and, only when some call was paid in batch mode (batch_calls.sql),
--- bl_t / blp_t: tokens / prompt tokens of the batch-mode loop calls to round t, bj_t / bjp_t the judge's.
+-- lt_t: the loop's tokens paid to round t (writers <= t, critics < t: cw_t + cc_(t-1)).
+-- What the cost columns need (cost_text.round_costs prices each round once; tokens stay integers, exact):
+-- lp_t: prompt tokens of the loop paid to round t; jp_t: judge prompt tokens up to round t; and, only when some
+-- call was paid in batch mode (batch_calls.sql), bl_t / blp_t: tokens / prompt tokens of the batch-mode loop
+-- calls to round t, bj_t / bjp_t the judge's. Priced with the generation's prices (generation_prices: its
+-- model's, and the judge's; NULL where the table has none, which ride along per trajectory) into lc_t / jc_t
+-- (the loop's / judge's dollars paid to round t, as paid), ec_t (round t's judgment), and with batch calls
+-- lcl_t / jcl_t (as if every call had been live).
 -- The cascade's comparisons (m<k>_<t>, g_t) are scalar columns; every other per-round value is a list of the
--- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1, lp, jp [, bl, blp, bj, bjp]; index t = round t) that
+-- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1, lt, lc, jc, ec [, lcl, jcl]; index t = round t) that
 -- the replay indexes at the row's round. Columns past a trajectory's depth are NULL: the replay never reads them.
--- The generation's prices (generation_prices: its model's, and the judge's; NULL where the table has none) ride
--- along per trajectory.
 WITH x AS (
     SELECT gen_id, scenario_id, round,
            CASE WHEN distance IS NULL OR isnan(distance) OR round = 1 THEN 'inf'::DOUBLE
@@ -34,16 +36,16 @@ WITH x AS (
     FROM x
     GROUP BY gen_id, scenario_id
 ), r AS (
-    SELECT gen_id, scenario_id, depth, crit, $round_values
-    FROM g
+    SELECT g.gen_id, g.scenario_id, depth, crit, $round_values,
+           gp.loop_input_per_mtok, gp.loop_output_per_mtok, gp.loop_batch_discount,
+           gp.judge_input_per_mtok, gp.judge_output_per_mtok, gp.judge_batch_discount
+    FROM g LEFT JOIN generation_prices gp ON gp.gen_id = g.gen_id
 ), lists AS (
-    SELECT gen_id, scenario_id, depth, crit, $derived
+    SELECT gen_id, scenario_id, depth, crit, $derived,
+           loop_input_per_mtok, loop_output_per_mtok, loop_batch_discount,
+           judge_input_per_mtok, judge_output_per_mtok, judge_batch_discount
     FROM r
 )
 -- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
-SELECT l.*, (cw[depth] + coalesce(cc[depth - 1], 0))::BIGINT AS baseline_tokens, s[depth] AS baseline_is,
-       em[depth] AS baseline_em, f1[depth] AS baseline_f1,
-       gp.loop_input_per_mtok, gp.loop_output_per_mtok, gp.loop_batch_discount,
-       gp.judge_input_per_mtok, gp.judge_output_per_mtok, gp.judge_batch_discount
-FROM lists l
-LEFT JOIN generation_prices gp ON gp.gen_id = l.gen_id
+SELECT *, lt[depth] AS baseline_tokens, s[depth] AS baseline_is, em[depth] AS baseline_em, f1[depth] AS baseline_f1
+FROM lists

@@ -9,17 +9,20 @@ statements themselves are the ``.sql`` files of this folder.
 from __future__ import annotations
 
 from analysis.sql import REASON_CODES, query, quote
-from analysis.sql.cost_text import cost_columns_sql, spent_sql
+from analysis.sql.cost_text import cost_columns_sql, loop_tokens, round_costs
 
 
 def _round_list(column: str, length: str, rounds: int) -> str:
-    return f"[{', '.join(f'{column}_{t}' for t in range(1, rounds + 1))}][1:{length}]"
+    return _list_of([f"{column}_{t}" for t in range(1, rounds + 1)], length)
+
+
+def _list_of(values: list[str], length: str) -> str:
+    return f"[{', '.join(values)}][1:{length}]"
 
 
 # replay_inputs' per-round lists (index t = round t, length depth): what the replay indexes at a row's round.
-# LISTS always; BATCH_LISTS too when some call the replay reads was paid in batch mode (the cost columns).
-LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1", "lp", "jp")
-BATCH_LISTS = ("bl", "blp", "bj", "bjp")
+# The per-round dollars (cost_text.round_costs) are lists too: lc, jc, ec, and lcl, jcl with batch calls.
+LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1")
 
 
 # The fields of r_t, round t's row of a trajectory (replay_inputs.sql's x); BATCH_FIELDS too with BATCH_LISTS.
@@ -65,7 +68,10 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool =
         for t in range(k + 1, rounds + 1)
     ]
     derived += [f"s_{t} - s_{t - 1} AS g_{t}" for t in range(2, rounds + 1)]
-    derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS + (BATCH_LISTS if batch else ())]
+    derived += [f"{_round_list(c, 'depth', rounds)} AS {c}" for c in LISTS]
+    derived.append(f"{_list_of([loop_tokens(t) for t in range(1, rounds + 1)], 'depth')} AS lt")
+    priced = [round_costs(t, batch) for t in range(1, rounds + 1)]
+    derived += [f"{_list_of([c[name] for c in priced], 'depth')} AS {name}" for name in priced[0]]
     return query(
         "replay_inputs",
         signals=signals,
@@ -108,6 +114,5 @@ def replay_sql(rounds: int, executor: str = "sql", batch: bool = False) -> str:
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
-    spent = spent_sql(paid="paid", at="stop_round", batch=batch)
-    costs = cost_columns_sql(judged="consults_is", batch=batch)
-    return query("replay", code=code, reasons=reasons, spent=spent, costs=costs)
+    costs = cost_columns_sql(judged="consults_is", batch=batch, paid="paid", at="stop_round")
+    return query("replay", code=code, reasons=reasons, costs=costs)
