@@ -271,7 +271,9 @@ def t95_sql(df: str) -> str:
 
 
 def t95_table_sql() -> str:
-    rows = ", ".join(f"({df}, {double(_st.t.ppf(0.95, df))})" for df in range(1, _T_TABLE_MAX_DF + 1))
+    dfs = range(1, _T_TABLE_MAX_DF + 1)
+    # one vectorised call (the same values as one call per df, 100x faster: every connection builds this)
+    rows = ", ".join(f"({df}, {double(q)})" for df, q in zip(dfs, _st.t.ppf(0.95, list(dfs)).tolist(), strict=True))
     return query("t95_table", rows=rows)
 
 
