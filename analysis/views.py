@@ -152,6 +152,7 @@ class StoreFacts:
     rounds: int  # the deepest trajectory (deepest)
     fill_calls: bool  # signals_lack_calls
     batch: bool  # has_batch_calls
+    gen_ids: tuple[str, ...] = ()  # the generations in scope, sorted (gen_ids.sql): the type of gen_id
 
 
 def store_facts(
@@ -172,7 +173,8 @@ def store_facts(
     fill_calls = signals_lack_calls(con, signals, gen_id, scenario_ids)
     where = sql.judge_where(judge, version)
     batch = has_batch_calls(con, signals, fill_calls, where, gen_id, scenario_ids)
-    return StoreFacts(judge, version, embedding_dim(store), signals, missing, deepest(con), fill_calls, batch)
+    gen_ids = tuple(g for (g,) in con.execute(sql.query("gen_ids")).fetchall())
+    return StoreFacts(judge, version, embedding_dim(store), signals, missing, deepest(con), fill_calls, batch, gen_ids)
 
 
 def signals_statements(
@@ -241,6 +243,7 @@ def build_statements(
     prices: PriceTable | None = None,
     price_rows: Sequence[tuple[object, ...]] = (),
     unique_judgments: bool = False,
+    gen_ids: Sequence[str] = (),
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
@@ -252,7 +255,7 @@ def build_statements(
     (:func:`analysis.costs.generation_price_rows`): the price table and what it gives each generation.
     ``unique_judgments`` (:func:`judgments_unique`, checked just before): a materialised ``replay_inputs``
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
-    have grown since, always picks).
+    have grown since, always picks). ``gen_ids``: the generations in scope (:class:`StoreFacts`), gen_id's ENUM.
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
@@ -273,7 +276,11 @@ def build_statements(
         sql.create("answers", sql.query("answers_view")),
         sql.create("rounds", sql.query("rounds")),
         *costs.statements(prices, list(price_rows)),
-        sql.create("replay_inputs", sql.replay_inputs_sql(rounds, inputs, batch=batch), table=materialize),
+        sql.create(
+            "replay_inputs",
+            sql.replay_inputs_sql(rounds, inputs, batch=batch, gen_type=sql.gen_id_type(gen_ids)),
+            table=materialize,
+        ),
         # the per-trajectory lists (family replay, statistics, users): computed when read
         sql.create("trajectories", sql.trajectories_sql()),
         sql.create("dynamics", sql.dynamics_sql()),

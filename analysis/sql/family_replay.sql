@@ -4,7 +4,7 @@
 -- no per-trajectory list is built here. Filled by sql.family_replay_sql: outcome_kinds (the family kinds whose
 -- reasons are outcomes: verifier-first), costs (the token columns in dollars: judge-free, returned round
 -- selected_round; replay_text.cost_columns_sql).
-SELECT p.policy, d.gen_id, d.scenario_id, d.stop_round, d.reason,  -- p.policy: the type of replay_core's policy
+SELECT p.policy, x.gen_id, d.scenario_id, d.stop_round, d.reason,  -- p.policy, x.gen_id: replay_core's types
        -- judge-free: every writer up to tau, every critic before it, never the judge
        x.lt[d.stop_round]::BIGINT AS operational_tokens,
        x.j[d.selected_round]::BIGINT AS evaluation_tokens,

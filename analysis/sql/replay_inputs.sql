@@ -46,6 +46,8 @@ WITH x AS (
            judge_input_per_mtok, judge_output_per_mtok, judge_batch_discount
     FROM r
 )
--- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge
-SELECT *, lt[depth] AS baseline_tokens, s[depth] AS baseline_is, em[depth] AS baseline_em, f1[depth] AS baseline_f1
+-- the baseline fixed_k(depth): every round's writer, every critic but the last, no judge; gen_id as an ENUM of the
+-- generations in scope (gen_type, sql.gen_id_type): every replay row carries a code, not a 64-hex string
+SELECT * REPLACE (gen_id::$gen_type AS gen_id),
+       lt[depth] AS baseline_tokens, s[depth] AS baseline_is, em[depth] AS baseline_em, f1[depth] AS baseline_f1
 FROM lists

@@ -41,11 +41,14 @@ def _paid_to(t: int, writer: str, critic: str) -> str:
     return f"({_upto(t, writer)} + {_upto(t - 1, critic)})::BIGINT"
 
 
-def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool = False) -> str:
+def replay_inputs_sql(
+    rounds: int, signals: str = "round_signals", batch: bool = False, gen_type: str = "VARCHAR"
+) -> str:
     """One row per trajectory of ``signals`` (replay_inputs.sql): the cascade's comparisons as scalar columns
     (``m<k>_<t>``, ``g_<t>``), every per-round value as a list of the trajectory's depth, the baselines;
     ``rounds``: the deepest trajectory (at least 1); ``batch``: some call was paid in batch mode, so the
-    batch calls' token lists are built too (a store of live calls pays nothing for them)."""
+    batch calls' token lists are built too (a store of live calls pays nothing for them); ``gen_type``: the type
+    of gen_id (:func:`analysis.sql.gen_id_type`)."""
     rounds = max(1, int(rounds))
     fields = FIELDS + (BATCH_FIELDS if batch else ())
     row = "{" + ", ".join(f"'{f}': {f}" for f in fields) + "}"
@@ -78,6 +81,7 @@ def replay_inputs_sql(rounds: int, signals: str = "round_signals", batch: bool =
         per_round=",\n           ".join(per_round),
         round_values=",\n           ".join(values),
         derived=",\n       ".join(derived),
+        gen_type=gen_type,
     )
 
 
