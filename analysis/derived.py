@@ -7,7 +7,8 @@ job and report opened the same parts and built the same table again. Both are fu
 computes them, of what the connection asks (judge, weights, scope) and of the parts they read. Part names
 carry the sha256 of their bytes (:mod:`storage.parts`), so a key over
 
-    the DuckDB version, :data:`FORMAT`, the source of the ``analysis`` package (its Python and its SQL),
+    the DuckDB version, :data:`FORMAT`, the source of the ``analysis`` package (its Python and its SQL) and
+    of ``storage.schemas``,
     the statements or request, and the name and size of every part of every table
 
 cannot go stale: a new, removed or rewritten part, another judge, weights, scope (``gen_id``, scenarios,
@@ -36,6 +37,7 @@ from pathlib import Path
 import duckdb
 
 from analysis import sql
+from storage import schemas
 from storage.cache import default_cache_dir
 from storage.parts import TEMP_GRACE_S, Store
 from storage.schemas import TABLES
@@ -52,11 +54,13 @@ _warned: set[str] = set()
 
 @cache
 def _code_digest() -> str:
-    """sha256 over the analysis package's source (Python and SQL): another version of it, another key."""
+    """sha256 over the analysis package's source (Python and SQL) and the store's schemas: another version of
+    either, another key."""
     root = Path(sql.__file__).parent.parent
+    files = [*root.rglob("*.py"), *root.rglob("*.sql"), Path(schemas.__file__)]
     h = hashlib.sha256()
-    for path in sorted([*root.rglob("*.py"), *root.rglob("*.sql")]):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(files):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
