@@ -86,7 +86,7 @@ class Setup:
     signals: str = "computed"  # where the per-round signals came from (analysis.views.signals_source)
     prices: PriceTable | None = None  # what the cost columns are priced with (None: nothing, every cost NULL)
     batch: bool = False  # some call in scope was paid in batch mode (replay_inputs has the batch lists)
-    inputs: str = "built"  # replay_inputs: "built" now, "stored" (read back: analysis.inputs_cache) or "view"
+    inputs: str = "built"  # replay_inputs: "built" now, "stored" (read back: analysis.derived) or "view"
 
 
 # Each connection's Setup lives exactly as long as the connection object: a weak key drops the entry
