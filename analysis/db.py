@@ -195,7 +195,8 @@ def connect(
         stmts = build()
         gen_type = sql.gen_id_type(facts.gen_ids)
         inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
-        key = derived.key(stmts[: at + 1])  # what computes replay_inputs, and the parts it reads
+        # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
+        key = derived.key(stmts[: at + 1]) if materialize else ""
         kept = derived.inputs(key) if materialize else None
         if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
             stmts = build(unique_judgments=True)

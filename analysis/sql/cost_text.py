@@ -17,7 +17,7 @@ costs NULL, never a silent $0; a judge that is no model and made no call (the le
 prompt tokens.
 
 What a stop at round t costs depends on the trajectory and t only, not on the policy: so replay_inputs
-prices every round once (:func:`round_cost_lists`: per trajectory, ``lc`` / ``jc`` the loop's and the judge's
+prices every round once (:func:`round_costs`: per trajectory, ``lc`` / ``jc`` the loop's and the judge's
 dollars paid to round t, ``ec`` the dollars of round t's judgment), and a replay row reads its round's entry
 (:func:`cost_columns_sql`) instead of pricing tokens again for each of its 65 policies. The dollars are the
 same expression over the same integer tokens as before, so the same doubles.

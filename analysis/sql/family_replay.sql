@@ -3,7 +3,7 @@
 -- params_json. The trajectory's per-round values come from replay_inputs' lists (materialised; index t = round t):
 -- no per-trajectory list is built here. Filled by sql.family_replay_sql: outcome_kinds (the family kinds whose
 -- reasons are outcomes: verifier-first), costs (the token columns in dollars: judge-free, returned round
--- selected_round; replay_text.cost_columns_sql).
+-- selected_round; cost_text.cost_columns_sql).
 SELECT p.policy, x.gen_id, d.scenario_id, d.stop_round, d.reason,  -- p.policy, x.gen_id: replay_core's types
        -- judge-free: every writer up to tau, every critic before it, never the judge
        x.lt[d.stop_round]::BIGINT AS operational_tokens,

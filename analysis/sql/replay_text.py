@@ -25,7 +25,7 @@ def _list_of(values: list[str], length: str) -> str:
 LISTS = ("d", "s", "a", "cw", "cc", "cj", "j", "hl", "em", "f1")
 
 
-# The fields of r_t, round t's row of a trajectory (replay_inputs.sql's x); BATCH_FIELDS too with BATCH_LISTS.
+# The fields of r_t, round t's row of a trajectory (replay_inputs.sql's x); BATCH_FIELDS too with batch calls.
 FIELDS = ("d", "s", "a", "w", "c", "j", "hl", "em", "f1", "wp", "cp", "jpr")
 BATCH_FIELDS = ("wb", "cb", "jb")
 
