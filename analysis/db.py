@@ -193,7 +193,6 @@ def connect(
             gen_ids=facts.gen_ids,
         )
         stmts = build()
-        gen_type = sql.gen_id_type(facts.gen_ids)
         inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
         # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
         key = derived.key(stmts[: at + 1]) if materialize else ""
@@ -203,15 +202,14 @@ def connect(
         for i, stmt in enumerate(stmts):
             if i == at and kept is not None:
                 try:
-                    read_back = sql.query("kept_inputs", path=sql.quote(str(kept)), gen_type=gen_type)
-                    con.execute(sql.create("replay_inputs", read_back, table=True))
+                    con.execute(sql.query("kept_inputs", path=sql.quote(str(kept))))
                     inputs = "stored"
                     continue
                 except duckdb.IOException:  # pruned by another process since: build it after all
                     pass
+            if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
+                continue  # computed into the kept file, and read there
             con.execute(stmt)
-        if inputs == "built":
-            derived.keep_inputs(con, key)
         if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
             family_replay.refresh(con, pols, materialize, dim, batch)
         register_udfs(con, rounds)
@@ -229,6 +227,11 @@ def _inputs_at(statements: Sequence[str]) -> int:
     head = sql.create("replay_inputs", "", table=True).removesuffix(" AS ")
     head_view = sql.create("replay_inputs", "").removesuffix(" AS ")
     return next(i for i, s in enumerate(statements) if s.startswith((head + " ", head_view + " ")))
+
+
+def _inputs_select(statement: str) -> str:
+    """The query of the statement that creates the replay_inputs table."""
+    return statement.removeprefix(sql.create("replay_inputs", "", table=True))
 
 
 def setup_of(con: duckdb.DuckDBPyConnection) -> Setup:

@@ -29,7 +29,7 @@ def _open(root, **kw):
 
 def _kept(root) -> list[str]:
     folder = root / "_cache" / derived.DIRNAME
-    return sorted(p.name for p in folder.glob("replay_inputs-*.parquet")) if folder.is_dir() else []
+    return sorted(p.name for p in folder.glob("replay_inputs-*.duckdb")) if folder.is_dir() else []
 
 
 @pytest.fixture
@@ -96,13 +96,36 @@ def test_a_store_whose_cache_folder_cannot_be_written_opens_as_before(store, cap
 def test_parts_arriving_while_it_builds_keep_nothing(store, monkeypatch) -> None:
     calls = iter([("a",), ("b",), ("b",), ("b",)])  # listed at connect, then changed when about to keep
     monkeypatch.setattr(derived, "listing", lambda _store: next(calls))
-    assert _open(store)[0] == "built"
-    assert _kept(store) == []
+    monkeypatch.setattr(derived, "TEMP_GRACE_S", 0)  # so a file left behind would not hide as a live writer's
+    built = _open(store)
+    assert built[0] == "built" and built[1]  # this connection read what it computed ...
+    assert _kept(store) == [] and list((store / "_cache" / derived.DIRNAME).glob("_tmp-*")) == []  # ... alone
+
+
+def test_the_first_open_reads_the_file_it_computed_and_a_failed_computation_keeps_nothing(store, caplog) -> None:
+    con = analysis.connect(store)
+    try:
+        assert setup_of(con).inputs == "built"
+        (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = 'kept_inputs'").fetchone()
+        assert [path.rsplit("/", 1)[1]] == _kept(store)  # computed straight into the kept file, read there
+    finally:
+        con.close()
+    cache = derived.DerivedCache(Store(store))
+    con = analysis.db._new_connection()
+    try:
+        with caplog.at_level(logging.WARNING, logger="analysis.derived"):
+            assert cache.build_inputs(con, "k" * 32, "SELECT error('not a replay input') AS x") is False
+        assert not caplog.records  # the caller's own build raises the computation's error: no warning here
+        assert con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = 'kept_out'").fetchone() == (0,)
+        assert con.execute("SELECT current_setting('force_compression')").fetchone()[0] in ("", "auto")
+    finally:
+        con.close()
+    assert list(cache.dir.glob(f"*{'k' * 32}*")) == [] and list(cache.dir.glob("_tmp-*")) == []
 
 
 def test_a_kept_file_removed_under_a_connection_is_built_again(store, monkeypatch) -> None:
     built = _open(store)
-    gone = store / "_cache" / derived.DIRNAME / "replay_inputs-gone.parquet"
+    gone = store / "_cache" / derived.DIRNAME / "replay_inputs-gone.duckdb"
     monkeypatch.setattr(derived.DerivedCache, "inputs", lambda self, key: gone)
     again = _open(store)
     assert again[0] == "built" and again[1:] == built[1:]

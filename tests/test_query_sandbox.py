@@ -279,6 +279,7 @@ def test_the_lock_down_settings(places) -> None:
             ).fetchall()
         )
         allowed = con.execute("SELECT current_setting('allowed_directories')").fetchone()[0]
+        (kept,) = con.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL").fetchone()
         spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
         with pytest.raises(duckdb.InvalidInputException, match="configuration has been locked"):
             con.execute("SET enable_external_access = true")
@@ -293,8 +294,10 @@ def test_the_lock_down_settings(places) -> None:
         "allow_persistent_secrets": "false",
         "python_enable_replacements": "false",
         "allowed_configs": "[]",
-        "allowed_paths": "[]",
+        # DuckDB's own: the file replay_inputs is read from, attached read-only (analysis.derived), and its WAL's names
+        "allowed_paths": f"[{kept}.wal.recovery, {kept}.wal.checkpoint, {kept}.wal, {kept}]",
     }
+    assert Path(kept).parent == places["store"] / "_cache" / "derived"
     # the table folders and the spill folder: not the store root, not its views.sql or _cache
     assert sorted(allowed) == sorted([f"{places['store']}/{t}/" for t in TABLES] + [f"{spill}/"])
 

@@ -1,3 +1,4 @@
--- replay_inputs read back from the file analysis.derived kept for these parts and statements; gen_id as the
--- connection's ENUM of the generations (Parquet keeps it as text). Filled by analysis.db: path (quoted), gen_type.
-SELECT * REPLACE (gen_id::$gen_type AS gen_id) FROM read_parquet($path)
+-- replay_inputs read in place from the database file analysis.derived kept for these parts and statements:
+-- attached read-only (any number of processes may), a view over its table. Filled by analysis.db: path (quoted).
+ATTACH $path AS kept_inputs (READ_ONLY);
+CREATE OR REPLACE VIEW replay_inputs AS SELECT * FROM kept_inputs.replay_inputs

@@ -8,11 +8,11 @@ process (``--drop-caches`` also empties the OS page cache first, as root), as a 
 - ``scan_s``: analysis.connect() -- reads the store's per-round signals (scalar columns, no
   embedding), joins IS_t, builds the per-trajectory lists, materialised. Opening a store keeps what
   it computed per part set (:mod:`analysis.derived`), so a store opened for the first time is measured
-  twice: ``first_open`` (computes and keeps it), then the headline, a later open (reads it back);
+  twice: ``first_open`` (computes and keeps it), then the headline, a later open (reads it in place);
 - ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells included) and a
   10 x 5 eps x k grid over every trajectory, with the cost columns, streamed to Arrow record batches
-  (never held whole: 65 rows per trajectory); ``--batch-rate`` makes a share of the synthetic calls
-  batch calls (the replay then builds the batch calls' token lists too);
+  (never held whole: 65 rows per trajectory), ``--batch-rows`` rows at a time; ``--batch-rate`` makes a share
+  of the synthetic calls batch calls (the replay then builds the batch calls' token lists too);
 - ``python_s``: the paper's way, a Python loop over trajectories calling
   :func:`shp_ray.policy.reference.replay` (decide() round by round) on the SAME per-round
   signals; measured on a subsample and extrapolated linearly (said so in the JSON).
@@ -34,6 +34,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+# Rows per Arrow record batch the timed query streams. DuckDB converts a streamed result to Arrow on the
+# consuming thread; batches of 64k rows (about 5 MB) stay in cache while they are built, 1M-row ones do not:
+# at 100k trajectories the same query streams in 0.93 s at 64k against 1.10 s at 1M (BENCHMARKS.md).
+BATCH_ROWS = 1 << 16
 
 
 def _policies(rounds: int):  # noqa: ANN202
@@ -59,8 +64,9 @@ def _same(a: float | None, b: float) -> bool:
 
 
 def measure(
-    store: Path, rounds: int, sample: int, memory_limit: str | None = None, slices: int = 1
-) -> dict[str, object]:
+    store: Path, rounds: int, sample: int, memory_limit: str | None = None, slices: int = 1,
+    batch_rows: int = BATCH_ROWS,
+) -> dict[str, object]:  # fmt: skip
     """The timed part, in this (fresh) process: open the store, replay every cell (slice by slice when
     ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next), then
     compare a subsample (of the first slice) with the Python loop."""
@@ -80,7 +86,7 @@ def measure(
         part = analysis.connect(store, policies=policies, memory_limit=memory_limit, scenario_ids=scope)
         scan_s += time.perf_counter() - t0
         t0 = time.perf_counter()
-        rows += sum(b.num_rows for b in part.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
+        rows += sum(b.num_rows for b in part.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=batch_rows))
         sql_s += time.perf_counter() - t0
         n += part.execute(sql.query("replay_inputs_count")).fetchall()[0][0]
         if i == 0:
@@ -114,7 +120,7 @@ def measure(
         st = Store(store)
         t0 = time.perf_counter()
         one = analysis.connect(store, policies=policies, gen_id=gens[0], memory_limit=memory_limit)
-        one_rows = sum(b.num_rows for b in one.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
+        one_rows = sum(b.num_rows for b in one.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=batch_rows))
         narrowed = {
             "generations": len(gens),
             "one_generation_end_to_end_s": round(time.perf_counter() - t0, 3),
@@ -148,6 +154,7 @@ def measure(
         "batch_calls": setup.batch,  # the replay built the batch calls' token lists
         "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
         "slices": slices,
+        "batch_rows": batch_rows,
         **narrowed,
     }
 
@@ -178,7 +185,7 @@ def _du_mb(path: Path) -> float:
 def run(
     n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
     drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1, slices: int = 1,
-    batch_rate: float = 0.0,
+    batch_rate: float = 0.0, batch_rows: int = BATCH_ROWS,
 ) -> dict[str, object]:  # fmt: skip
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -202,7 +209,7 @@ def run(
     cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
     cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
     cmd += ["--memory-limit", memory_limit] if memory_limit else []
-    cmd += ["--slices", str(slices)]
+    cmd += ["--slices", str(slices), "--batch-rows", str(batch_rows)]
     cold, out = _fresh_process(cmd, drop_caches)
     first: dict[str, object] | None = None
     if out["replay_inputs"] == "built":  # the store's first open computed what every later open reads back
@@ -232,19 +239,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generations", type=int, default=1, help="split the trajectories over this many generations")
     ap.add_argument("--slices", type=int, default=1, help="replay slice by slice (analysis.ScenarioSlice)")
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
+    ap.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows per Arrow batch the replay streams")
     ap.add_argument("--batch-rate", type=float, default=0.0, help="share of synthetic calls paid in batch mode")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
-    if min(args.trajectories, args.rounds, args.python_sample, args.generations, args.slices) < 1:
-        ap.error("--trajectories, --rounds, --python-sample, --generations and --slices must be >= 1")
+    if min(args.trajectories, args.rounds, args.python_sample, args.generations, args.slices, args.batch_rows) < 1:
+        ap.error("--trajectories, --rounds, --python-sample, --generations, --slices and --batch-rows must be >= 1")
     if args.generations > args.trajectories:
         ap.error("--generations cannot exceed --trajectories")
     if args.measure is not None:
-        out = measure(args.measure, args.rounds, args.python_sample, args.memory_limit, args.slices)
+        out = measure(args.measure, args.rounds, args.python_sample, args.memory_limit, args.slices, args.batch_rows)
         print(json.dumps(out), flush=True)
         return 0
     opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations,
-            "slices": args.slices, "batch_rate": args.batch_rate}  # fmt: skip
+            "slices": args.slices, "batch_rate": args.batch_rate, "batch_rows": args.batch_rows}  # fmt: skip
     shape = (args.trajectories, args.rounds, args.dim, args.python_sample, args.seed)
     if args.store is not None:
         if not args.store.is_dir():
