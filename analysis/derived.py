@@ -126,13 +126,16 @@ class DerivedCache:
         if self._unchanged():
             try:
                 os.replace(tmp, final)
-                self._prune(_INPUTS.format("*"), KEEP_FILES)
             except OSError as exc:
                 final = tmp
                 self._cannot_keep(exc)
+            self._prune(_INPUTS.format("*"), KEEP_FILES)
         else:
             final = tmp
-        con.execute(sql.query("kept_inputs", path=sql.quote(str(final))))
+        try:
+            con.execute(sql.query("kept_inputs", path=sql.quote(str(final))))
+        except duckdb.IOException:  # removed since (another process pruned it): the caller builds it after all
+            return False
         if final == tmp:
             tmp.unlink(missing_ok=True)  # attached: readable until the connection closes, kept for no one else
         return True
@@ -196,4 +199,5 @@ class DerivedCache:
         for i, (_, size, path) in enumerate(files):
             total += size
             if i > 0 and (i >= keep_files or total > KEEP_BYTES):
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a file this process may not remove stays: pruning is best effort
+                    path.unlink(missing_ok=True)
