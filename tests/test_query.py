@@ -83,6 +83,16 @@ def test_interactive_prompt(store, capsys, monkeypatch) -> None:
     assert "read-only" in captured.err
 
 
+def test_dot_tables_lists_each_relation_once(store, capsys, monkeypatch) -> None:
+    main(["--store", str(store), "SELECT 1"])  # the first open keeps replay_inputs; this one attaches that file
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO(".tables\n.quit\n"))
+    assert main(["--store", str(store), "--format", "csv"]) == 0
+    names = capsys.readouterr().out.split()[1:]  # under the header
+    assert "replay" in names and "policies" in names and names.count("replay_inputs") == 1
+    assert len(names) == len(set(names))
+
+
 def test_bad_store_and_bad_sql_fail_cleanly(store, tmp_path, capsys) -> None:
     assert main(["--store", str(tmp_path / "none"), "SELECT 1"]) == 2
     assert "no store at" in capsys.readouterr().err
