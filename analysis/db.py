@@ -200,13 +200,9 @@ def connect(
         if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
             stmts = build(unique_judgments=True)
         for i, stmt in enumerate(stmts):
-            if i == at and kept is not None:
-                try:
-                    con.execute(sql.query("kept_inputs", path=sql.quote(str(kept))))
-                    inputs = "stored"
-                    continue
-                except duckdb.IOException:  # pruned by another process since: build it after all
-                    pass
+            if i == at and kept is not None and derived.attach_inputs(con, kept):
+                inputs = "stored"
+                continue
             if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
                 continue  # computed into the kept file, and read there
             con.execute(stmt)

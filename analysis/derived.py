@@ -100,6 +100,15 @@ class DerivedCache:
             return None
         return path
 
+    def attach_inputs(self, con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+        """Read replay_inputs from the kept file at ``path`` (attached read-only, a view over its table); False if
+        the file is gone (another process pruned it since): the caller builds it after all."""
+        try:
+            con.execute(sql.query("kept_inputs", path=sql.quote(str(path))))
+        except duckdb.IOException:
+            return False
+        return True
+
     def build_inputs(self, con: duckdb.DuckDBPyConnection, key: str, select: str) -> bool:
         """Compute replay_inputs (``select``) straight into a file kept under ``key``, and read it there (a view).
 
@@ -132,9 +141,7 @@ class DerivedCache:
             self._prune(_INPUTS.format("*"), KEEP_FILES)
         else:
             final = tmp
-        try:
-            con.execute(sql.query("kept_inputs", path=sql.quote(str(final))))
-        except duckdb.IOException:  # removed since (another process pruned it): the caller builds it after all
+        if not self.attach_inputs(con, final):
             return False
         if final == tmp:
             tmp.unlink(missing_ok=True)  # attached: readable until the connection closes, kept for no one else
