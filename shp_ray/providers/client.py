@@ -26,6 +26,7 @@ is declared dead within about 3 x ``timeout_s`` + the backoff cap of its last re
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import functools
 import json
@@ -73,16 +74,17 @@ def safe_endpoint(base_url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def url_auth(base_url: str) -> tuple[str, aiohttp.BasicAuth | None]:
-    """``base_url`` without its user info, and that user info as HTTP basic auth (None if it has none).
+def url_auth(base_url: str) -> tuple[str, str]:
+    """``base_url`` without its user info, and that user info as an HTTP basic ``Authorization`` ("" if none).
 
     A basic-auth proxy in front of an OpenAI-compatible server is reached as ``https://user:pw@host/v1``;
     the credentials leave the URL here, so no error text or log line built from the URL can carry them.
     """
     parts = urlsplit(base_url)
     if "@" not in parts.netloc:
-        return base_url, None
-    auth = aiohttp.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+        return base_url, ""
+    user_pass = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    auth = "Basic " + base64.b64encode(user_pass.encode()).decode()
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])), auth
 
 
@@ -133,7 +135,7 @@ class OpenAICompatProvider:
         url, self._auth = url_auth(spec.base_url)
         self._url = url.rstrip("/") + "/chat/completions"
         self._key = read_key(spec, self.endpoint)
-        if self._auth is not None and self._key:  # two Authorization headers: refused before any call
+        if self._auth and self._key:  # two Authorization headers: refused before any call
             raise ProviderError(
                 f"{self.endpoint}: the base URL carries credentials (user:password@, sent as HTTP basic auth) and "
                 f"{spec.api_key_env} holds an API key; keep one of them",
@@ -314,11 +316,11 @@ class OpenAICompatProvider:
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
         payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
+        if self._key or self._auth:
+            headers["Authorization"] = f"Bearer {self._key}" if self._key else self._auth
         try:
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            async with session.post(self._url, json=payload, headers=headers, timeout=timeout, auth=self._auth) as resp:
+            async with session.post(self._url, json=payload, headers=headers, timeout=timeout) as resp:
                 body = await resp.read()
                 status, resp_headers = resp.status, dict(resp.headers)
             self._heard, self._quiet_since = time.monotonic(), None
