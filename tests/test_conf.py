@@ -189,8 +189,14 @@ def test_an_inconsistent_ahp_matrix_is_refused_unless_forced(hydra_ctx):
     [
         (["provider.timeout_s=1e9"], "provider.timeout_s: must be a finite number in [1, 3600], got 1000000000.0"),
         (["generation.max_rounds=1000000"], "generation.max_rounds: must be an integer in [1, 100], got 1000000"),
-        (["generation.max_rounds=30"], "generation.max_rounds: 30 rounds is above 20 (the soft bound); add allow_large"),
-        (["dataset.limit=50000"], "dataset.limit: 50000 scenarios x 6 rounds plan up to 600,000 paid calls, above 100,000"),
+        (
+            ["generation.max_rounds=30"],
+            "generation.max_rounds: 30 rounds is above 20 (the soft bound); add allow_large",
+        ),
+        (
+            ["dataset.limit=50000"],
+            "dataset.limit: 50000 scenarios x 6 rounds plan up to 600,000 paid calls, above 100,000",
+        ),
     ],
 )
 def test_a_magnitude_out_of_bounds_says_its_range_or_the_override(hydra_ctx, overrides, said):
@@ -211,7 +217,9 @@ def test_url_credentials_with_an_api_key_are_refused_without_echoing_the_passwor
     said = str(err.value)
     assert said.startswith("provider.base_url: ") and "provider.api_key_env=OPENAI_API_KEY" in said
     assert secret not in said and "\n" not in said
-    assert job_of("provider=openai", f"provider.base_url=https://user:{secret}@proxy.example/v1", "provider.api_key_env=")
+    assert job_of(
+        "provider=openai", f"provider.base_url=https://user:{secret}@proxy.example/v1", "provider.api_key_env="
+    )
 
 
 def test_a_key_pasted_into_api_key_env_is_refused_and_not_echoed(hydra_ctx):

@@ -96,12 +96,17 @@ class SimApp:
         )
         self.seen: collections.Counter[str] = collections.Counter()
         self.arrivals = 0  # chat requests admitted past the limits (faults_after counts these)
+        self.unstall = asyncio.Event()  # set on shutdown: the stalled requests end, unanswered
         self.stats = SimStats()
         self.batch = SimBatch(options, self.replies, self._authorised, self.stats.batch)
         self.app = web.Application(client_max_size=self.batch.client_max_size)
         self.app.router.add_post("/v1/chat/completions", self.chat)
         self.app.router.add_get("/v1/models", self.models)
         self.batch.register(self.app)
+        self.app.on_shutdown.append(self._unstall)
+
+    async def _unstall(self, app: web.Application) -> None:
+        self.unstall.set()
 
     async def models(self, request: web.Request) -> web.Response:
         names = self.o.models or ("sim-1",)
@@ -164,7 +169,10 @@ class SimApp:
         if fault is not None:
             self.stats.faults[fault] += 1
         if fault == "stall":  # read, never answered: what only the client's own timeout ends
-            await asyncio.Event().wait()
+            await self.unstall.wait()
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
         delay = self.o.latency_s + self.o.jitter_s * unit(self.o.seed, "jitter", digest, nth)
         if fault == "slow":
             delay += self.o.slow_s
