@@ -249,6 +249,11 @@ def resolve_policies(names: list[str], halt: HaltConfig, seeds: list[int]) -> tu
     return tuple(unique.values())
 
 
+# Root keys a command appends to say "yes, I mean it" (+confirm=true): not settings of the job, so not in
+# the schema (a run's config would otherwise carry a standing confirmation).
+ACKNOWLEDGEMENTS = ("confirm",)
+
+
 def check_known_keys(cfg: DictConfig, path: str = "") -> None:
     """Refuse keys the schema does not define, even when appended with ``+key=value``.
 
@@ -258,7 +263,7 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
     kind = OmegaConf.get_type(cfg)
     if not dataclasses.is_dataclass(kind):
         return
-    known = {f.name for f in dataclasses.fields(kind)}
+    known = {f.name for f in dataclasses.fields(kind)} | (set(ACKNOWLEDGEMENTS) if not path else set())
     for key in cfg:
         where = f"{path}{key}"
         if key not in known:
@@ -291,6 +296,13 @@ def resolve_prices(section: DictConfig) -> PriceTable:
         return price_table(data)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _acknowledged(cfg: DictConfig, key: str) -> bool:
+    value = cfg.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: must be true or false (+{key}=true), got {value!r}")
+    return value
 
 
 def to_job(cfg: DictConfig) -> JobSpec:
@@ -380,5 +392,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         progress=cfg.progress,
         allow_partial=cfg.allow_partial,
         allow_large=cfg.allow_large,
+        dry_run=cfg.dry_run,
+        confirm=_acknowledged(cfg, "confirm"),
         prices=resolve_prices(cfg.prices),
     )

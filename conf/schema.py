@@ -229,6 +229,8 @@ class Config:
     allow_partial: bool = False
     # Run a plan beyond the soft bounds of conf.plan (more than 20 rounds, more than 100,000 paid calls).
     allow_large: bool = False
+    # Print each job's plan (scenarios to generate, calls, tokens, dollars, wall time) and stop: no call at all.
+    dry_run: bool = False
 
 
 def register() -> None:

@@ -57,3 +57,5 @@ class JobSpec:
     allow_partial: bool  # replay the stored scenarios when some failed for good
     prices: PriceTable  # what the replay's cost columns are priced with
     allow_large: bool = False  # a plan beyond conf.plan's soft bounds was asked for by name
+    dry_run: bool = False  # print the plan, make no call
+    confirm: bool = False  # +confirm=true: a plan beyond conf.plan's gates (hours, dollars) was asked for by name

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
+from conf.spec import JobSpec
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
@@ -94,6 +95,8 @@ def main(cfg: DictConfig) -> dict:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
         log.error("invalid config: %s", said)
         raise SystemExit(f"shp-sweep: invalid config: {said}") from None
+    if _planned(job):
+        return {"dry_run": True}
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
     try:
@@ -122,6 +125,22 @@ def main(cfg: DictConfig) -> dict:
     query = sql.query("sweep_explore_example")
     print(f'explore: shp-query --store {store} "{query}"')
     return sweep_job.as_dict(result)
+
+
+def _planned(job: JobSpec) -> bool:
+    """Print (dry run) or log the job's plan; stop a plan past the gates without +confirm=true. True: dry run."""
+    from sweeps.plan import describe, gate, make_plan
+
+    planned = make_plan(job)
+    block = describe(planned, job)
+    if job.dry_run:
+        print(block)
+    else:
+        log.info("%s", block)
+    why = gate(planned, job)
+    if why and not job.confirm:
+        raise SystemExit(f"shp-sweep: {why}")
+    return job.dry_run
 
 
 def _fail(tag: str, store: str, exc: Exception) -> None:

@@ -21,6 +21,12 @@ from shp_ray.policy.table import Policy
 log = logging.getLogger("shp_ray.sweep")
 
 
+def dev_split_needed(job: JobSpec) -> bool:
+    """Whether the job generates the dev questions too: a gain model to fit, on a split other than dev."""
+    needs_fit = any(p.kind == "gain_model" and not p.param_dict.get("model") for p in job.policies)
+    return needs_fit and job.split != "dev"
+
+
 def prepare_families(
     job: JobSpec,
     gen_id: str,
@@ -40,8 +46,7 @@ def prepare_families(
     policies = job.policies
     if not any(p.family for p in policies):
         return policies
-    needs_fit = any(p.kind == "gain_model" and not p.param_dict.get("model") for p in policies)
-    if needs_fit and job.split != "dev":
+    if dev_split_needed(job):
         dev = load_scenarios(job.dataset, split="dev", limit=job.limit)
         if dev:
             log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))

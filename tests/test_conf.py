@@ -266,6 +266,7 @@ FREE_KEYS = {
     "progress",
     "allow_partial",  # a bool: Hydra's type check is the whole rule
     "allow_large",  # a bool: what it allows is checked in to_job (conf.plan.oversized)
+    "dry_run",  # a bool: print the plan, make no call
 }
 
 

@@ -176,6 +176,7 @@ FLOWS: dict[str, Flow] = {
     ),
     "allow_partial": flow("allow_partial=true", where=lambda j: j.allow_partial, expected=True),
     "allow_large": flow("allow_large=true", where=lambda j: j.allow_large, expected=True),
+    "dry_run": flow("dry_run=true", where=lambda j: j.dry_run, expected=True),
 }
 
 
