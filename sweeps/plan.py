@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from conf import plan as bounds
 from conf.spec import JobSpec
 from shp_ray.generation.datasets import Scenario, load_scenarios
@@ -41,7 +43,7 @@ class JobPlan:
     usd_batch: float | None = None
     seconds: float | None = None  # None: no limit bounds it (no rpm/tpm set on a remote endpoint)
     embedded: bool = False
-    nearest: list[str] = field(default_factory=list)  # the nearest stored generation and how it differs
+    notes: list[str] = field(default_factory=list)  # the nearest stored generation and how it differs, ...
 
     @property
     def to_generate(self) -> int:
@@ -84,34 +86,52 @@ def _nearest(store: Store, gen_id: str, parts: dict[str, object], ids: set[str])
     return [f"nearest stored generation {best[1][:12]} ({held} of these scenarios): differs in {', '.join(best[2])}"]
 
 
+def _read_store(job: JobSpec, plan: JobPlan, scenarios: list[Scenario]) -> tuple[set[str], list[tuple[Scenario, str]]]:
+    """(scenario ids stored for this generation, the stored drafts an LLM judge has yet to score with their
+    scenario); notes the nearest stored generation when this one is not (wholly) stored."""
+    store = _stored(job.store)
+    if store is None:
+        return set(), []
+    spec, g = job.provider, job.generation
+    ids = {s.scenario_id for s in scenarios}
+    try:
+        done = done_scenarios(store, plan.gen_id)
+        if not ids <= done:
+            plan.notes += _nearest(store, plan.gen_id, g.gen_id_parts(spec.kind, spec.model), ids)
+        if g.judge != "llm" or not ids & done:
+            return done, []
+        from shp_ray.generation.rejudge import unjudged
+
+        by_id = {s.scenario_id: s for s in scenarios}
+        todo = unjudged(store, plan.gen_id, judge_label(g, spec), sorted(ids & done))
+        return done, [(by_id[sid], draft) for sid, _, draft in todo]
+    except (OSError, pa.ArrowException) as exc:  # a damaged part: the job's own check names it, and stops
+        plan.notes.append(f"the store could not be read ({type(exc).__name__}): counted as holding nothing")
+        return set(), []
+
+
 def make_plan(job: JobSpec) -> JobPlan:
     """The job's plan from the dataset file and the store; no call, nothing written."""
     scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
     spec, g = job.provider, job.generation
-    gen_id = g.gen_id(spec.kind, spec.model)
-    ids = {s.scenario_id for s in scenarios}
-    store = _stored(job.store)
-    done = done_scenarios(store, gen_id) if store is not None else set()
-    plan = JobPlan(spec.kind, spec.model, gen_id, len(scenarios), len(ids & done), embedded=spec.kind == "llama")
+    plan = JobPlan(spec.kind, spec.model, g.gen_id(spec.kind, spec.model), len(scenarios), 0)
+    plan.embedded = spec.kind == "llama"
+    done, rejudge = _read_store(job, plan, scenarios)
     todo = [s for s in scenarios if s.scenario_id not in done]
+    plan.stored = len(scenarios) - len(todo)
     preflights = 1 if todo else 0  # one real call proves the endpoint before a generation starts
     if dev_split_needed(job):
         dev = [s for s in load_scenarios(job.dataset, split="dev", limit=job.limit) if s.scenario_id not in done]
         todo, plan.dev_to_generate, preflights = todo + dev, len(dev), preflights + (1 if dev else 0)
-    if store is not None and todo and plan.to_generate:
-        plan.nearest = _nearest(store, gen_id, g.gen_id_parts(spec.kind, spec.model), ids)
-    if store is not None and g.judge == "llm" and plan.stored:
-        from shp_ray.generation.rejudge import unjudged
-
-        stored_ids = sorted(ids & done)
-        plan.rejudge_calls = len(unjudged(store, gen_id, judge_label(g, spec), stored_ids))
+    plan.rejudge_calls = len(rejudge)
     per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm")
     plan.calls = len(todo) * per + preflights + plan.rejudge_calls
     for scn in todo:
         i, o = _tokens(scn, job)
         plan.input_tokens, plan.output_tokens = plan.input_tokens + i, plan.output_tokens + o
-    plan.input_tokens += plan.rejudge_calls * g.max_tokens * 4  # a judge prompt: contexts and a draft (rough)
-    plan.output_tokens += plan.rejudge_calls * g.max_tokens
+    for scn, draft in rejudge:
+        plan.input_tokens += prompt_tokens(list(judge_messages(scn.question, scn.contexts, scn.ground_truth, draft)))
+        plan.output_tokens += g.max_tokens
     price = job.prices.lookup(spec.kind, spec.model)
     if price is not None:
         live = (plan.input_tokens * price.input_per_mtok + plan.output_tokens * price.output_per_mtok) / 1e6
@@ -147,7 +167,7 @@ def describe(plan: JobPlan, job: JobSpec) -> str:
         + (f", + {plan.dev_to_generate} dev questions for the gain model" if plan.dev_to_generate else "")
         + (f"; {plan.rejudge_calls} stored drafts to judge" if plan.rejudge_calls else "")
         + ")",
-        *(f"  {line}" for line in plan.nearest),
+        *(f"  {line}" for line in plan.notes),
         f"  calls: {plan.calls:,} (estimated tokens: {plan.input_tokens:,} in, up to {plan.output_tokens:,} out)",
         f"  cost: {_usd(plan.usd_live)} live, {_usd(plan.usd_batch)} batch"
         + (" (this job pays batch)" if job.provider.batch else ""),

@@ -54,7 +54,10 @@ def test_dry_run_calls_nothing_and_plans_the_calls_the_run_makes(tmp_path):
     assert (same.stored, same.to_generate, same.calls) == (3, 0, 0)
     other, job = _plan_of("provider=sim", *SMALL, f"store.path={store}", "generation.temperature=0.3")
     assert other.to_generate == 3 and other.calls == planned
-    assert "nearest stored generation" in describe(other, job) and "temperature" in other.nearest[0]
+    assert "nearest stored generation" in describe(other, job) and "temperature" in other.notes[0]
+    # An LLM judge switched on over the stored drafts: a call per distinct draft, no generation.
+    judged, _ = _plan_of("provider=sim", "judge=llm", *SMALL, f"store.path={store}")
+    assert judged.to_generate == 0 and 0 < judged.rejudge_calls <= 3 * 3 and judged.calls == judged.rejudge_calls
 
 
 @pytest.mark.parametrize(
