@@ -35,6 +35,7 @@ from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
 from sweeps import job as sweep_job
 from sweeps.redact_callback import protect_process
+from sweeps.summary import write_job
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -124,7 +125,10 @@ def main(cfg: DictConfig) -> dict:
 
     query = sql.query("sweep_explore_example")
     print(f'explore: shp-query --store {store} "{query}"')
-    return sweep_job.as_dict(result)
+    done = sweep_job.as_dict(result)
+    if HydraConfig.get().mode == RunMode.MULTIRUN:  # the sweep's one summary reads it (sweeps.summary_callback)
+        write_job(output_dir, [redact_text(o) for o in HydraConfig.get().overrides.task], done)
+    return done
 
 
 def _planned(job: JobSpec) -> bool:
