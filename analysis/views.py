@@ -292,5 +292,6 @@ def build_statements(
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
+        sql.create("sweep_summary", sql.sweep_summary_view_sql(delta)),
     ]
     return stmts

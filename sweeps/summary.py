@@ -63,16 +63,26 @@ def _f(value: object, fmt: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
 
+def ci95(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The two-sided 95% CI of dIS, from the TOST's one-sided 95% lower bound (the same t-based standard error)."""
+    from scipy.stats import t
+
+    d, lower, n = row.get("delta_is"), row.get("delta_is_lower95"), row.get("n_is") or 0
+    if d is None or lower is None or n < 2:
+        return None, None
+    half = (d - lower) / float(t.ppf(0.95, n - 1)) * float(t.ppf(0.975, n - 1))
+    return d - half, d + half
+
+
 def rows(jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A row per job x policy, sorted: non-inferior first, then most tokens saved; the best one marked."""
     keys = list(swept(jobs))
     out = []
     for job in jobs:
         for r in job["summary"]:
-            d, lo = r.get("delta_is"), r.get("delta_is_lower95")
-            hi = None if d is None or lo is None else 2 * d - lo  # the interval is symmetric about dIS
+            lo, hi = ci95(r)
             out.append({**r, "job": _label(job, keys), "dir": job["dir"], "report": job.get("report"),
-                        "delta_is_upper95": hi})  # fmt: skip
+                        "delta_is_ci95": (lo, hi)})  # fmt: skip
     out.sort(key=lambda r: (not r.get("non_inferior"), -(r.get("token_saving") or 0.0), r["job"], r["policy"]))
     best = next((r for r in out if r.get("non_inferior") and (r.get("token_saving") or 0.0) > 0), None)
     for r in out:
@@ -81,8 +91,8 @@ def rows(jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _cells(r: Mapping[str, Any]) -> list[str]:
-    ci = f"{_f(r.get('delta_is'), '+.3f')} [{_f(r.get('delta_is_lower95'), '+.3f')}, "
-    ci += f"{_f(r.get('delta_is_upper95'), '+.3f')}]"
+    lo, hi = r["delta_is_ci95"]
+    ci = f"{_f(r.get('delta_is'), '+.3f')} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]"
     power = "-" if r.get("degenerate") or r.get("tost_power") is None else f"{r['tost_power']:.2f}/{r['n_needed']}"
     verdict = _f(r.get("non_inferior"), "")
     if r.get("non_inferior") and r.get("underpowered"):
@@ -185,7 +195,7 @@ def _points(ax: Any, pts: Sequence[Mapping[str, Any]], colour: str, name: str) -
         return
     x = [r.get("token_saving") or 0.0 for r in pts]
     y = [r["delta_is"] for r in pts]
-    err = [0.0 if r.get("delta_is_lower95") is None else r["delta_is"] - r["delta_is_lower95"] for r in pts]
+    err = [0.0 if r["delta_is_ci95"][0] is None else r["delta_is"] - r["delta_is_ci95"][0] for r in pts]
     ax.errorbar(x, y, yerr=err, fmt="o", color=colour, label=name, capsize=2, ms=4)
 
 

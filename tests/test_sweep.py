@@ -99,6 +99,12 @@ def test_ablation7_multirun_generates_once_and_replays_seven_cells(tmp_path):
     )  # fmt: skip
     assert results.num_rows == 7 * 3
     assert done.stdout.count("0 generated now") == 6  # only the first job generated
+    # One summary for the seven cells: one combined table (a row per cell), summary.md and summary.png.
+    assert done.stdout.count("sweep summary: every job x policy") == 1
+    table = done.stdout.split("sweep summary: every job x policy", 1)[1]
+    assert sum(f"replay.policies=[{c}]" in table for c in ("abl_full", "abl_no_gain", "abl_gain_only")) == 3
+    summary = (tmp_path / "multi" / "summary.md").read_text()
+    assert summary.count("| replay.policies=[abl_") == 7 and (tmp_path / "multi" / "summary.png").stat().st_size
 
     # The cells replay in seconds from the store: zero generation calls.
     again = shp_sweep("-m", "+sweep=ablation7", "provider=sim", *SMALL, f"store.path={store}",
@@ -111,10 +117,30 @@ def test_ray_launcher_runs_jobs_concurrently_and_generates_a_shared_generation_o
     store = tmp_path / "store"
     done = shp_sweep(
         "-m", "hydra/launcher=ray", "provider=sim", *SMALL, f"store.path={store}", "halting.eps=0.04,0.06",
-        f"hydra.sweep.dir={tmp_path / 'multi'}", "report.enabled=false",
+        "halting.k=1,2", "replay.policies=[shp,fixed_k3]", f"hydra.sweep.dir={tmp_path / 'multi'}",
+        "report.enabled=false",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count(": done ->") == 2
+    assert done.stdout.count(": done ->") == 4
+    # A 2 x 2 eps x k grid: one summary in the sweep folder, one combined table (2 policies x 4 jobs).
+    multi = tmp_path / "multi"
+    assert sorted(p.name for p in multi.glob("summary.*")) == ["summary.md", "summary.png"]
+    assert "`halting.eps` = 0.04, 0.06, `halting.k` = 1, 2" in (multi / "summary.md").read_text()
+    assert done.stdout.count("sweep summary: every job x policy") == 1
+    table = done.stdout.split("sweep summary: every job x policy", 1)[1]
+    assert sum(line.startswith("halting.eps=") for line in table.splitlines()) == 2 * 4
+    # The same rows are the sweep_summary view of shp-query, over the stored results.
+    q = subprocess.run(
+        [str(BIN / "shp-query"), "--store", str(store), "--format", "json",
+         "select job, policy, eps, k, n, token_saving, non_inferior from sweep_summary"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert q.returncode == 0, q.stderr
+    viewed = json.loads(q.stdout)
+    assert sorted((r["eps"], r["k"], r["policy"]) for r in viewed) == sorted(
+        (e, k, p) for e in (0.04, 0.06) for k in (1, 2) for p in ("shp", "fixed_k3")
+    )
+    assert all(r["n"] == 3 for r in viewed) and {r["token_saving"] for r in viewed if r["policy"] == "fixed_k3"} == {0}
     rows = rounds_of(store)
     keys = {
         (g, s, r) for g, s, r in zip(*(rows[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)

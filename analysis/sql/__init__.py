@@ -315,6 +315,11 @@ def policy_summary_sql(delta: float) -> str:
     return query("policy_summary", shares=shares, t95=t95_sql("n_is - 1"), delta=double(delta))
 
 
+def sweep_summary_view_sql(delta: float) -> str:
+    """The sweep jobs' combined table over the stored ``results`` rows (needs t95_table)."""
+    return query("sweep_summary_view", t95=t95_sql("n_is - 1"), delta=double(delta))
+
+
 # --- the other stopping families (analysis.family_replay runs them) ------------------------------------
 
 
