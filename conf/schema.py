@@ -5,7 +5,7 @@ fields of the frozen specs it takes (ProviderSpec, LlamaOptions, SimOptions, Gen
 HaltConfig, and conf.spec's WeightsSpec, ReportSpec), and the sections below are DERIVED from
 them (:func:`derive`): the ``*_KEYS`` tables say which fields the sweep exposes, under which key;
 type and default are the spec's. The settings only a sweep has (dataset, replay, store, ray,
-progress, allow_partial) are declared here.
+progress, allow_partial, allow_large, dry_run) are declared here.
 
 Hydra validates types and rejects unknown keys (a typo'd key fails before any paid call, with
 Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve`
