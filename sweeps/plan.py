@@ -151,9 +151,7 @@ def _usd(value: float | None) -> str:
     return "unpriced (no entry in the price table)" if value is None else f"${value:,.2f}"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
+def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
 
@@ -179,8 +177,11 @@ def describe(plan: JobPlan, job: JobSpec) -> str:
             "generated tok/s on 2 threads)"
         )
     else:
-        said = "no rpm/tpm set: not bounded by limits" if plan.seconds is None else "at the configured rpm/tpm"
-        lines.append(f"  wall time: at least {_duration(plan.seconds)} ({said})")
+        lines.append(
+            "  wall time: not bounded by the configured limits (no rpm/tpm set)"
+            if plan.seconds is None
+            else f"  wall time: at least {_duration(plan.seconds)} at the configured rpm/tpm"
+        )
     if plan.kind == "sim":
         lines[0] += " (the simulated server: a test double, not a model)"
     return "\n".join(lines)

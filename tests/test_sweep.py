@@ -36,6 +36,15 @@ def shp_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 60
     )
 
 
+def shp_query_json(store: Path, query: str) -> list[dict]:
+    q = subprocess.run(
+        [str(BIN / "shp-query"), "--store", str(store), "--format", "json", query],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert q.returncode == 0, q.stderr
+    return json.loads(q.stdout)
+
+
 def rounds_of(store: Path):
     return Store(store).read("rounds", columns=["gen_id", "scenario_id", "round"])
 
@@ -130,13 +139,7 @@ def test_ray_launcher_runs_jobs_concurrently_and_generates_a_shared_generation_o
     table = done.stdout.split("sweep summary: every job x policy", 1)[1]
     assert sum(line.startswith("halting.eps=") for line in table.splitlines()) == 2 * 4
     # The same rows are the sweep_summary view of shp-query, over the stored results.
-    q = subprocess.run(
-        [str(BIN / "shp-query"), "--store", str(store), "--format", "json",
-         "select job, policy, eps, k, n, token_saving, non_inferior from sweep_summary"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert q.returncode == 0, q.stderr
-    viewed = json.loads(q.stdout)
+    viewed = shp_query_json(store, "select job, policy, eps, k, n, token_saving, non_inferior from sweep_summary")
     assert sorted((r["eps"], r["k"], r["policy"]) for r in viewed) == sorted(
         (e, k, p) for e in (0.04, 0.06) for k in (1, 2) for p in ("shp", "fixed_k3")
     )
@@ -175,13 +178,7 @@ def test_openai_provider_journey_and_shp_query(tmp_path):
             assert secret.encode() not in path.read_bytes(), path
     assert secret not in done.stdout + done.stderr
 
-    q = subprocess.run(
-        [str(BIN / "shp-query"), "--store", str(store), "--format", "json",
-         "select policy, avg(stop_round) as r from replay group by policy"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert q.returncode == 0, q.stderr
-    rows = json.loads(q.stdout)
+    rows = shp_query_json(store, "select policy, avg(stop_round) as r from replay group by policy")
     by_policy = {r["policy"]: r["r"] for r in rows}
     assert by_policy["fixed_k1"] == 1.0 and by_policy["fixed_k3"] == 3.0
     assert 1.0 <= by_policy["shp"] <= 3.0
