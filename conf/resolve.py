@@ -27,6 +27,9 @@ from conf import schema
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
+from shp_ray.generation.score_config import KINDS as SCORE_KINDS
+from shp_ray.generation.score_config import ScoreConfigError, ScoreSpec
+from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
@@ -168,6 +171,11 @@ RULES: tuple[Rule, ...] = (
     Rule("dataset.limit", *integer(1, null="all")),
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("score.kind", *one_of(("none", *SCORE_KINDS))),
+    # the name, pattern and target are checked by building the scorer (score_config.build) in to_job
+    Rule("score.name", lambda v: isinstance(v, str), "a string (the stored score's name)"),
+    Rule("score.pattern", lambda v: isinstance(v, str), "a string: a regex with a named group (?P<answer>...)"),
+    Rule("score.target", lambda v: isinstance(v, str), "a string: package.module:function"),
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
@@ -311,10 +319,18 @@ def to_job(cfg: DictConfig) -> JobSpec:
     if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
         kind, keys = schema.SERVER_OPTIONS[p.kind]
         options = _guard("provider", lambda: kind(**values(p, keys)))
+    score = ScoreSpec(**values(cfg.score, schema.SCORE_KEYS))
+    if score.kind != "none":
+        try:  # a bad pattern or target fails here, before any call
+            build_scorer(score)
+        except ScoreConfigError as exc:
+            raise ConfigError(str(exc)) from None
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
-            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
+            **values(cfg.generation, schema.GENERATION_KEYS),
+            **values(cfg.judge, schema.JUDGE_KEYS),
+            scores=() if score.kind == "none" else (score,),
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):

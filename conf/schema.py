@@ -16,7 +16,8 @@ Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
 judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
 registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
-in ``sweeps/sweep/``.
+in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
+stored draft (``shp_ray.generation.score_config``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
+from shp_ray.generation.score_config import KINDS as SCORE_KINDS
+from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
@@ -67,6 +70,7 @@ JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic", "entropy", "gain")}
 WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
+SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -155,6 +159,11 @@ HaltingConf = derive(
     doc="The base cascade parameters of every replayed policy (max_rounds null = generation.max_rounds).",
 )
 WeightsConf = derive("WeightsConf", exposed(WeightsSpec, WEIGHTS_KEYS))
+ScoreConf = derive(  # kind: none | hotpot | exact | contains | regex | python | tests
+    "ScoreConf",
+    exposed(ScoreSpec, SCORE_KEYS, changed={"kind": (str, MISSING)}),
+    doc="A scorer run on every stored draft (the scores table): a measurement, never part of gen_id.",
+)
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
     "ModelPriceConf",
@@ -217,6 +226,7 @@ class Config:
     dataset: DatasetConf = MISSING
     judge: JudgeConf = MISSING
     prices: PricesConf = MISSING
+    score: ScoreConf = MISSING
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)
@@ -240,6 +250,8 @@ def register() -> None:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
     cs.store(group="judge", name="lexical", node=JudgeConf(kind="lexical"))
     cs.store(group="judge", name="llm", node=JudgeConf(kind="llm"))
+    for name in ("none", *SCORE_KINDS):
+        cs.store(group="score", name=name, node=ScoreConf(kind=name))
     # The price table is data (shp_ray/data/prices.yaml), read here into the group's default option.
     cs.store(group="prices", name="default", node=prices_node(default_prices()))
 

@@ -140,6 +140,12 @@ BAD_SETTINGS = [
     (["ray.num_cpus=0"], "ray.num_cpus"),
     (["ray.address=somewhere"], "ray.address"),
     (["ray.address=head:99999"], "ray.address"),
+    (["score=python"], "score.target"),
+    (["score=python", "score.target=no_such_module_here:score"], "score.target"),
+    (["score=python", "score.target=shp_ray.policy.scorers:no_such_function"], "score.target"),
+    (["score=regex", "score.pattern='Answer: (.+)'"], "score.pattern"),  # no named group to extract
+    (["score=regex", "score.pattern='(?P<answer>'"], "score.pattern"),
+    (["score=tests"], "score.kind"),  # the code loop's scorer: not built yet, and it says so
 ]
 
 
@@ -214,11 +220,12 @@ def _schema_keys(kind: type, prefix: str = "") -> set[str]:
 def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
-    keys -= {"provider", "dataset", "judge", "prices"}  # group nodes: their options' keys are listed below
+    keys -= {"provider", "dataset", "judge", "prices", "score"}  # group nodes: their options' keys are listed below
     for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
     keys |= _schema_keys(conf.schema.PricesConf, "prices.")
+    keys |= _schema_keys(conf.schema.ScoreConf, "score.")
     return keys
 
 

@@ -149,6 +149,17 @@ def test_importing_the_same_file_again_adds_nothing(imported, capsys) -> None:
     assert json.loads(gens[0]["config_json"])["source"].endswith("traces.jsonl")
 
 
+def test_the_report_and_shp_query_read_an_import(imported, tmp_path, capsys) -> None:
+    from analysis.query import main as query
+    from analysis.report import write_report
+
+    _, _, store = imported
+    md = write_report(store, tmp_path / "out", n_resamples=100).read_text()
+    assert "fixed_k1" in md and "imported" in md
+    assert query(["--store", str(store), "SELECT count(*) AS n FROM replay WHERE policy = 'shp'"]) == 0
+    assert capsys.readouterr().out.split() == ["n", "--", str(N), "(1", "row)"]
+
+
 def test_scores_of_the_file_and_of_a_scorer_appear_at_each_stop_with_paired_differences(imported) -> None:
     rows, _, store = imported
     con = analysis.connect(store, policies=POLICIES)
@@ -158,7 +169,9 @@ def test_scores_of_the_file_and_of_a_scorer_appear_at_each_stop_with_paired_diff
             "SELECT mean_value, mean_baseline_value, delta, n_paired, share_failed FROM score_summary"
             " WHERE policy = 'fixed_k1' AND score = 'pass'"
         ).fetchone()
-        oracle = con.execute("SELECT mean_value FROM score_summary WHERE policy = 'oracle_pass' AND score = 'pass'").fetchone()
+        oracle = con.execute(
+            "SELECT mean_value FROM score_summary WHERE policy = 'oracle_pass' AND score = 'pass'"
+        ).fetchone()
         stats = {(r["policy"], r["score"]): r for r in compare_scores(con, n_resamples=200)}
     finally:
         con.close()
@@ -192,7 +205,7 @@ def test_a_malformed_line_names_file_and_line_and_writes_nothing(tmp_path, capsy
         (lambda r: r.pop("id"), ":2: id is missing"),
         (lambda r: r["rounds"][0].pop("draft"), ":2: rounds[0].draft is missing"),
         (lambda r: r["rounds"][0]["tokens"].update(writer_prompt=-1), "tokens.writer_prompt must be an integer >= 0"),
-        (lambda r: [x.update(embedding=[1.0, 2.0]) for x in r["rounds"]], ":2: embedding size 2 differs from size 16 on"),
+        (lambda r: [x.update(embedding=[1.0, 2.0]) for x in r["rounds"]], ":2: embedding size 2 differs from size 16"),
         (lambda r: r["rounds"][0].update(embedding=[1.0, 2.0]), ":2: rounds' embeddings have different sizes [2, 16]"),
         (lambda r: r.update(id="task-00"), ":2: duplicate id 'task-00' (first on line 1)"),
         (lambda r: r["rounds"][0].update(feedbak="x"), ":2: rounds[0] has unknown key(s) ['feedbak']"),
@@ -270,3 +283,31 @@ def test_rescore_computes_scores_of_a_stored_generation_without_a_model(imported
         con.close()
     passes = [r["scores"]["pass"] for row in rows for r in row["rounds"]]
     assert got == pytest.approx(np.mean(passes))
+
+
+def test_the_docs_example_prints_what_the_page_says(tmp_path, monkeypatch, capsys) -> None:
+    """docs/your-loop-scores-import.md: its commands, run here with the real MiniLM embedder, print its lines."""
+    from pathlib import Path
+
+    from analysis.query import main as query
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "your-loop-scores-import.md").read_text()
+    monkeypatch.chdir(root / "docs" / "examples" / "your-loop")
+    monkeypatch.syspath_prepend(".")
+    store = str(tmp_path / "your-loop")
+    runs = [
+        ["import_traces.jsonl", "--store", store, "--score", "python:loop_scorer:score", "--score", "hotpot"],
+        ["import_traces.jsonl", "--store", store],
+        ["import_chat.jsonl", "--format", "openai-chat", "--store", store, "--score", "python:loop_scorer:score"],
+    ]
+    for argv in runs:
+        assert main(argv) == 0
+        assert ("$ PYTHONPATH=. shp-import " + " ".join(argv).replace(store, "/tmp/your-loop")) in page
+    printed = capsys.readouterr().out.replace(store, "/tmp/your-loop").splitlines()
+    for sql in page.split('$ shp-query --store /tmp/your-loop "')[1:]:
+        assert query(["--store", store, " ".join(sql.split('"\n', 1)[0].split())]) == 0
+        printed += capsys.readouterr().out.splitlines()
+    missing = [line for line in printed if line not in page]
+    assert not missing, missing
+    sys.modules.pop("loop_scorer", None)

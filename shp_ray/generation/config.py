@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from shp_ray.generation.prompts import PROMPT_SETS, PROMPT_VERSION
+from shp_ray.generation.score_config import ScoreSpec
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
@@ -44,6 +45,8 @@ class GenerationConfig:
     concurrency: int = 16  # trajectories in flight per worker actor (max_concurrency)
     flush_every: int = 32  # trajectories per store part (whole trajectories only)
     retry_failed: bool = True  # a rerun tries scenarios that failed before (they have no rounds)
+    # scorers run on every draft as it is stored (the ``scores`` table); measurements, not in gen_id
+    scores: tuple[ScoreSpec, ...] = ()
 
     def __post_init__(self) -> None:
         _int("max_rounds", self.max_rounds, 1)

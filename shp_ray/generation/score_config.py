@@ -22,7 +22,8 @@ from shp_ray.policy.scorers import Scorer
 
 
 class ScoreConfigError(ValueError):
-    """A score spec that cannot be built (unknown kind, a bad pattern, a target that does not load)."""
+    """A score spec that cannot be built (unknown kind, a bad pattern, a target that does not load): one line
+    that starts with the config key (``score.target: ...``)."""
 
 
 @dataclass(frozen=True)
@@ -37,39 +38,39 @@ def load_target(target: str) -> Callable[..., object]:
     """The function ``package.module:function`` names (imported now, so a typo fails before any work)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise ScoreConfigError(f"score.target {target!r}: expected package.module:function")
+        raise ScoreConfigError(f"score.target: {target!r} is not package.module:function")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or the module's own error on import
-        raise ScoreConfigError(f"score.target {target!r}: cannot import {module_name!r} ({exc})") from None
+        raise ScoreConfigError(f"score.target: {target!r}: cannot import {module_name!r} ({exc})") from None
     fn = module
     for part in attr.split("."):
         fn = getattr(fn, part, None)
         if fn is None:
-            raise ScoreConfigError(f"score.target {target!r}: {module_name!r} has no {attr!r}")
+            raise ScoreConfigError(f"score.target: {target!r}: {module_name!r} has no {attr!r}")
     if not callable(fn):
-        raise ScoreConfigError(f"score.target {target!r} is not callable")
+        raise ScoreConfigError(f"score.target: {target!r} is not callable")
     return fn  # type: ignore[return-value]
 
 
 def _python(spec: ScoreSpec) -> Scorer:
     if not spec.target:
-        raise ScoreConfigError("score=python needs score.target=package.module:function")
+        raise ScoreConfigError("score.target: score=python needs score.target=package.module:function")
     return Scorer("python", load_target(spec.target), f"python:{spec.target}")  # type: ignore[arg-type]
 
 
 def _regex(spec: ScoreSpec) -> Scorer:
     if not spec.pattern:
-        raise ScoreConfigError("score=regex needs score.pattern (with a named group (?P<answer>...))")
+        raise ScoreConfigError("score.pattern: score=regex needs a pattern with a named group (?P<answer>...)")
     try:
         return scorers.regex_scorer(spec.pattern, spec.name or "regex")
     except Exception as exc:  # re.error or the missing group
-        raise ScoreConfigError(f"score.pattern {spec.pattern!r}: {exc}") from None
+        raise ScoreConfigError(f"score.pattern: {spec.pattern!r}: {exc}") from None
 
 
 def _tests(spec: ScoreSpec) -> Scorer:
     raise ScoreConfigError(
-        "score=tests (run the task's unit tests on a code draft) is the code loop's scorer, not built yet"
+        "score.kind: score=tests (run the task's unit tests on a code draft) is the code loop's scorer, not built yet"
     )
 
 
@@ -86,7 +87,7 @@ KINDS: dict[str, Callable[[ScoreSpec], Scorer]] = {
 def build(spec: ScoreSpec) -> Scorer:
     factory = KINDS.get(spec.kind)
     if factory is None:
-        raise ScoreConfigError(f"unknown score kind {spec.kind!r}; known: {', '.join(KINDS)}")
+        raise ScoreConfigError(f"score.kind: unknown kind {spec.kind!r}; known: {', '.join(KINDS)}")
     return factory(spec)
 
 

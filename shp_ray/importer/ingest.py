@@ -13,6 +13,7 @@ generations row last (what "already imported" looks for); if a write fails, ever
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -67,6 +68,12 @@ class ImportResult:
     rounds: int
     embedded: int = 0  # rounds whose embedding was computed here
     failed: dict[str, tuple[int, int]] = field(default_factory=dict)  # score -> (failed rounds, scored rounds)
+
+
+@functools.lru_cache(maxsize=2)
+def _embedder(model: str) -> Embedder:
+    """One embedder per model in this process (loading MiniLM costs seconds): imports in a row share it."""
+    return Embedder(model)
 
 
 def read_traces(path: str, fmt: str) -> tuple[bytes, list[Trace]]:
@@ -190,7 +197,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
     if gen_id in column_values(store, "generations", "gen_id"):
         return ImportResult(gen_id, False, len(traces), n_rounds)
     given = next((len(r.embedding) for t in traces for r in t.rounds if r.embedding is not None), None)
-    embedder = Embedder(req.embedder) if computes else None
+    embedder = _embedder(req.embedder) if computes else None
     dim = embedder.dim if embedder else given
     line = next(t.line for t in traces if any(r.embedding is not None for r in t.rounds)) if given else 0
     if given is not None and given != dim:

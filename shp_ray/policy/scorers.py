@@ -36,6 +36,15 @@ class Task:
     meta: Mapping[str, object] = field(default_factory=dict)
 
 
+def task_of(
+    scenario_id: str, question: str, ground_truth: str | None, references: Sequence[str], meta: Mapping[str, object]
+) -> Task:
+    """A stored scenario as a scorer's task: its gold answers are the ground truth, then the other references."""
+    gold = [ground_truth] if ground_truth is not None else []
+    gold += [r for r in references or () if r not in gold]
+    return Task(scenario_id, question or "", tuple(gold), meta)
+
+
 ScoreFn = Callable[[Task, str], Mapping[str, object]]
 
 
@@ -80,7 +89,7 @@ def regex_scorer(pattern: str, name: str = "regex") -> Scorer:
     """A scorer that extracts the answer with ``pattern``'s named group ``answer`` (its last match)."""
     compiled = re.compile(pattern)  # re.error names what is wrong with it
     if ANSWER_GROUP not in compiled.groupindex:
-        raise ValueError(f"score.pattern {pattern!r} has no named group (?P<{ANSWER_GROUP}>...) to extract the answer")
+        raise ValueError(f"no named group (?P<{ANSWER_GROUP}>...) to extract the answer")
 
     def fn(task: Task, draft: str) -> dict[str, float | None]:
         found = [m.group(ANSWER_GROUP) for m in compiled.finditer(draft)]
