@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 
 from analysis import sql
-from analysis.stats import bootstrap_ci, cohens_dz, holm, paired_t, tost_noninferiority, tost_plan, wilcoxon
+from analysis.stats import holm, paired_tests, tost_noninferiority, tost_plan
 
 
 def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
@@ -32,38 +32,11 @@ def compare_scores(
     """One row per (gen_id, policy, score): the paired comparison against the baseline's last draft."""
     rows: list[dict[str, object]] = []
     for (gen, score, policy), (x, base) in _pairs(con).items():
-        keep = ~(np.isnan(x) | np.isnan(base))
-        x, base = x[keep], base[keep]
-        diff = x - base
-        t, p_t = paired_t(diff)
-        w, p_w = wilcoxon(diff)
-        lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
+        tests, diff = paired_tests(x, base, seed, n_resamples)
         tost, plan = tost_noninferiority(diff, delta), tost_plan(diff, delta)
-        rows.append(
-            {
-                "gen_id": gen,
-                "policy": policy,
-                "score": score,
-                "n": int(len(diff)),
-                "mean": float(np.mean(x)) if len(x) else math.nan,
-                "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
-                "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
-                "ci95_low": lo,
-                "ci95_high": hi,
-                "t": t,
-                "p_t": p_t,
-                "wilcoxon_w": w,
-                "p_wilcoxon": p_w,
-                "d_z": cohens_dz(diff),
-                "tost_delta": delta,
-                "tost_p": tost.p,
-                "lower95": tost.lower95,
-                "non_inferior": tost.non_inferior,
-                "tost_power": plan.power,
-                "n_needed": plan.n_needed,
-                "degenerate": plan.degenerate,
-            }
-        )
+        rows.append({"gen_id": gen, "policy": policy, "score": score, **tests, "tost_delta": delta, "tost_p": tost.p,
+                     "lower95": tost.lower95, "non_inferior": tost.non_inferior, "tost_power": plan.power,
+                     "n_needed": plan.n_needed, "degenerate": plan.degenerate})  # fmt: skip
     for key in {(r["gen_id"], r["score"]) for r in rows}:
         group = [r for r in rows if (r["gen_id"], r["score"]) == key]
         for col in ("p_t", "p_wilcoxon"):

@@ -311,3 +311,39 @@ def test_the_docs_example_prints_what_the_page_says(tmp_path, monkeypatch, capsy
     missing = [line for line in printed if line not in page]
     assert not missing, missing
     sys.modules.pop("loop_scorer", None)
+
+
+def test_parquet_and_openai_chat_files_replay_like_the_jsonl_they_hold(imported, tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, _, _ = imported
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "t.parquet")
+    chat = []
+    for row in rows[:10]:
+        calls = []
+        for r in row["rounds"]:
+            tok = r["tokens"]
+            for agent, text in (("writer", r["draft"]), ("critic", r["feedback"])):
+                usage = {"prompt_tokens": tok[f"{agent}_prompt"], "completion_tokens": tok[f"{agent}_completion"]}
+                reply = {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": usage}
+                calls.append({"agent": agent, "request": {"messages": [{"role": "user", "content": "q"}]},
+                              "response": reply})  # fmt: skip
+        chat.append({"id": row["id"], "answers": row["answers"], "calls": calls[:-1]})  # no critic after the last
+    ref = _reference(rows)
+    for fmt, path, n in (("parquet", tmp_path / "t.parquet", N), ("openai-chat", tmp_path / "c.jsonl", 10)):
+        if fmt == "openai-chat":
+            _write(path, chat)  # no embeddings in a chat log: computed (fake-hash), so entropy stops differ
+        store = tmp_path / f"store-{fmt}"
+        assert main([str(path), "--store", str(store), "--format", fmt, "--embedder", "fake-hash"]) == 0
+        con = analysis.connect(store, policies=POLICIES)
+        try:
+            got = con.sql("SELECT policy, scenario_id, stop_round, reason, operational_tokens FROM replay").fetchall()
+        finally:
+            con.close()
+        assert len(got) == n * len(POLICIES)
+        named = {p.name: p for p in POLICIES}
+        for name, sid, tau, reason, op in got:
+            want = replay(named[name], ref[sid])
+            if fmt == "parquet" or not named[name].halt.entropy:
+                assert (tau, reason, op) == (want.stop_round, want.reason, want.operational_tokens), (fmt, name, sid)
