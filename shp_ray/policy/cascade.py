@@ -81,9 +81,9 @@ CONTINUE = Decision(False, None)
 _HALTS = {reason: Decision(True, reason) for reason in REASONS}
 
 
-def approved(feedback: str | None) -> bool:
-    """Critic approval signal: the critique starts with APPROVED (any case)."""
-    return bool(feedback) and feedback.strip().upper().startswith(APPROVAL)  # type: ignore[union-attr]
+def approved(feedback: str | None, marker: str = APPROVAL) -> bool:
+    """Critic approval signal: the critique starts with the marker (any case; a prompt preset names it)."""
+    return bool(feedback) and feedback.strip().upper().startswith(marker.upper())  # type: ignore[union-attr]
 
 
 def decide(
