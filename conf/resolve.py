@@ -24,9 +24,12 @@ from urllib.parse import urlsplit
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import schema
+from conf.errors import ConfigError
+from conf.inputs import resolve_prompts, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
+from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
@@ -42,8 +45,6 @@ BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batc
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
 
 
-class ConfigError(ValueError):
-    """An invalid value in the config; the message starts with the key at fault."""
 
 
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
@@ -117,6 +118,10 @@ def matches(pattern: str, what: str) -> Check:
     return (lambda v: isinstance(v, str) and rx.fullmatch(v) is not None), what
 
 
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
 def _http_url(v: Any) -> bool:
     if not isinstance(v, str):
         return False
@@ -163,7 +168,13 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.sim_rpm", *number(0, lo_open=True, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0)),  # sim
-    Rule("dataset.name", *one_of(DATASETS)),
+    Rule("dataset.name", *one_of((*DATASETS, FILE_DATASET))),
+    Rule("dataset.path", lambda v: isinstance(v, str) and v.strip() != "", "a tasks file: a local path or s3://..."),
+    Rule("dataset.fields.id", *matches(r".+", "the name of the file's id column")),
+    Rule("dataset.fields.question", *matches(r".+", "the name of the file's question column")),
+    Rule("dataset.fields.contexts", *_nullable(_text, "a column name", "the tasks have no contexts")),
+    Rule("dataset.fields.answers", *_nullable(_text, "a column name", "the tasks have no answers")),
+    Rule("dataset.fields.split", *_nullable(_text, "a column name", "dev/test by hashing the id")),
     Rule("dataset.split", *one_of(SPLITS, null="both")),
     Rule("dataset.limit", *integer(1, null="all")),
     Rule("judge.kind", *one_of(JUDGES)),
@@ -311,10 +322,12 @@ def to_job(cfg: DictConfig) -> JobSpec:
     if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
         kind, keys = schema.SERVER_OPTIONS[p.kind]
         options = _guard("provider", lambda: kind(**values(p, keys)))
+    tasks = resolve_tasks(cfg.dataset)
+    prompts = resolve_prompts(cfg.prompts, tasks)
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
-            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
+            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS), prompts=prompts
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):
@@ -355,6 +368,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         dataset=d.name,
         split=d.split,
         limit=d.limit,
+        tasks=tasks,
         generation=generation,
         halt=halt,
         weights=weights,

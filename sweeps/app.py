@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
+from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
@@ -99,6 +100,10 @@ def main(cfg: DictConfig) -> dict:
     try:
         snap = sweep_job.snapshot(cfg)
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
+    except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
+        said = redact_text(str(exc))
+        log.error("invalid tasks: %s", said)
+        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     print(

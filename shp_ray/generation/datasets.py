@@ -6,8 +6,11 @@
 - ``asqa``:      ASQA dev -> ambiguous question, evidence passages, reference long answers.
 
 dev/test is assigned by hashing the id (except ``shp_paper``, which keeps its
-own split). A malformed record raises :class:`DatasetError` naming the file and
-line; a loader returns all scenarios or raises, never a partial list.
+own split): a task is ``dev`` when the first 15 hex digits of sha256("split:" + id), as an
+integer, modulo 10000 are below 2500 (``DEV_FRACTION`` = 0.25), else ``test``. A user's own
+tasks file (``dataset=file``) is read by :mod:`shp_ray.generation.tasks_file`.
+A malformed record raises :class:`DatasetError` naming the file and line; a loader returns all
+scenarios or raises, never a partial list.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -208,6 +211,10 @@ def load_scenarios(
         if s.scenario_id in seen:
             raise DatasetError(f"{file}: duplicate scenario id {s.scenario_id!r}")
         seen.add(s.scenario_id)
-    if split is not None:
-        scenarios = [s for s in scenarios if s.split == split]
-    return scenarios if limit is None else scenarios[:limit]
+    return select(scenarios, split, limit)
+
+
+def select(scenarios: Iterable[Scenario], split: str | None, limit: int | None) -> list[Scenario]:
+    """The scenarios of one split (None: both), the first ``limit`` of them (None: all)."""
+    chosen = [s for s in scenarios if split is None or s.split == split]
+    return chosen if limit is None else chosen[:limit]

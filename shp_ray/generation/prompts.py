@@ -38,7 +38,7 @@ import hashlib
 import json
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,9 @@ class PromptSet:
 
 
 def from_mapping(data: Mapping[str, Any]) -> PromptSet:
-    """A preset from its YAML shape ({name, writer: {system, user, revise}, critic: {system, user}, approval})."""
+    """A preset from its YAML shape ({name, writer: {system, user, revise}, critic: {system, user}, approval}).
+
+    ``name`` null: ``custom-<hash of the templates>``; ``approval`` absent: APPROVED."""
     values: dict[str, Any] = {}
     for key, attr in TEMPLATE_KEYS.items():
         role, part = key.split(".")
@@ -105,9 +107,11 @@ def from_mapping(data: Mapping[str, Any]) -> PromptSet:
     if not isinstance(approval, str) or not approval.strip() or approval != approval.strip():
         raise PromptError(f"prompts.approval: must be a non-empty word without surrounding spaces, got {approval!r}")
     name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise PromptError(f"prompts.name: must be a non-empty text naming the preset, got {name!r}")
-    ps = PromptSet(name=name, approval=approval, **values)
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PromptError(f"prompts.name: must be a non-empty text naming the preset, or null, got {name!r}")
+    ps = PromptSet(name=name or "custom", approval=approval, **values)
+    if name is None:  # a preset without a name is named by its templates
+        ps = replace(ps, name=f"custom-{ps.digest[:12]}")
     placeholders(ps)  # malformed braces fail here, not at the first call
     return ps
 
@@ -164,8 +168,7 @@ def check_fields(ps: PromptSet, available: Sequence[str], where: str) -> None:
     for key, names in placeholders(ps).items():
         for name in sorted(names - known):
             raise PromptError(
-                f"prompts.{key}: placeholder {{{name}}} names no field of the task; known: "
-                f"{sorted(known)} ({where})"
+                f"prompts.{key}: placeholder {{{name}}} names no field of the task; known: {sorted(known)} ({where})"
             )
 
 

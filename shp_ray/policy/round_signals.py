@@ -66,8 +66,8 @@ def trajectory_signals(
 
     ``gold``: scenario_id -> its gold answer (None: unknown, EM/F1 NULL); ``embedder``: gen_id -> the
     generation's embedder. The prompt tokens and call modes are copied as given (None: not given, NULL,
-    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker. Raises ValueError on rounds that are not 1..T in order per
-    trajectory.
+    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker. Raises
+    ValueError on rounds that are not 1..T in order per trajectory.
     """
     n = len(rounds)
     g, sc, t = np.asarray(gen_id, dtype=object), np.asarray(scenario_id, dtype=object), np.asarray(rounds)
