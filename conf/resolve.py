@@ -45,8 +45,6 @@ BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batc
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
 
 
-
-
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
 # A rule applies when its key exists in the tree (provider.n_ctx only for provider=llama, ...).
 # Rules that relate two keys are in to_job below.

@@ -97,13 +97,13 @@ FLOWS: dict[str, Flow] = {
     "dataset.split": flow("dataset.split=dev", where=lambda j: j.split, expected="dev"),
     "dataset.limit": flow("dataset.limit=5", where=lambda j: j.limit, expected=5),
     # dataset=file: the tasks file the job reads, and its column names
-    "dataset.path": flow(
-        "dataset.path=b.csv", base=TASKS, where=lambda j: j.tasks and j.tasks.path, expected="b.csv"
-    ),
+    "dataset.path": flow("dataset.path=b.csv", base=TASKS, where=lambda j: j.tasks and j.tasks.path, expected="b.csv"),
     **{
         f"dataset.fields.{name}": flow(
-            f"dataset.fields.{name}=col_{name}", base=TASKS,
-            where=lambda j, name=name: getattr(j.tasks.fields, name), expected=f"col_{name}",
+            f"dataset.fields.{name}=col_{name}",
+            base=TASKS,
+            where=lambda j, name=name: getattr(j.tasks.fields, name),
+            expected=f"col_{name}",
         )
         for name in ("id", "question", "contexts", "answers", "split")
     },
@@ -126,19 +126,23 @@ FLOWS: dict[str, Flow] = {
     # prompts: the preset the Writer and the Critic are asked with (GenerationConfig.prompts)
     "prompts.name": flow("prompts.name=mine", where=lambda j: j.generation.prompt_version, expected="mine"),
     "prompts.writer.system": flow(
-        "prompts.writer.system=You are the Writer.", where=lambda j: j.generation.prompts.writer_system,
+        "prompts.writer.system=You are the Writer.",
+        where=lambda j: j.generation.prompts.writer_system,
         expected="You are the Writer.",
     ),
     "prompts.writer.user": flow(
-        "prompts.writer.user='Round: {round} {question}'", where=lambda j: j.generation.prompts.writer_user,
+        "prompts.writer.user='Round: {round} {question}'",
+        where=lambda j: j.generation.prompts.writer_user,
         expected="Round: {round} {question}",
     ),
     "prompts.writer.revise": flow(
-        "prompts.writer.revise='{feedback} {draft}'", where=lambda j: j.generation.prompts.revise,
+        "prompts.writer.revise='{feedback} {draft}'",
+        where=lambda j: j.generation.prompts.revise,
         expected="{feedback} {draft}",
     ),
     "prompts.critic.system": flow(
-        "prompts.critic.system=You are the Critic.", where=lambda j: j.generation.prompts.critic_system,
+        "prompts.critic.system=You are the Critic.",
+        where=lambda j: j.generation.prompts.critic_system,
         expected="You are the Critic.",
     ),
     "prompts.critic.user": flow(
