@@ -84,7 +84,7 @@ def _jsonl_rows(data: bytes, shown: str) -> Iterator[tuple[int, dict[str, Any]]]
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
         if not isinstance(record, dict):
             raise DatasetError(f"{shown}:{lineno}: expected a JSON object, got {type(record).__name__}")
         yield lineno, record
