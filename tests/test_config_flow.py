@@ -125,29 +125,18 @@ FLOWS: dict[str, Flow] = {
     "generation.seed": flow("generation.seed=3", where=lambda j: j.generation.seed, expected=3),
     # prompts: the preset the Writer and the Critic are asked with (GenerationConfig.prompts)
     "prompts.name": flow("prompts.name=mine", where=lambda j: j.generation.prompt_version, expected="mine"),
-    "prompts.writer.system": flow(
-        "prompts.writer.system=You are the Writer.",
-        where=lambda j: j.generation.prompts.writer_system,
-        expected="You are the Writer.",
-    ),
-    "prompts.writer.user": flow(
-        "prompts.writer.user='Round: {round} {question}'",
-        where=lambda j: j.generation.prompts.writer_user,
-        expected="Round: {round} {question}",
-    ),
-    "prompts.writer.revise": flow(
-        "prompts.writer.revise='{feedback} {draft}'",
-        where=lambda j: j.generation.prompts.revise,
-        expected="{feedback} {draft}",
-    ),
-    "prompts.critic.system": flow(
-        "prompts.critic.system=You are the Critic.",
-        where=lambda j: j.generation.prompts.critic_system,
-        expected="You are the Critic.",
-    ),
-    "prompts.critic.user": flow(
-        "prompts.critic.user='{draft}'", where=lambda j: j.generation.prompts.critic_user, expected="{draft}"
-    ),
+    **{
+        f"prompts.{key}": flow(
+            f"prompts.{key}='{text}'", where=lambda j, attr=attr: getattr(j.generation.prompts, attr), expected=text
+        )
+        for key, attr, text in (
+            ("writer.system", "writer_system", "You are the Writer."),
+            ("writer.user", "writer_user", "Round: {round} {question}"),
+            ("writer.revise", "revise", "{feedback} {draft}"),
+            ("critic.system", "critic_system", "You are the Critic."),
+            ("critic.user", "critic_user", "{draft}"),
+        )
+    },
     "prompts.approval": flow("prompts.approval=LGTM", where=lambda j: j.generation.prompts.approval, expected="LGTM"),
     "generation.max_tokens": flow("generation.max_tokens=128", where=lambda j: j.generation.max_tokens, expected=128),
     "generation.embedder": flow(

@@ -59,19 +59,24 @@ def split_of(item_id: str, dev_fraction: float = DEV_FRACTION) -> str:
     return "dev" if _stable_int(f"split:{item_id}") % 10_000 < dev_fraction * 10_000 else "test"
 
 
+def json_records(lines: Iterable[str], shown: object) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank JSON line; a line that is no JSON object names ``shown:line``."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise DatasetError(f"{shown}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        yield lineno, record
+
+
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
+        yield from json_records(fh, path)
 
 
 def _field(record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

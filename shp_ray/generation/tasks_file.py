@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shp_ray.generation.datasets import DEV_FRACTION, SPLITS, DatasetError, Scenario, split_of
+from shp_ray.generation.datasets import DEV_FRACTION, SPLITS, DatasetError, Scenario, json_records, split_of
 from storage import objectstore
 
 FILE_DATASET = "file"
@@ -78,16 +78,7 @@ def read_bytes(path: str) -> bytes:
 
 
 def _jsonl_rows(data: bytes, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for lineno, line in enumerate(_text(data, shown).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
-        if not isinstance(record, dict):
-            raise DatasetError(f"{shown}:{lineno}: expected a JSON object, got {type(record).__name__}")
-        yield lineno, record
+    return json_records(_text(data, shown).splitlines(), shown)
 
 
 def _csv_rows(data: bytes, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
