@@ -277,6 +277,8 @@ class Config:
     progress: bool | None = None  # None = only on an interactive terminal
     # Replay a job whose failed scenarios are missing (default: such a job fails, exit 1, nothing replayed).
     allow_partial: bool = False
+    # Run a plan beyond the soft bounds of conf.plan (more than 20 rounds, more than 100,000 paid calls).
+    allow_large: bool = False
 
 
 def register() -> None:

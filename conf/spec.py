@@ -58,3 +58,4 @@ class JobSpec:
     progress: bool | None
     allow_partial: bool  # replay the stored scenarios when some failed for good
     prices: PriceTable  # what the replay's cost columns are priced with
+    allow_large: bool = False  # a plan beyond conf.plan's soft bounds was asked for by name

@@ -199,6 +199,7 @@ FLOWS: dict[str, Flow] = {
         expected=0.5,
     ),
     "allow_partial": flow("allow_partial=true", where=lambda j: j.allow_partial, expected=True),
+    "allow_large": flow("allow_large=true", where=lambda j: j.allow_large, expected=True),
 }
 
 
