@@ -80,8 +80,12 @@ def test_a_users_tasks_and_prompts_reach_the_server_as_rendered_templates(tmp_pa
             if t < MAX_ROUNDS:  # the last round's draft is not critiqued
                 expected.add(critic_messages(s.question, s.contexts, t, r["draft"], prompts, s.meta))
         assert received == expected
-        moon = next(m for m in received if "first person to walk on the Moon" in m[1][1] and "Round: 1" in m[1][1])
-        assert moon[0][1].startswith("You are the Writer, a careful history tutor.")  # {topic} of that task
+        moon = tasks["moon"]
+        first = writer_messages(moon.question, moon.contexts, 1, "", "", prompts, moon.meta)
+        assert first in received and first[0] == (
+            "system", "You are the Writer, a careful history tutor. Answer from the numbered passages only, in at most "
+            "two sentences, and end with a line 'Answer: <the short answer>'.",
+        )  # {topic} of that task, rendered  # fmt: skip
 
         # The preset's approval marker is what the stored signal reads: the simulated Critic says APPROVED,
         # which my-loop.yaml (approval: LGTM) does not take for an approval.
