@@ -20,10 +20,12 @@ connection's views hold the parts as listed at connect: a part written later is 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pds
+import pyarrow.fs as pafs
 
 from analysis import sql
 from storage.parts import Store
@@ -69,6 +71,14 @@ def _as_read(schema: pa.Schema) -> pa.Schema:
     )
 
 
+def dataset(store: Store, table: str, infos: Sequence[pafs.FileInfo]) -> pds.FileSystemDataset:
+    """The parts ``infos`` of ``table`` as one pyarrow dataset with the table's schema as read (sizes from the
+    listing: no request per part)."""
+    fmt = pds.ParquetFileFormat()
+    fragments = [fmt.make_fragment(i.path, store.fs, file_size=i.size) for i in infos]
+    return pds.FileSystemDataset(fragments, _as_read(TABLES[table]), fmt, store.fs)
+
+
 class TableSources:
     """The SELECT a view reads a table (or one generation of it) from, for one store and one connection.
 
@@ -95,13 +105,10 @@ class TableSources:
             infos = self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)
             if not infos:
                 return sql.empty_select(fields(table))
-            fmt = pds.ParquetFileFormat()
-            fragments = [fmt.make_fragment(i.path, self.store.fs, file_size=i.size) for i in infos]
-            dataset = pds.FileSystemDataset(fragments, _as_read(TABLES[table]), fmt, self.store.fs)
             scope = "" if gen_id is None else "_" + hashlib.sha256(gen_id.encode()).hexdigest()[:12]
             name = f"_store_{table}{scope}"
             assert self.con is not None
-            self.con.register(name, dataset)
+            self.con.register(name, dataset(self.store, table, infos))
             self._registered[key] = name
         # the dataset has the whole schema (a part without an added column reads NULL): give NULL its meaning
         return sql.with_added_values(f"SELECT * FROM {self._registered[key]}", added(table))

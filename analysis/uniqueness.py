@@ -1,0 +1,116 @@
+"""Each row of the store once: a key held twice with different values is refused, naming both parts; twice
+with the same values (a retried write) it is read once.
+
+Nothing else stops a contradiction: a part is verified alone (its hash, schema and values), so a second
+judgments part with the same keys and every metric 0 -- valid, correctly hash-named -- would be read beside
+the first and change every ``mean_is``. The keys:
+
+    rounds      gen_id, scenario_id, round                    (a trajectory's round)
+    judgments   judge, judge_prompt_version, scenario_id, draft_hash, judge_key
+    signals     gen_id, scenario_id, round, signals_version   (a round's stored signals, per way of computing them)
+
+A judgment is one judge's (and prompt version's) verdict on one draft of a scenario, under one request: its
+``judge_key`` (the judge's cache key, which also covers the metric set). One draft may be judged under two
+metric sets, and the views pick one of those (judgment_pick.sql); the same key twice is one request answered twice.
+
+The check reads the key columns of the views (one GROUP BY each, :data:`KEYS`) and, only for a key it finds
+twice, the whole rows of the parts that hold it. It runs with the facts connect() reads first, so it is done
+once per part set (:mod:`analysis.derived` keeps those facts); the tables it found read-once copies in are
+part of the facts, and every later connection reads them once too (:func:`read_once_sql`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from functools import reduce
+
+import duckdb
+import pyarrow.dataset as pds
+
+from analysis import sql
+from analysis.errors import AnalysisError
+from analysis.sources import added, dataset
+from storage.parts import Store
+from storage.schemas import TABLES
+
+KEYS: dict[str, tuple[str, ...]] = {
+    "rounds": ("gen_id", "scenario_id", "round"),
+    "judgments": ("judge", "judge_prompt_version", "scenario_id", "draft_hash", "judge_key"),
+    "signals": ("gen_id", "scenario_id", "round", "signals_version"),
+}
+VIEWS = {"rounds": "round_parts", "judgments": "judgments_raw", "signals": "signals_raw"}  # what reads each
+_COPIES = "_uniqueness_copies"  # the rows of the keys found twice, registered while they are compared
+_PART = "__filename"  # the part a row came from (pyarrow's scanner fills it)
+
+
+def read_once_sql(table: str, source: str) -> str:
+    """``source`` (the rows of ``table``) with each key once: for a table whose copies are identical."""
+    return sql.query("read_once", source=source, keys=", ".join(KEYS[table]))
+
+
+def check(con: duckdb.DuckDBPyConnection, store: Store, sources: Mapping[str, str]) -> tuple[str, ...]:
+    """Refuse (AnalysisError naming both parts) a key of ``sources`` (table -> the rows its view reads, as
+    narrowed to the connection's scope) held twice with different values; the tables holding identical
+    copies, whose views are made to read them once now (:func:`apply`). Needs the views of :data:`VIEWS`."""
+    once = []
+    for table, source in sources.items():
+        keys = ", ".join(KEYS[table])
+        twice = con.execute(sql.query("duplicate_keys", relation=VIEWS[table], keys=keys)).fetchall()
+        if twice:
+            _refuse_contradictions(con, store, table, twice)
+            once.append(table)
+    apply(con, sources, once)
+    return tuple(once)
+
+
+def statements(sources: Mapping[str, str], once: Iterable[str] = ()) -> list[str]:
+    """The view of each table of ``sources`` (:data:`VIEWS`), reading each key once in the tables ``once``
+    (those :func:`check` found identical copies in)."""
+    once = set(once)
+    return [sql.create(VIEWS[t], read_once_sql(t, s) if t in once else s) for t, s in sources.items()]
+
+
+def apply(con: duckdb.DuckDBPyConnection, sources: Mapping[str, str], once: Iterable[str]) -> None:
+    """Make the views of the tables ``once`` read each key once (the facts say they hold identical copies)."""
+    once = set(once)
+    for stmt in statements({t: s for t, s in sources.items() if t in once}, once):
+        con.execute(stmt)
+
+
+def _refuse_contradictions(
+    con: duckdb.DuckDBPyConnection, store: Store, table: str, twice: list[tuple[object, ...]]
+) -> None:
+    """Read every row of the keys in ``twice`` with the part it came from, and refuse the first key whose
+    copies differ. Reads only the row groups that can hold such a key (the filter is pushed into the scan)."""
+    keys = KEYS[table]
+    wanted = reduce(operator.and_, [pds.field(k).isin(sorted({row[i] for row in twice})) for i, k in enumerate(keys)])
+    rows = dataset(store, table, store.part_infos(table)).to_table(columns=[*TABLES[table].names, _PART], filter=wanted)
+    con.register(_COPIES, rows)
+    try:
+        copies = sql.with_added_values(f"SELECT * FROM {_COPIES}", added(table))  # an older part means the default
+        found = con.execute(
+            sql.query(
+                "contradicting_copies",
+                copies=copies,
+                keys=", ".join(keys),
+                values=", ".join(TABLES[table].names),
+                part=_PART,
+            )
+        ).fetchall()
+    finally:
+        con.unregister(_COPIES)
+    if found:
+        *key, parts, n = found[0]
+        shown = ", ".join(f"{k}={v!r}" for k, v in zip(keys, key, strict=True))
+        named = " and ".join(_relative(store, p) for p in parts)
+        more = f" (and {n - 1} more key{'s' if n > 2 else ''} like it)" if n > 1 else ""
+        raise AnalysisError(
+            f"store {store.uri}: {table} {shown} is held by {named} with different values{more}; a key is stored "
+            f"once, so one of these parts is wrong: move it out of the store (e.g. into {store.uri}/_quarantine/)"
+        )
+
+
+def _relative(store: Store, path: str) -> str:
+    root = store.path.rstrip("/") + "/"
+    return path[len(root) :] if path.startswith(root) else path
