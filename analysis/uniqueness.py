@@ -54,7 +54,7 @@ def check(con: duckdb.DuckDBPyConnection, store: Store, sources: Mapping[str, st
     narrowed to the connection's scope) held twice with different values; the tables holding identical
     copies, whose views are made to read them once now (:func:`apply`). Needs the views of :data:`VIEWS`."""
     once = []
-    for table, source in sources.items():
+    for table in sources:
         keys = ", ".join(KEYS[table])
         twice = con.execute(sql.query("duplicate_keys", relation=VIEWS[table], keys=keys)).fetchall()
         if twice:
