@@ -152,13 +152,20 @@ def connect(
             con.execute(stmt)
         asked = repr((judge, judge_prompt_version, validate))
 
+        def read_once(skip: Sequence[str], once: Sequence[str]) -> None:  # copies of rows (analysis.uniqueness)
+            if skip or once:
+                tables.skip = frozenset(skip)
+                for stmt in uniqueness.statements(guarded_sources(tables, gen_id, scenario_ids), once):
+                    con.execute(stmt)
+
         def facts_now() -> dict:
-            once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
+            skip, once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
+            read_once(skip, once)
             found = store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)
-            return asdict(replace(found, read_once=once))
+            return asdict(replace(found, skip_parts=skip, read_once=once))
 
         facts = StoreFacts(**derived.remember(derived.key([*sources, asked]), facts_now))
-        uniqueness.apply(con, guarded, facts.read_once)  # kept facts: the check found copies to read once
+        read_once(facts.skip_parts, facts.read_once)
         judge, version, dim, signals = facts.judge, facts.judge_prompt_version, facts.dim, facts.signals
         missing, rounds, fill_calls, batch = facts.missing, facts.rounds, facts.fill_calls, facts.batch
         where = sql.judge_where(judge, version)
@@ -272,7 +279,10 @@ def write_init_script(
     guarded = guarded_sources(tables, None, None)
     for stmt in uniqueness.statements(guarded):
         con.execute(stmt)
-    once = uniqueness.check(con, store, guarded)
+    skip, once = uniqueness.check(con, store, guarded)
+    tables.skip = frozenset(skip)
+    for stmt in uniqueness.statements(guarded_sources(tables, None, None), once):
+        con.execute(stmt)
     facts = store_facts(con, store, judge, judge_prompt_version, None, None, validate=False)
     judge, version = facts.judge, facts.judge_prompt_version
     prices = default_prices() if prices is None else prices

@@ -6,12 +6,13 @@ judgments part with the same keys and every metric 0 -- valid, correctly hash-na
 the first and change every ``mean_is``. The keys:
 
     rounds      gen_id, scenario_id, round                    (a trajectory's round)
-    judgments   judge, judge_prompt_version, scenario_id, draft_hash, judge_key
+    judgments   judge, judge_key                              (one judge's verdict on one request)
     signals     gen_id, scenario_id, round, signals_version   (a round's stored signals, per way of computing them)
 
-A judgment is one judge's (and prompt version's) verdict on one draft of a scenario, under one request: its
-``judge_key`` (the judge's cache key, which also covers the metric set). One draft may be judged under two
-metric sets, and the views pick one of those (judgment_pick.sql); the same key twice is one request answered twice.
+A judgment's ``judge_key`` is the judge's cache key: a hash of the judge, its prompt version, the metric set, the
+question and the draft. One draft may be judged under two metric sets, and the views pick one of those
+(judgment_pick.sql); the same key twice is one request answered twice (a different scenario or draft under it
+is a contradiction too).
 
 The check reads the key columns of the views (one GROUP BY each, :data:`KEYS`) and, only for a key it finds
 twice, the whole rows of the parts that hold it. It runs with the facts connect() reads first, so it is done
@@ -22,11 +23,13 @@ part of the facts, and every later connection reads them once too (:func:`read_o
 from __future__ import annotations
 
 import operator
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from functools import reduce
 
 import duckdb
 import pyarrow.dataset as pds
+import pyarrow.parquet as pq
 
 from analysis import sql
 from analysis.errors import AnalysisError
@@ -36,7 +39,7 @@ from storage.schemas import TABLES
 
 KEYS: dict[str, tuple[str, ...]] = {
     "rounds": ("gen_id", "scenario_id", "round"),
-    "judgments": ("judge", "judge_prompt_version", "scenario_id", "draft_hash", "judge_key"),
+    "judgments": ("judge", "judge_key"),
     "signals": ("gen_id", "scenario_id", "round", "signals_version"),
 }
 VIEWS = {"rounds": "round_parts", "judgments": "judgments_raw", "signals": "signals_raw"}  # what reads each
@@ -49,40 +52,40 @@ def read_once_sql(table: str, source: str) -> str:
     return sql.query("read_once", source=source, keys=", ".join(KEYS[table]))
 
 
-def check(con: duckdb.DuckDBPyConnection, store: Store, sources: Mapping[str, str]) -> tuple[str, ...]:
+def check(
+    con: duckdb.DuckDBPyConnection, store: Store, sources: Mapping[str, str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Refuse (AnalysisError naming both parts) a key of ``sources`` (table -> the rows its view reads, as
-    narrowed to the connection's scope) held twice with different values; the tables holding identical
-    copies, whose views are made to read them once now (:func:`apply`). Needs the views of :data:`VIEWS`."""
-    once = []
+    narrowed to the connection's scope) held twice with different values. Else, where keys are held twice
+    with the same values: the parts to skip (every row of each is a copy of a row another part holds: a write
+    done twice, which costs nothing to leave out), and the tables still holding copies after that (their views
+    read each key once: :func:`statements`, a window over the table, slower). Needs the views of :data:`VIEWS`."""
+    skip: list[str] = []
+    once: list[str] = []
     for table in sources:
         keys = ", ".join(KEYS[table])
         twice = con.execute(sql.query("duplicate_keys", relation=VIEWS[table], keys=keys)).fetchall()
         if twice:
-            _refuse_contradictions(con, store, table, twice)
-            once.append(table)
-    apply(con, sources, once)
-    return tuple(once)
+            copies = _copies(con, store, table, twice)
+            left = _skippable(store, table, copies)
+            skip += left[0]
+            once += [table] if left[1] else []
+    return tuple(skip), tuple(once)
 
 
 def statements(sources: Mapping[str, str], once: Iterable[str] = ()) -> list[str]:
     """The view of each table of ``sources`` (:data:`VIEWS`), reading each key once in the tables ``once``
-    (those :func:`check` found identical copies in)."""
+    (those :func:`check` found copies in that no skipped part accounts for)."""
     once = set(once)
     return [sql.create(VIEWS[t], read_once_sql(t, s) if t in once else s) for t, s in sources.items()]
 
 
-def apply(con: duckdb.DuckDBPyConnection, sources: Mapping[str, str], once: Iterable[str]) -> None:
-    """Make the views of the tables ``once`` read each key once (the facts say they hold identical copies)."""
-    once = set(once)
-    for stmt in statements({t: s for t, s in sources.items() if t in once}, once):
-        con.execute(stmt)
-
-
-def _refuse_contradictions(
+def _copies(
     con: duckdb.DuckDBPyConnection, store: Store, table: str, twice: list[tuple[object, ...]]
-) -> None:
-    """Read every row of the keys in ``twice`` with the part it came from, and refuse the first key whose
-    copies differ. Reads only the row groups that can hold such a key (the filter is pushed into the scan)."""
+) -> list[tuple[tuple[object, ...], str]]:
+    """Read every row of the keys in ``twice`` with the part it came from, refuse the first key whose copies
+    differ, and give (key, part) of each such row. Reads only the row groups that can hold such a key (the
+    filter is pushed into the scan)."""
     keys = KEYS[table]
     wanted = reduce(operator.and_, [pds.field(k).isin(sorted({row[i] for row in twice})) for i, k in enumerate(keys)])
     rows = dataset(store, table, store.part_infos(table)).to_table(columns=[*TABLES[table].names, _PART], filter=wanted)
@@ -109,6 +112,28 @@ def _refuse_contradictions(
             f"store {store.uri}: {table} {shown} is held by {named} with different values{more}; a key is stored "
             f"once, so one of these parts is wrong: move it out of the store (e.g. into {store.uri}/_quarantine/)"
         )
+    return list(zip(zip(*(rows[k].to_pylist() for k in keys), strict=True), rows[_PART].to_pylist(), strict=True))
+
+
+def _skippable(store: Store, table: str, copies: list[tuple[tuple[object, ...], str]]) -> tuple[list[str], bool]:
+    """The parts every row of which is a copy another kept part holds (the later written first, by name), and
+    whether copies are left after leaving them out (a part holding some copies and other rows, a key twice in
+    one part)."""
+    held: dict[tuple[object, ...], list[str]] = defaultdict(list)  # key -> the part of each of its rows
+    keys_in: dict[str, list[tuple[object, ...]]] = defaultdict(list)  # part -> the key of each of its rows
+    for key, part in copies:
+        held[key].append(part)
+        keys_in[part].append(key)
+    skip = []
+    for part in sorted(keys_in, reverse=True):
+        mine = keys_in[part]
+        if len(mine) == pq.read_metadata(part, filesystem=store.fs).num_rows and all(
+            any(p != part for p in held[k]) for k in mine
+        ):
+            skip.append(part)
+            for k in set(mine):
+                held[k] = [p for p in held[k] if p != part]
+    return skip, any(len(parts) > 1 for parts in held.values())
 
 
 def _relative(store: Store, path: str) -> str:

@@ -165,7 +165,8 @@ class StoreFacts:
     fill_calls: bool  # signals_lack_calls
     batch: bool  # has_batch_calls
     gen_ids: tuple[str, ...] = ()  # the generations in scope, sorted (gen_ids.sql): the type of gen_id
-    read_once: tuple[str, ...] = ()  # tables holding identical copies of a row, read once (analysis.uniqueness)
+    skip_parts: tuple[str, ...] = ()  # parts whose every row another part holds too: not read (analysis.uniqueness)
+    read_once: tuple[str, ...] = ()  # tables holding copies of a row even so: each key read once
 
 
 def store_facts(

@@ -52,6 +52,16 @@ def _same(got: list[tuple], expected: list[tuple]) -> None:
         assert a[1:] == pytest.approx(b[1:], rel=1e-12, nan_ok=True)
 
 
+def _view(root: Path, view: str, query: str = "SELECT 1") -> tuple[str, list[tuple]]:
+    """The SQL of ``view`` in a connection to ``root``, and what ``query`` gives there."""
+    con = analysis.connect(root)
+    try:
+        ((text,),) = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [view]).fetchall()
+        return text, con.sql(query).fetchall()
+    finally:
+        con.close()
+
+
 def _with(table: pa.Table, column: str, value: object) -> pa.Table:
     field = table.schema.field(column)
     return table.set_column(table.schema.get_field_index(column), field, pa.array([value] * table.num_rows, field.type))
@@ -85,10 +95,24 @@ def test_a_judgments_part_contradicting_another_is_refused_naming_both(store, ca
 def test_an_identical_judgments_part_is_read_once(base, store) -> None:
     st = Store(store)
     copy = st.read("judgments")
-    st.write("judgments", copy.slice(0, copy.num_rows // 2))  # a retried write of some of the rows
+    again = st.write("judgments", copy.slice(0, copy.num_rows // 2))  # a retried write of some of the rows
     assert len(st.parts("judgments")) == 2
     _same(_summary(store), base[1])
     _same(_summary(store), base[1])  # a later open, from the kept facts
+    text = _view(store, "judgments_raw")[0]
+    assert _name(again) not in text and "QUALIFY" not in text  # the copy is left out: nothing to read once
+
+
+def test_a_part_holding_copies_and_new_rows_is_read_with_each_key_once(base, store) -> None:
+    st = Store(store)
+    judgments = st.read("judgments")
+    other = _with(
+        judgments.slice(1, 1), "judge_key", "f" * 64
+    )  # another request about a draft: the pick keeps the first
+    st.write("judgments", pa.concat_tables([judgments.slice(0, 3), other]))  # 3 copies, 1 new row: read, each once
+    _same(_summary(store), base[1])
+    assert _view(store, "judgments_raw", "SELECT count(*) FROM judgments_raw")[1] == [(judgments.num_rows + 1,)]
+    assert "QUALIFY" in _view(store, "judgments_raw")[0]  # each key once, by a window over the table
 
 
 def test_a_rounds_part_contradicting_another_is_refused_naming_both(store, capsys) -> None:
@@ -101,9 +125,11 @@ def test_a_rounds_part_contradicting_another_is_refused_naming_both(store, capsy
 
 def test_an_identical_rounds_part_is_read_once(base, store) -> None:
     st = Store(store)
-    st.write("rounds", st.read("rounds").slice(0, 5))  # rows already stored, again
+    again = st.write("rounds", st.read("rounds").slice(0, 5))  # rows already stored, again
     _same(_summary(store), base[1])
     _same(_summary(store), base[1])
+    text = _view(store, "round_parts")[0]
+    assert _name(again) not in text and "QUALIFY" not in text
 
 
 def test_a_signals_part_contradicting_another_is_refused_naming_both(store, capsys) -> None:
