@@ -8,17 +8,14 @@ import pytest
 
 from analysis.query import main
 from analysis.query_bounds import default_memory_limit
-from storage.synthetic import SyntheticSpec, write_synthetic_store
 
 # A cross join no machine finishes: 10^16 pairs, none kept (no early end), so only a bound stops it.
 ENDLESS = "SELECT count(*) FROM range(100000000) a, range(100000000) b WHERE a.range + b.range < 0"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bounds-store")
-    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, seed=2))
-    return root
+@pytest.fixture
+def store(small_store):
+    return small_store
 
 
 def _run(store, capsys, *args: str) -> tuple[int, str, str]:
