@@ -39,7 +39,6 @@ import duckdb
 
 from analysis import query_bounds, sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
-from analysis.query_bounds import BoundExceeded, Bounds
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
 
@@ -218,7 +217,7 @@ def render(names: Sequence[str], rows: Sequence[Sequence[object]], fmt: str, sho
     return "\n".join(out) + "\n"
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, bounds: Bounds) -> str:
+def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, bounds: query_bounds.Bounds) -> str:
     """Run read-only SQL within ``bounds`` (analysis.query_bounds); the output of the last statement is returned.
     CSV and JSON say on stderr that rows were cut (their output stays data)."""
     out = ""
@@ -230,7 +229,7 @@ def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, bounds: Bounds)
     return out
 
 
-def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: Bounds) -> int:
+def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: query_bounds.Bounds) -> int:
     tty = sys.stdin.isatty()
     if tty:
         import readline  # noqa: F401  (line editing and history for input())
@@ -250,7 +249,7 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: Bounds) -> int
         if not buf and stripped in (".quit", ".exit", "\\q"):
             return 0
         if not buf and stripped == ".tables":
-            sys.stdout.write(run_sql(con, sql.query("query_tables"), fmt, Bounds(timeout_s=bounds.timeout_s)))
+            sys.stdout.write(run_sql(con, sql.query("query_tables"), fmt, bounds.every_row()))
             continue
         buf.append(line)
         if not stripped.endswith(";"):
@@ -258,7 +257,7 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: Bounds) -> int
         text, buf = "\n".join(buf), []
         try:
             sys.stdout.write(run_sql(con, text, fmt, bounds))
-        except (ReadOnlyError, BoundExceeded) as exc:
+        except (ReadOnlyError, query_bounds.BoundExceeded) as exc:
             print(f"error: {exc}", file=sys.stderr)
         except duckdb.Error as exc:
             print(f"error: {engine_error(exc)}", file=sys.stderr)
@@ -325,12 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_init:
             print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices))
             return 0
-        con = connect(
-            args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
-            delta=args.delta, materialize=not args.lazy, prices=prices, memory_limit=bounds.memory_limit,
+        con = query_bounds.opened(
+            connect, bounds, args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
+            delta=args.delta, materialize=not args.lazy, prices=prices,
         )  # fmt: skip
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
-        print(f"shp-query: {query_bounds.explain(exc, bounds.memory_limit)}", file=sys.stderr)
+        print(f"shp-query: {exc}", file=sys.stderr)
         return 2
     try:
         if args.sql is None:
@@ -340,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReadOnlyError as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
-    except BoundExceeded as exc:
+    except query_bounds.BoundExceeded as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 1
     except duckdb.Error as exc:

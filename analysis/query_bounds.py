@@ -21,7 +21,8 @@ import argparse
 import os
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import duckdb
 
@@ -37,7 +38,7 @@ def default_memory_limit() -> str:
     return f"{int(total * MEMORY_SHARE) >> 20}MiB"
 
 
-class BoundExceeded(Exception):
+class BoundExceeded(ValueError):
     """A query ended by one of shp-query's bounds; the message names the flag."""
 
 
@@ -49,6 +50,10 @@ class Bounds:
     max_rows: int | None = None
     timeout_s: float | None = DEFAULT_TIMEOUT_S
     memory_limit: str | None = None
+
+    def every_row(self) -> Bounds:
+        """The same bounds showing every row (a listing the user did not write, e.g. ``.tables``)."""
+        return replace(self, max_rows=None)
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,13 @@ def out_of_memory(exc: duckdb.Error, limit: str | None) -> str:
     )
 
 
-def explain(exc: BaseException, limit: str | None) -> str:
-    """What failed while opening the store: the memory bound said as such (:func:`out_of_memory`), else ``exc``."""
-    return out_of_memory(exc, limit) if isinstance(exc, duckdb.OutOfMemoryException) else str(exc)
+def opened(connect: Callable[..., duckdb.DuckDBPyConnection], bounds: Bounds, *args: object, **options: object):
+    """``connect(*args, **options)`` (analysis.connect) with the memory bound; past it while opening the store,
+    BoundExceeded (a ValueError: said as any other failure to open)."""
+    try:
+        return connect(*args, memory_limit=bounds.memory_limit, **options)
+    except duckdb.OutOfMemoryException as exc:
+        raise BoundExceeded(f"opening the store {out_of_memory(exc, bounds.memory_limit)}") from None
 
 
 def _memory_limit(text: str) -> str:
