@@ -141,7 +141,9 @@ def out_of_memory(exc: duckdb.Error, limit: str | None) -> str:
     )
 
 
-def opened(connect: Callable[..., duckdb.DuckDBPyConnection], bounds: Bounds, *args: object, **options: object):
+def opened(
+    connect: Callable[..., duckdb.DuckDBPyConnection], bounds: Bounds, *args: object, **options: object
+) -> duckdb.DuckDBPyConnection:
     """``connect(*args, **options)`` (analysis.connect) with the memory bound; past it while opening the store,
     BoundExceeded (a ValueError: said as any other failure to open)."""
     try:

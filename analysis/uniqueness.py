@@ -70,7 +70,7 @@ def check(
         twice = con.execute(sql.query("duplicate_keys", relation=VIEWS[table], keys=keys)).fetchall()
         if twice:
             copies = _copies(con, store, table, twice)
-            left = _skippable(store, table, copies)
+            left = _skippable(store, copies)
             skip += left[0]
             once += [table] if left[1] else []
     return tuple(skip), tuple(once)
@@ -118,10 +118,11 @@ def _copies(
     return list(zip(zip(*(rows[k].to_pylist() for k in keys), strict=True), rows[_PART].to_pylist(), strict=True))
 
 
-def _skippable(store: Store, table: str, copies: list[tuple[tuple[object, ...], str]]) -> tuple[list[str], bool]:
+def _skippable(store: Store, copies: list[tuple[tuple[object, ...], str]]) -> tuple[list[str], bool]:
     """The parts every row of which is a copy another kept part holds (the later written first, by name), and
     whether copies are left after leaving them out (a part holding some copies and other rows, a key twice in
-    one part)."""
+    one part). ``copies`` may hold rows of keys stored once (the scan's filter is per column): they keep their
+    part, which is safe."""
     held: dict[tuple[object, ...], list[str]] = defaultdict(list)  # key -> the part of each of its rows
     keys_in: dict[str, list[tuple[object, ...]]] = defaultdict(list)  # part -> the key of each of its rows
     for key, part in copies:
