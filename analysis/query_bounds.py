@@ -133,12 +133,11 @@ def _count(con: duckdb.DuckDBPyConnection, statement: str, at: float | None) -> 
     return int(total)
 
 
-def out_of_memory(exc: duckdb.Error, limit: str | None) -> str:
-    """One line for a query that needed more memory than the connection may take."""
+def out_of_memory(exc: duckdb.Error, limit: str | None, opening: bool = False) -> str:
+    """One line for a query (or the opening of the store) that needed more memory than the connection may take."""
     first = str(exc).strip().splitlines()[0]
-    return (
-        f"stopped: more memory needed than --memory-limit {limit} ({first}); narrow the query or raise --memory-limit"
-    )
+    what, hint = ("opening the store", "") if opening else ("the query", "narrow the query or ")
+    return f"stopped: {what} needs more memory than --memory-limit {limit} ({first}); {hint}raise --memory-limit"
 
 
 def opened(
@@ -149,7 +148,7 @@ def opened(
     try:
         return connect(*args, memory_limit=bounds.memory_limit, **options)
     except duckdb.OutOfMemoryException as exc:
-        raise BoundExceeded(f"opening the store {out_of_memory(exc, bounds.memory_limit)}") from None
+        raise BoundExceeded(out_of_memory(exc, bounds.memory_limit, opening=True)) from None
 
 
 def _memory_limit(text: str) -> str:

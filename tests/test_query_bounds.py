@@ -59,8 +59,15 @@ def test_a_query_past_its_memory_limit_is_stopped_with_one_line(store, capsys) -
     # one list of 50 million integers (400 MB) cannot be spilled: past 20 MB the query ends
     code, out, err = _run(store, capsys, "--memory-limit", "20MB", "SELECT list(range) FROM range(50000000)")
     assert code == 1 and out == "" and len(err.splitlines()) == 1
-    assert err.startswith("shp-query: stopped: more memory needed than --memory-limit 20MB (Out of Memory Error")
+    assert err.startswith(
+        "shp-query: stopped: the query needs more memory than --memory-limit 20MB (Out of Memory Error"
+    )
     assert err.endswith("; narrow the query or raise --memory-limit\n")
+    # 1 MB does not even open the store (its views and replay inputs): said as such, nothing half-opened
+    code, out, err = _run(store, capsys, "--memory-limit", "1MB", "SELECT 1")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith("shp-query: stopped: opening the store needs more memory than --memory-limit 1MB (")
+    assert err.endswith("; raise --memory-limit\n")
 
 
 def test_bad_bounds_are_refused_naming_the_flag(store, capsys) -> None:
