@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import costs, family_replay, sql
+from analysis import costs, family_replay, sql, uniqueness
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
 from analysis.sources import TableSources
@@ -48,6 +48,18 @@ def rounds_source(sources: TableSources, gen_id: str | None, scenario_ids: Seque
 def judgments_source(sources: TableSources, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     """The judgments parts, narrowed to the scenarios of a job's scope or slice (judgments have no gen_id)."""
     return sql.narrowed(source(sources, "judgments"), None, scenario_ids)
+
+
+def guarded_sources(
+    sources: TableSources, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
+) -> dict[str, str]:
+    """The rows of the tables whose keys are unique (analysis.uniqueness), narrowed to a scope: their views
+    (round_parts, judgments_raw, signals_raw) read these, each key once where the facts say it is stored twice."""
+    return {
+        "judgments": judgments_source(sources, scenario_ids),
+        "rounds": rounds_source(sources, gen_id, scenario_ids),
+        "signals": source(sources, "signals", gen_id),
+    }
 
 
 def embedding_dim(store: Store) -> int:
@@ -153,6 +165,8 @@ class StoreFacts:
     fill_calls: bool  # signals_lack_calls
     batch: bool  # has_batch_calls
     gen_ids: tuple[str, ...] = ()  # the generations in scope, sorted (gen_ids.sql): the type of gen_id
+    skip_parts: tuple[str, ...] = ()  # parts whose every row another part holds too: not read (analysis.uniqueness)
+    read_once: tuple[str, ...] = ()  # tables holding copies of a row even so: each key read once
 
 
 def store_facts(
@@ -244,6 +258,7 @@ def build_statements(
     price_rows: Sequence[tuple[object, ...]] = (),
     unique_judgments: bool = False,
     gen_ids: Sequence[str] = (),
+    read_once: Iterable[str] = (),
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
@@ -256,6 +271,7 @@ def build_statements(
     ``unique_judgments`` (:func:`judgments_unique`, checked just before): a materialised ``replay_inputs``
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
     have grown since, always picks). ``gen_ids``: the generations in scope (:class:`StoreFacts`), gen_id's ENUM.
+    ``read_once``: the tables whose views read each key once (:class:`StoreFacts`, analysis.uniqueness).
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
@@ -266,9 +282,7 @@ def build_statements(
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
-        sql.create("round_parts", rounds_source(sources, gen_id, scenario_ids)),
-        sql.create("signals_raw", source(sources, "signals", gen_id)),
-        sql.create("judgments_raw", judgments_source(sources, scenario_ids)),
+        *uniqueness.statements(guarded_sources(sources, gen_id, scenario_ids), read_once),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it
