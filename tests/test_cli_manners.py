@@ -39,7 +39,7 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
     store = tmp_path / "store"
     args = [
         SWEEP, "provider=sim", "dataset.limit=8", "generation.max_rounds=3", "provider.sim_latency_s=0.3",
-        "generation.workers=1", "generation.concurrency=1", "report.enabled=false",
+        "generation.workers=1", "generation.concurrency=1", "generation.embedder=fake-hash", "report.enabled=false",
         f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
     ]  # fmt: skip
     sweep = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
