@@ -166,3 +166,19 @@ def test_block_runs_and_prints_what_is_shown(block: Block, runs) -> None:
 )
 def test_the_matching_rules(shown: str, printed: str, ok: bool) -> None:
     assert matches(shown, printed) is ok
+
+
+def test_the_readme_is_short_and_the_spec_is_in_the_repository() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    assert (ROOT / "docs" / "design.md").exists()
+    cited = [
+        f"{p.relative_to(ROOT)}"
+        for p in ROOT.rglob("*")
+        if p.suffix in (".py", ".md", ".sql", ".yaml", ".toml")
+        and p.is_file()
+        and not {".venv", ".git", "results"} & set(p.relative_to(ROOT).parts)
+        and p.name != "CHANGELOG.md"  # history
+        and p != Path(__file__)
+        and "DESIGN.md" in p.read_text(errors="replace")
+    ]
+    assert cited == [], f"cite docs/design.md instead of a DESIGN.md outside the repository: {cited}"
