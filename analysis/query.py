@@ -39,8 +39,12 @@ import duckdb
 
 from analysis import query_bounds, sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
+from analysis.errors import said_by
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
+
+# The settings an AnalysisError may ask to change, as this command spells them.
+QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.connect(judge_prompt_version=...), not a flag"}
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
 # SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
@@ -329,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             delta=args.delta, materialize=not args.lazy, prices=prices,
         )  # fmt: skip
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
-        print(f"shp-query: {exc}", file=sys.stderr)
+        print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)
         return 2
     try:
         if args.sql is None:

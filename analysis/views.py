@@ -90,10 +90,18 @@ def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str |
         return judge, version  # nothing judged yet: IS is NULL everywhere
     if not found:
         known = ", ".join(f"{j!r} (prompt {v!r}, {n} rows)" for j, v, n in rows)
-        raise AnalysisError(f"no judgments by judge={judge!r} prompt_version={version!r}; the store has: {known}")
-    if len({j for j, _ in found}) > 1 or len({v for _, v in found}) > 1:
+        asked = f"judge {judge!r}" + (f", prompt version {version!r}" if version is not None else "")
+        raise AnalysisError(f"no judgments by {asked}; the store has: {known}")
+    if len({j for j, _ in found}) > 1:
         known = ", ".join(f"{j!r} (prompt {v!r})" for j, v in found)
-        raise AnalysisError(f"several judges in the store ({known}); pass judge= (and judge_prompt_version=)")
+        raise AnalysisError(f"several judges in the store ({known}); choose one with {{judge}}", settings=("judge",))
+    if len({v for _, v in found}) > 1:
+        known = ", ".join(repr(v) for _, v in found)
+        raise AnalysisError(
+            f"judge {found[0][0]!r} has several prompt versions in the store ({known}); choose one with "
+            "{judge_prompt_version}",
+            settings=("judge_prompt_version",),
+        )
     return found[0]
 
 

@@ -244,7 +244,7 @@ def prompts_node(ps: PromptSet) -> PromptsConf:
 
 @dataclass
 class ReplayConf:
-    # Policy names of DESIGN.md ("standard" = all of them), e.g. [abl_full] for one cell.
+    # Policy names of docs/design.md ("standard" = all of them), e.g. [abl_full] for one cell.
     policies: list[str] = field(default_factory=lambda: ["standard"])
     random_seeds: list[int] = field(default_factory=lambda: [0])
 

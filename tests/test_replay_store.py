@@ -134,7 +134,7 @@ def test_policy_summary_against_replay(con) -> None:
 
 def test_unknown_or_ambiguous_judge_is_refused(tmp_path) -> None:
     write_synthetic_store(tmp_path, SyntheticSpec(n_trajectories=5, rounds=2))
-    with pytest.raises(AnalysisError, match="no judgments by judge='gpt-judge'"):
+    with pytest.raises(AnalysisError, match="no judgments by judge 'gpt-judge'"):
         analysis.connect(tmp_path, judge="gpt-judge")
     other = Store(tmp_path).read("judgments")
     other = other.set_column(other.schema.get_field_index("judge"), "judge", pa.array(["other"] * other.num_rows))

@@ -1,4 +1,4 @@
-"""The Writer -> Critic round loop (DESIGN.md "Round semantics"), in two modes.
+"""The Writer -> Critic round loop (docs/design.md, "A round"), in two modes.
 
 Round t: Writer(q, C, x_{t-1}, f_{t-1}) -> x_t (f_0 = ""); e_t = phi(x_t);
 IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_t.
