@@ -25,6 +25,7 @@ import duckdb
 
 from analysis import figures, report_costs, report_dynamics, report_families, report_power, sql, stats
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
+from analysis.errors import said_by
 from analysis.report_cells import cell, fetch_dicts
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             args.store, args.out, judge=args.judge, weights=weights, delta=args.delta, eps=args.eps, prices=prices
         )
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
-        print(f"report: {exc}", file=sys.stderr)
+        print(f"report: {said_by(exc, {'judge': '--judge'})}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -28,10 +28,13 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
+from conf.spec import JobSpec
+from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
+from sweeps import command_line
 from sweeps import job as sweep_job
 from sweeps.redact_callback import protect_process
 
@@ -99,8 +102,14 @@ def main(cfg: DictConfig) -> dict:
     try:
         snap = sweep_job.snapshot(cfg)
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
+    except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
+        said = redact_text(str(exc))
+        log.error("invalid tasks: %s", said)
+        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
+    except KeyboardInterrupt:
+        _interrupted(job)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
@@ -132,6 +141,30 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
     raise SystemExit(1)
 
 
+def _interrupted(job: JobSpec | None) -> None:
+    """Ctrl-C: one line, exit 130. Parts are whole or absent and paid calls are cached, so a rerun resumes."""
+    kept = "no"
+    if job is not None:
+        from storage.parts import Store  # loaded by the job already
+        from storage.resume import done_scenarios
+
+        gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+        kept = str(len(done_scenarios(Store(job.store), gen_id)))
+    print(f"\ninterrupted: {kept} trajectories kept; run the same command to resume", file=sys.stderr)
+    raise SystemExit(130)
+
+
 def entry() -> None:
     protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    main()  # hydra.main reads sys.argv itself
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
+        return
+    try:
+        main()  # hydra.main reads sys.argv itself
+    except KeyboardInterrupt:  # before a job started (composing the config, starting up)
+        _interrupted(None)
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # Hydra refused an override, or a job failed: name a mistyped key's nearest
+            for said in command_line.suggestions(sys.argv[1:]):
+                print(said, file=sys.stderr)
+        raise
