@@ -25,13 +25,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import plan, schema
 from conf.errors import ConfigError
-from conf.inputs import resolve_prompts, resolve_tasks
+from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
-from shp_ray.generation.score_config import KINDS as SCORE_KINDS
-from shp_ray.generation.score_config import ScoreConfigError, ScoreSpec
-from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
@@ -185,11 +182,7 @@ RULES: tuple[Rule, ...] = (
     Rule("generation.concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
-    Rule("score.kind", *one_of(("none", *SCORE_KINDS))),
-    # the name, pattern and target are checked by building the scorer (score_config.build) in to_job
-    Rule("score.name", lambda v: isinstance(v, str), "a string (the stored score's name)"),
-    Rule("score.pattern", lambda v: isinstance(v, str), "a string: a regex with a named group (?P<answer>...)"),
-    Rule("score.target", lambda v: isinstance(v, str), "a string: package.module:function"),
+    Rule("score.kind", *one_of(SCORES)),  # its name, pattern, target: checked by building it (resolve_scores)
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
@@ -340,19 +333,13 @@ def to_job(cfg: DictConfig) -> JobSpec:
         options = _guard("provider", lambda: kind(**values(p, keys)))
     tasks = resolve_tasks(cfg.dataset)
     prompts = resolve_prompts(cfg.prompts, tasks)
-    score = ScoreSpec(**values(cfg.score, schema.SCORE_KEYS))
-    if score.kind != "none":
-        try:  # a bad pattern or target fails here, before any call
-            build_scorer(score)
-        except ScoreConfigError as exc:
-            raise ConfigError(str(exc)) from None
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
             **values(cfg.generation, schema.GENERATION_KEYS),
             **values(cfg.judge, schema.JUDGE_KEYS),
             prompts=prompts,
-            scores=() if score.kind == "none" else (score,),
+            scores=resolve_scores(cfg.score),
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):

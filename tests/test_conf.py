@@ -280,6 +280,9 @@ FREE_KEYS = {
     "progress",
     "allow_partial",  # a bool: Hydra's type check is the whole rule
     "allow_large",  # a bool: what it allows is checked in to_job (conf.plan.oversized)
+    "score.name",  # strings (Hydra's type check); the scorer they build is checked in conf.inputs.resolve_scores
+    "score.pattern",
+    "score.target",
 }
 
 
