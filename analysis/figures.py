@@ -143,6 +143,13 @@ def tokens_saved(parts: Sequence, path: Path, title: str) -> Path:
     return path
 
 
+def clipped_band(rows: Sequence[dict]) -> tuple[list[float], list[float]]:
+    """The 95% band of mean d_t, clipped to [0, 2]: a t interval can leave the cosine distance's range, d_t cannot."""
+    low = [min(2.0, max(0.0, float(r["ci95_low"]))) for r in rows]
+    high = [min(2.0, max(0.0, float(r["ci95_high"]))) for r in rows]
+    return low, high
+
+
 def distance_by_round(parts: Sequence, path: Path, title: str, eps: float) -> Path:
     """Mean d_t per round with its 95% band (clipped to [0, 2]: a cosine distance cannot leave it), one line per
     split and generation, N per round in the legend."""
@@ -155,9 +162,7 @@ def distance_by_round(parts: Sequence, path: Path, title: str, eps: float) -> Pa
             ns = sorted({int(r["n"]) for r in g})
             n = f"N = {ns[0]}" if len(ns) == 1 else f"N = {ns[0]}–{ns[-1]}"
             ax.plot(t, [r["mean"] for r in g], marker="o", label=f"{part.name} · {short[gen]} ({n} per round)")
-            low = [min(2.0, max(0.0, r["ci95_low"])) for r in g]
-            high = [min(2.0, max(0.0, r["ci95_high"])) for r in g]
-            ax.fill_between(t, low, high, alpha=0.25)
+            ax.fill_between(t, *clipped_band(g), alpha=0.25)
     ax.axhline(eps, c="tab:red", ls="--", lw=1, label=f"eps = {eps:g}")
     ax.set_ylim(bottom=0.0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

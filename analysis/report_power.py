@@ -95,7 +95,8 @@ def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
     return (
         f"WARNING: N = {worst['n_is']} is below what the TOST planner asks: to detect a margin "
         f"delta = {_num(worst.get('margin')):g} with power {TARGET_POWER:g} at this variance you need "
-        f"N = {worst['n_needed']} ({worst['policy']}); {len(short)} of {len(summary)} policies are underpowered, "
+        f"N = {worst['n_needed']} ({worst['policy']}{', split ' + str(worst['split']) if worst.get('split') else ''}); "
+        f"{len(short)} of {len(summary)} policies are underpowered, "
         "so 'non-inferior' here is not evidence."
     )
 
