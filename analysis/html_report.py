@@ -2,15 +2,17 @@
 
 The sortable policy table, the Plotly charts (the library's own JavaScript inlined from the Python package) and a
 trajectory browser: every round's draft with its word diff to the previous one, the critique, d_t, IS and every
-score, and the round where each policy stops (the ``replay`` view). The trajectories travel as compact JSON in
-``<script type="application/json">`` blocks of PAGE trajectories each, parsed only when one of them is chosen, so a
-report of 10,000 trajectories opens as fast as a small one (BENCHMARKS.md).
+score, and the round where each policy stops (the ``replay`` view). The trajectories travel as compact JSON, gzip'd and
+base64'd, in ``<script>`` blocks of PAGE trajectories each, inflated and parsed only when one of them is chosen, so a
+report of 10,000 trajectories opens in about the time of a small one (BENCHMARKS.md).
 
 The page's own template, style and script are package data in ``analysis/html/``.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 import math
@@ -131,6 +133,13 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
+def _packed(value: object) -> str:
+    """A block of trajectories as gzip'd JSON in base64: successive drafts repeat each other, so a block shrinks
+    ~10x, and the page's HTML stays small enough to open fast (the browser inflates one block on demand)."""
+    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+
+
 def render(data: Any, title: str) -> str:
     """The page's text for a report_data.ReportData."""
     setup, prov = data.setup, data.provenance
@@ -161,7 +170,7 @@ def render(data: Any, title: str) -> str:
         "index": index,
     }
     blocks = "\n".join(
-        f'<script type="application/json" id="tp-{i}">{_json(page)}</script>' for i, page in enumerate(pages)
+        f'<script type="application/gzip+base64" id="tp-{i}">{_packed(page)}</script>' for i, page in enumerate(pages)
     )
     values = {
         "<!--TITLE-->": html.escape(f"shp-ray report · {title}"),

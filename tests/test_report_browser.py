@@ -40,7 +40,7 @@ def report(tmp_path_factory) -> tuple[Path, Path]:
 def test_the_page_is_self_contained(report) -> None:
     html = (report[1] / INDEX).read_text()
     assert "<script src" not in html and "<link" not in html  # every asset inlined
-    assert html.count('type="application/json" id="tp-') == 1  # 80 trajectories: one block of 100
+    assert html.count('<script type="application/gzip+base64" id="tp-') == 1  # 80 trajectories: one block of 100
 
 
 def _run(coro):  # noqa: ANN001, ANN202

@@ -102,12 +102,17 @@
 
   // ---- trajectory browser -------------------------------------------------------------------------------
   const LIST_PAGE = 50;
-  const pages = new Map();  // block number -> parsed trajectories (parsed on first use)
+  const pages = new Map();  // block number -> promise of its trajectories (inflated and parsed on first use)
   let shown = [], listPage = 0, chosen = -1;
+  function inflate(b64) {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
   function trajectory(i) {
     const block = Math.floor(i / data.page_size);
-    if (!pages.has(block)) pages.set(block, JSON.parse(document.getElementById("tp-" + block).textContent));
-    return pages.get(block)[i % data.page_size];
+    if (!pages.has(block)) pages.set(block, inflate(document.getElementById("tp-" + block).textContent.trim()));
+    return pages.get(block).then((page) => page[i % data.page_size]);
   }
   function filterList() {
     const q = $("#traj-search").value.trim().toLowerCase();
@@ -183,9 +188,10 @@
     return table;
   }
 
-  function show(i) {
+  async function show(i) {
     chosen = i;
-    const e = data.index[i], t = trajectory(i), depth = t.rounds.length;
+    const e = data.index[i], t = await trajectory(i), depth = t.rounds.length;
+    if (chosen !== i) return;  // another trajectory was chosen while this one's block was inflating
     const box = $("#trajectory");
     const parts = [el("h3", { text: e[2] + " · split " + e[0] + " · generation " + e[1] + " · T = " + depth }),
       el("p", { text: "Question: " + (t.q || "–") }), el("p", { text: "Gold answer: " + (t.gold || "–") }),
