@@ -2,6 +2,7 @@
 // Trajectories are parsed from their JSON block only when one of them is chosen (PAGE per block).
 (function () {
   "use strict";
+  const timings = { script_ms: performance.now() };  // when this script started: the page parsed up to here
   const $ = (sel) => document.querySelector(sel);
   const el = (tag, attrs, ...kids) => {
     const node = document.createElement(tag);
@@ -12,6 +13,7 @@
     return node;
   };
   const data = JSON.parse(document.getElementById("report-data").textContent);
+  timings.data_ms = performance.now();
   const fmt = (x, nd) => (x === null || x === undefined ? "–" : Number(x).toFixed(nd));
   let splitFilter = "";
 
@@ -87,6 +89,16 @@
   }
 
   // ---- charts -------------------------------------------------------------------------------------------
+  // Plotly's own script (inlined, not run with the page: it is most of the page's load) runs once the table and the
+  // browser are on screen, then draws the charts.
+  function loadPlotly() {
+    return new Promise((resolve) => requestAnimationFrame(() => setTimeout(() => {
+      const s = document.createElement("script");
+      s.textContent = document.getElementById("plotly-js").textContent;
+      document.head.append(s);  // an inline script: it runs here
+      resolve();
+    })));
+  }
   function charts() {
     const box = $("#figures"), done = [];
     const config = { responsive: true, displaylogo: false };
@@ -231,8 +243,10 @@
   $("#prev").addEventListener("click", () => { listPage = Math.max(0, listPage - 1); renderList(); });
   $("#next").addEventListener("click", () => { listPage += 1; renderList(); });
   filterList();
-  window.shpReport = { show, ready: false, trajectories: data.index.length };
-  charts().then(() => {
+  timings.table_ms = performance.now();  // the table and the trajectory browser work from here on
+  window.shpReport = { show, ready: false, trajectories: data.index.length, timings };
+  loadPlotly().then(() => { timings.plotly_ms = performance.now(); return charts(); }).then(() => {
+    timings.charts_ms = performance.now();
     window.shpReport.ready = true;
     document.dispatchEvent(new Event("report-ready"));
   });
