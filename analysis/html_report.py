@@ -36,11 +36,14 @@ METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_rec
 # The policy table: (key, heading, decimals or None for text)
 COLUMNS = (
     ("split", "split", None), ("gen", "generation", None), ("policy", "policy", None), ("n", "N", 0),
-    ("mean_rounds", "rounds", 2), ("mean_operational_tokens", "op. tokens", 0), ("tokens_ci", "tokens 95% CI", None),
-    ("token_saving", "saving %", 1), ("saving_ci", "saving 95% CI", None), ("mean_is", "IS", 3),
-    ("is_ci", "IS 95% CI", None), ("delta_is", "ΔIS", 4), ("mean_em", "EM", 3), ("mean_f1", "F1", 3),
-    ("tost_power", "power", 2), ("n_needed", "N for power 0.8", 0), ("verdict", "non-inferior (IS)", None),
+    ("verdict", "non-inferior (IS)", None), ("token_saving", "saving %", 1), ("saving_ci", "saving 95% CI", None),
+    ("mean_is", "IS", 3), ("is_ci", "IS 95% CI", None), ("delta_is", "ΔIS", 4), ("mean_rounds", "rounds", 2),
+    ("mean_operational_tokens", "op. tokens", 0), ("tokens_ci", "tokens 95% CI", None), ("mean_em", "EM", 3),
+    ("mean_f1", "F1", 3), ("tost_power", "power", 2), ("n_needed", "N for power 0.8", 0),
 )  # fmt: skip
+
+
+VERDICT = [key for key, _, _ in COLUMNS].index("verdict")
 
 
 def _num(x: object, nd: int = 4) -> float | None:
@@ -80,7 +83,7 @@ def table_rows(parts: Sequence[Any]) -> list[list[list[object]]]:
                    "is_ci": _ci_text(ci.get("is_ci", (math.nan, math.nan))),
                    "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r})}  # fmt: skip
             cells = [_cell(row.get(key), nd) for key, _, nd in COLUMNS]
-            cells[-1].append(report_power.verdict_kind(r))  # the verdict cell's colour
+            cells[VERDICT].append(report_power.verdict_kind(r))  # the verdict cell's colour
             out.append(cells)
     return out
 
