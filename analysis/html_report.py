@@ -136,6 +136,14 @@ def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
+def _held_note(parts: Sequence[Any], index: list[list[object]]) -> str:
+    """What the browser leaves out of a split too large for one page ("" when it holds every trajectory)."""
+    held = {p.name: sum(1 for e in index if e[0] == p.name) for p in parts}
+    cut = [f"split {p.name}: the first {held[p.name]:,} of {p.trajectories:,}" for p in parts
+           if held[p.name] < p.trajectories]  # fmt: skip
+    return "" if not cut else "This page holds " + "; ".join(cut) + " trajectories (by id); the tables hold all."
+
+
 def _packed(value: object) -> str:
     """A block of trajectories as gzip'd JSON in base64: successive drafts repeat each other, so a block shrinks
     ~10x, and the page's HTML stays small enough to open fast (the browser inflates one block on demand)."""
@@ -171,6 +179,7 @@ def render(data: Any, title: str) -> str:
         "metrics": ["d_t", "IS", *METRICS, "EM", "F1"],
         "page_size": PAGE,
         "index": index,
+        "held_note": _held_note(data.parts, index),
     }
     blocks = "\n".join(
         f'<script type="application/gzip+base64" id="tp-{i}">{_packed(page)}</script>' for i, page in enumerate(pages)

@@ -32,7 +32,7 @@ class Options:
     eps: float
     seed: int = 0
     n_resamples: int = 2000
-    trajectories: bool = True  # read every round's draft and critique too (the HTML report's browser)
+    trajectories: int = 20_000  # per split, the most the HTML report's browser holds (every round's draft ...)
 
 
 @dataclass
@@ -53,6 +53,7 @@ class SplitData:
     intervals: dict[tuple[str, str], dict] = field(default_factory=dict)
     rounds: list[dict] = field(default_factory=list)  # the trajectory browser's rows (Options.trajectories)
     stops: list[dict] = field(default_factory=list)
+    trajectories: int = 0  # how many the split has (the browser may hold fewer)
 
     @property
     def tests(self) -> dict[tuple[str, str, str], dict]:
@@ -121,9 +122,10 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         cost=report_costs.collect(con, judge),
         intervals=intervals(con),
     )
+    data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
     if opts.trajectories:
-        data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"))
-        data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"))
+        data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
+        data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])
     return data
 
 

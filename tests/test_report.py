@@ -151,3 +151,17 @@ def test_intervals_and_charts_carry_95_percent_cis_and_n(store) -> None:
     assert "N = 60" in fig["layout"]["title"]["text"] and "split test" in fig["layout"]["title"]["text"]
     bars = html_figures.tokens_saved(part, "t")
     assert bars["data"][0]["error_x"]["array"] and "N = 60" in bars["layout"]["title"]["text"]
+
+
+def test_the_browser_holds_at_most_its_cap_and_says_so(store) -> None:
+    from analysis import html_report, report_data
+
+    opts = report_data.Options(0.02, (0.02,), 0.06, n_resamples=50, trajectories=5)
+    data = report_data.collect(store, {}, opts)
+    assert [p.name for p in data.parts] == ["dev", "test"]  # one connection per split
+    index, pages, policies, _ = html_report.trajectories(data.parts)
+    assert [e[0] for e in index] == ["dev"] * 5 + ["test"] * 5 and sum(len(p) for p in pages) == 10
+    assert all(len(t["stops"]) == len(policies) == 15 for page in pages for t in page)  # every policy's stop
+    note = html_report._held_note(data.parts, index)
+    total = {p.name: p.trajectories for p in data.parts}
+    assert f"split dev: the first 5 of {total['dev']}" in note and total["dev"] + total["test"] == 60

@@ -140,7 +140,7 @@
   function renderList() {
     const pagesN = Math.max(1, Math.ceil(shown.length / LIST_PAGE));
     listPage = Math.min(listPage, pagesN - 1);
-    $("#traj-count").textContent = shown.length + " of " + data.index.length + " trajectories";
+    $("#traj-count").textContent = shown.length + " of " + data.index.length + " trajectories. " + data.held_note;
     $("#page-no").textContent = "page " + (listPage + 1) + " / " + pagesN;
     const items = shown.slice(listPage * LIST_PAGE, (listPage + 1) * LIST_PAGE).map((i) => {
       const e = data.index[i];
