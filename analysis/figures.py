@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from analysis.report_cells import short_labels  # noqa: E402
+from analysis.report_cells import n_said, short_labels  # noqa: E402
 from analysis.report_power import VERDICT_KINDS, verdict_kind  # noqa: E402
 
 
@@ -48,11 +48,6 @@ def _label(names: list[str], width: int = 38) -> str:
         else:
             line = f"{line}, {name}" if line else name
     return "\n".join([*lines, line])
-
-
-def _n_said(rows: Sequence[dict]) -> str:
-    ns = sorted({int(r["n"]) for r in rows})
-    return f"N = {ns[0]}" if len(ns) == 1 else f"N = {ns[0]}–{ns[-1]}"
 
 
 def _half(ci: tuple[float, float], mean: float) -> list[float]:
@@ -103,7 +98,7 @@ def pareto(parts: Sequence, path: Path, title: str) -> Path:
                   loc="best", fontsize=8)  # fmt: skip
         ax.set_xlabel("mean operational tokens per question")
         ax.set_ylabel("mean IS of the returned draft")
-        ax.set_title(f"split {part.name} · {_n_said(rows)} trajectories per policy\n{title}", fontsize=9)
+        ax.set_title(f"split {part.name} · {n_said(rows)} trajectories per policy\n{title}", fontsize=9)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -133,7 +128,7 @@ def tokens_saved(parts: Sequence, path: Path, title: str) -> Path:
         ax.axvline(0, c="black", lw=0.8)
         ax.set_xlabel("operational tokens saved vs fixed_k{depth} (%), with its 95% interval")
         ax.tick_params(axis="y", labelsize=7)
-        ax.set_title(f"split {part.name} · {_n_said(rows)} trajectories per policy · {title}", fontsize=9)
+        ax.set_title(f"split {part.name} · {n_said(rows)} trajectories per policy · {title}", fontsize=9)
         shown = [k for k in VERDICT_KINDS if k in kinds]
         ax.legend(handles=[Patch(color=VERDICT_KINDS[k][1], label=f"IS: {VERDICT_KINDS[k][0]}") for k in shown],
                   fontsize=7, loc="lower right")  # fmt: skip

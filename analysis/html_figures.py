@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from analysis.figures import pareto_front
-from analysis.report_cells import short_labels
+from analysis.report_cells import n_said, short_labels
 from analysis.report_power import VERDICT_KINDS, verdict_kind
 
 _NAN = (math.nan, math.nan)
@@ -29,11 +29,6 @@ def _bars(errors: Sequence[tuple[float | None, float | None]], colour: str) -> d
     """Plotly's error bars from (below, above) pairs (None: no interval)."""
     return {"type": "data", "array": [e[1] for e in errors], "arrayminus": [e[0] for e in errors],
             "thickness": 1, "width": 2, "color": colour}  # fmt: skip
-
-
-def _n_said(rows: Sequence[dict]) -> str:
-    n = sorted({int(r["n"]) for r in rows})
-    return f"N = {n[0]}" if len(n) == 1 else f"N = {n[0]}–{n[-1]}"
 
 
 def _plain(fig: go.Figure) -> dict[str, Any]:
@@ -88,7 +83,7 @@ def pareto(part: Any, title: str) -> dict[str, Any]:
                    line={"color": "#d62728", "width": 1}, hoverinfo="skip")
     )  # fmt: skip
     fig.update_layout(
-        title={"text": f"split {part.name} · {_n_said(rows)} per policy · "
+        title={"text": f"split {part.name} · {n_said(rows)} per policy · "
                f"error bars: 95% t intervals<br><sup>{title}</sup>", "font": {"size": 13}},
         xaxis_title="mean operational tokens per question", yaxis_title="mean IS of the returned draft",
         height=460, margin={"l": 60, "r": 20, "t": 70, "b": 50}, legend={"font": {"size": 10}},
@@ -118,7 +113,7 @@ def tokens_saved(part: Any, title: str) -> dict[str, Any]:
             )  # fmt: skip
         )
     fig.update_layout(
-        title={"text": f"split {part.name} · tokens saved vs fixed_k{{depth}} (%) · {_n_said(rows)} per policy · "
+        title={"text": f"split {part.name} · tokens saved vs fixed_k{{depth}} (%) · {n_said(rows)} per policy · "
                f"95% intervals<br><sup>{title}</sup>",
                "font": {"size": 13}},
         yaxis={"categoryorder": "array", "categoryarray": _names(rows), "tickfont": {"size": 10}},

@@ -40,3 +40,9 @@ def short_labels(gen_ids: Iterable[object]) -> dict[str, str]:
         if len(set(cut.values())) == len(ids):
             return cut
     return {g: g for g in ids}
+
+
+def n_said(rows: Iterable[dict]) -> str:
+    """ "N = 60" (or "N = 20–60" when the rows differ; "N = 0" with none), for a figure's title."""
+    ns = sorted({int(r["n"]) for r in rows})
+    return "N = 0" if not ns else f"N = {ns[0]}" if len(ns) == 1 else f"N = {ns[0]}–{ns[-1]}"
