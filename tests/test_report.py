@@ -165,3 +165,17 @@ def test_the_browser_holds_at_most_its_cap_and_says_so(store) -> None:
     note = html_report._held_note(data.parts, index)
     total = {p.name: p.trajectories for p in data.parts}
     assert f"split dev: the first 5 of {total['dev']}" in note and total["dev"] + total["test"] == 60
+
+
+def test_page_data_cannot_close_its_script_block() -> None:
+    import base64
+    import gzip
+    import json
+
+    from analysis.html_report import _json, _packed
+
+    text = 'a draft that says </script><script>alert(1)</script> and <!-- "quoted"'
+    assert "<" not in _json({"q": text}) and json.loads(_json({"q": text})) == {"q": text}
+    packed = _packed([{"rounds": [[text]]}])
+    assert set(packed) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+    assert json.loads(gzip.decompress(base64.b64decode(packed))) == [{"rounds": [[text]]}]
