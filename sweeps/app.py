@@ -118,6 +118,7 @@ def main(cfg: DictConfig) -> dict:
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")
+        print(f"html:   {result.html} (open it from disk: no server needed)")
     store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
     print(f"store:  {store}")
     from analysis import sql  # loaded by the job already; imported here, like sweeps.job, only once needed
