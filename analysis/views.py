@@ -4,7 +4,7 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     scenarios, generations, failures, manifests, results,    the Parquet parts, as stored
     feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
-    policies, replay_core, replay, family_*, policy_summary   the replay
+    policies, replay_core, replay, family_*, policy_summary   the replay (policy_summary per split: scenario_splits)
     prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
@@ -313,6 +313,7 @@ def build_statements(
         sql.create("replay_core", sql.replay_sql(rounds, batch=batch)),
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
+        sql.create("scenario_splits", sql.query("scenario_splits")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
     ]
     return stmts
