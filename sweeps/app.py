@@ -66,16 +66,19 @@ def _print_table(result: sweep_job.JobResult) -> None:
         f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
         f"{'dIS':>8}{'F1':>7}  non-inferior  power/N_needed"
     )
-    print("\n" + head + "\n" + "-" * len(head))
-    for row in result.summary:
-        print(
-            f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
-            f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
-            f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
-            f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
-            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
-            f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
-        )
+    for split in dict.fromkeys(row.get("split") for row in result.summary):  # a table per split, never pooled
+        rows = [row for row in result.summary if row.get("split") == split]
+        print(f"\nsplit {split or '(none recorded)'}, N = {max(int(row['n']) for row in rows)} trajectories")
+        print(head + "\n" + "-" * len(head))
+        for row in rows:
+            print(
+                f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
+                f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
+                f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
+                f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
+                f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
+                f"{_num(row.get('mean_f1'), '.3f'):>7}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
+            )
     print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
@@ -124,6 +127,7 @@ def main(cfg: DictConfig) -> dict:
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")
+        print(f"html:   {result.html} (open it from disk: no server needed)")
     store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
     print(f"store:  {store}")
     from analysis import sql  # loaded by the job already; imported here, like sweeps.job, only once needed

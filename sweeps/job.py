@@ -69,6 +69,7 @@ class JobResult:
     failed: int = 0
     generation_calls: int = 0
     report: str | None = None
+    html: str | None = None  # the HTML report (report/index.html, beside report.md): what a sweep summary links
     summary: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
     lost_workers: int = 0  # trajectory workers that died with their node
@@ -249,7 +250,7 @@ def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
 
 
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import connect, costs, sql
+    from analysis import connect, costs, html_report, sql
     from analysis.report import write_report
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
@@ -308,6 +309,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     if job.report.enabled and result.trajectories:
         out = Path(job.report.out or output_dir / "report")
         result.report = str(write_report(job.store, out, delta=job.report.delta, eps=job.halt.eps, **scope))
+        result.html = str(Path(result.report).with_name(html_report.INDEX))
     return result
 
 

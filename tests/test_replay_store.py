@@ -125,9 +125,10 @@ def test_policy_summary_against_replay(con) -> None:
     (shp_saving,) = con.execute(
         "SELECT (sum(baseline_tokens) - sum(operational_tokens)) / sum(baseline_tokens) FROM replay"
         " WHERE policy = 'shp' AND gen_id = 'synthetic-gen'"
+        " AND scenario_id IN (SELECT scenario_id FROM scenarios WHERE split = 'test')"
     ).fetchone()
     (got,) = con.execute(
-        "SELECT token_saving FROM policy_summary WHERE policy = 'shp' AND gen_id = 'synthetic-gen'"
+        "SELECT token_saving FROM policy_summary WHERE policy = 'shp' AND gen_id = 'synthetic-gen' AND split = 'test'"
     ).fetchone()
     assert got == pytest.approx(shp_saving)
 
