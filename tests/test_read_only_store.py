@@ -62,6 +62,8 @@ def test_a_ghost_store_is_refused_and_nothing_is_created(tmp_path, cache, capsys
     root = str(ghost) if form == "path" else f"file://{ghost}"
     assert "no store at" in _refused(capsys, "--store", root, "SELECT 1")
     assert "no store at" in _refused(capsys, "--store", root, "--verify")
+    assert "no store at" in _refused(capsys, "--store", root, "--signals", "check")
+    assert "no store at" in _refused(capsys, "--store", root, "--write-init")
     with pytest.raises(AnalysisError, match="no store at"):
         analysis.connect(root)
     assert sorted(os.listdir(tmp_path)) == [] and not cache.exists()
