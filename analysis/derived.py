@@ -148,11 +148,10 @@ class DerivedCache:
             except OSError as exc:
                 self._cannot_keep(exc)
             self._prune(f"{_INPUTS.format('*')}.{_INPUTS_EXT}", KEEP_FILES)
-        if not self.attach_inputs(con, final, key):
-            return False
+        attached = self.attach_inputs(con, final, key)
         if final == tmp:
             tmp.unlink(missing_ok=True)  # attached: readable until the connection closes, kept for no one else
-        return True
+        return attached
 
     # --- facts -----------------------------------------------------------------------------------
 

@@ -137,7 +137,7 @@ class KeptFiles:
         """Every kept file of the folder (``shp-query --verify``): the hash-named ones and the sealed JSON ones."""
         out = []
         for path in sorted(self.folder.glob("*")):
-            if path.name == RECORD or path.name.startswith("_tmp-") or not path.is_file():
+            if path.name.startswith((RECORD, "_tmp-")) or not path.is_file():  # the record (and its rewrite), temps
                 continue
             if path.suffix == ".json":
                 try:
