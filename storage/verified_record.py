@@ -54,17 +54,18 @@ def _reader_file(store: Store) -> Path:
     return reader_dir(store) / VERIFIED_FILE
 
 
-def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int]:
+def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int, int]:
     """Recorded sound parts (the writer's record, then this reader's; last line per part wins) and the number
-    of lines of the reader's record (what :func:`rewrite_record` may shorten)."""
+    of lines of each record, this reader's and the writer's (what :func:`rewrite_record` may shorten)."""
     out: dict[str, dict[str, Any]] = {}
-    lines: list[str] = []
-    writer, reader = _writer_file(store), _reader_file(store)
-    for path in (writer, reader) if writer != reader else (reader,):
+    counts: dict[Path, int] = {}
+    writer, reader = _writer_file(store), _reader_file(store)  # one file for a remote store: read once
+    for path in (writer, reader):
         try:
-            lines = path.read_text().splitlines()
+            lines = path.read_text().splitlines() if path not in counts else []
         except OSError:
             lines = []
+        counts.setdefault(path, len(lines))
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -72,7 +73,7 @@ def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int]:
                 continue  # a torn line of a concurrent writer: that part is simply verified again
             if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
                 out[entry["key"]] = entry
-    return out, len(lines)
+    return out, counts[reader], counts[writer]
 
 
 def append_record(store: Store, entries: Iterable[dict[str, Any]]) -> None:
@@ -80,9 +81,10 @@ def append_record(store: Store, entries: Iterable[dict[str, Any]]) -> None:
     append_lines(_reader_file(store), entries)
 
 
-def rewrite_record(store: Store, live: dict[str, dict[str, Any]]) -> None:
-    """Replace this reader's record by ``live`` (dropping the lines of parts long gone); best effort."""
-    append_lines(_reader_file(store), live.values(), replace=True)
+def rewrite_record(store: Store, live: dict[str, dict[str, Any]], *, writer: bool = False) -> None:
+    """Replace this reader's record (``writer``: the generation writer's, in the store) by ``live``, dropping the
+    lines of parts long gone; best effort."""
+    append_lines(_writer_file(store) if writer else _reader_file(store), live.values(), replace=True)
 
 
 def record_entry(

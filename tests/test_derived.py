@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import duckdb
 import pyarrow as pa
@@ -224,3 +225,20 @@ def test_a_kept_file_of_another_key_is_not_read(store, caplog) -> None:
         assert _summary(store) == right
     (said,) = _failed_checks(caplog)
     assert "holds the inputs of key" in said
+
+
+def test_a_kept_file_is_hashed_once_per_size_mtime_and_inode(store, monkeypatch, capsys) -> None:
+    """A later open believes a kept file its record says was hashed unchanged (a stat, no read); a changed mtime
+    makes it hash the file again, as does --verify --recheck."""
+    import storage.kept as kept
+
+    _open(store)
+    hashed: list[str] = []
+    real = kept.digest_file
+    monkeypatch.setattr(kept, "digest_file", lambda path: hashed.append(path.name) or real(path))
+    assert _open(store)[0] == "stored" and hashed == []
+    (name,) = _kept(store)
+    os.utime(_folder(store) / name)  # touched: same bytes, another mtime
+    assert _open(store)[0] == "stored" and hashed == [name]
+    assert _open(store)[0] == "stored" and hashed == [name]  # recorded again
+    assert _verify(store, capsys, "--recheck")[0] == 0 and hashed == [name, name]
