@@ -8,10 +8,12 @@ else ``~/.cache/shp-ray`` (the root ``scripts/install_llama.sh`` keeps its wheel
 writer writes into a store's own ``_cache`` (:func:`storage.cache.default_cache_dir`: its response and judge
 caches, the record of the parts it wrote, its locks).
 
-The identity of a local store is its real path and the device and inode of its folder (a store removed and made
-again at the same path is another store); of a store on object storage, the endpoint and the URI
+The identity of a local store is this machine's name, its real path and the device and inode of its folder (a
+store removed and made again at the same path is another store; a cache directory on a shared home folder keeps
+each machine's apart); of a store on object storage, the endpoint and the URI
 (:func:`remote_dir`, the folder that also holds such a store's writer caches). Each folder names its store in
-``store.json``; a folder whose local store is gone is removed by :func:`prune_gone` (what it held was derived).
+``store.json``; a folder whose local store is gone from this machine is removed by :func:`prune_gone` (what it
+held was derived).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,30 +80,32 @@ def reader_dir(store: Store) -> Path:
         return remote_dir(store.uri)
     ident = _identity(store.path)
     real, dev, ino = ident if ident is not None else (os.path.realpath(store.path), 0, 0)
-    key = hashlib.sha256(f"local|{real}|{dev}:{ino}".encode()).hexdigest()[:16]
+    host = socket.gethostname()
+    key = hashlib.sha256(f"local|{host}|{real}|{dev}:{ino}".encode()).hexdigest()[:16]
     folder = cache_root() / STORES / key
     about = folder / ABOUT
     if not about.exists():
         with contextlib.suppress(OSError):  # best effort: a folder without it is simply never pruned
             folder.mkdir(parents=True, exist_ok=True)
             tmp = about.with_name(f"{ABOUT}.{os.getpid()}.partial")
-            tmp.write_text(json.dumps({"path": real, "dev": dev, "ino": ino}))
+            tmp.write_text(json.dumps({"host": host, "path": real, "dev": dev, "ino": ino}))
             tmp.replace(about)
     return folder
 
 
 def prune_gone() -> None:
-    """Remove the folders of local stores that are gone (once per process and cache root): derived, never
-    the only copy of anything. Called when something new is kept, so the folder cannot only grow."""
+    """Remove the folders of this machine's local stores that are gone (once per process and cache root):
+    derived, never the only copy of anything. Called when something new is kept, so the folder cannot only grow."""
     stores = cache_root() / STORES
     if str(stores) in _pruned:
         return
     _pruned.add(str(stores))
+    host = socket.gethostname()
     for about in stores.glob(f"*/{ABOUT}"):
         try:
             known = json.loads(about.read_text())
             was = (known["path"], known["dev"], known["ino"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # being written, or not ours: left alone
-        if _identity(was[0]) != was:
+        if known.get("host") == host and _identity(was[0]) != was:
             shutil.rmtree(about.parent, ignore_errors=True)

@@ -15,6 +15,7 @@ import analysis
 from analysis.db import AnalysisError
 from analysis.query import main as shp_query
 from storage.parts import Store
+from storage.synthetic import SyntheticSpec, write_synthetic_store
 from storage.user_cache import reader_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,3 +106,20 @@ def test_reading_the_shipped_store_changes_nothing_in_it(cache, capsys) -> None:
             cwd=ROOT, capture_output=True, text=True, check=True,
         )  # fmt: skip
         assert status.stdout == ""
+
+
+def test_the_folder_of_a_store_that_is_gone_is_removed(tmp_path, cache, monkeypatch) -> None:
+    """What a reader recorded about a store lives in the user's cache until the store is gone: the next file kept
+    (for any store) removes it, so the cache does not only grow."""
+    import storage.user_cache as user_cache
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root in (first, second):
+        write_synthetic_store(root, SyntheticSpec(n_trajectories=2, rounds=2, seed=1))
+    analysis.connect(first).close()
+    gone = reader_dir(Store(first))
+    assert (gone / "derived").is_dir()
+    shutil.rmtree(first)
+    monkeypatch.setattr(user_cache, "_pruned", set())  # (once per process: this one pruned before)
+    analysis.connect(second).close()
+    assert not gone.exists() and (reader_dir(Store(second)) / "derived").is_dir()
