@@ -109,7 +109,7 @@ def generate(
     store = Store(store_root)
     recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
     store.sweep_temp(min_age_s=TEMP_GRACE_S)
-    require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
+    require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
     cache.mkdir(parents=True, exist_ok=True)
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
