@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import costs, family_replay, sql
+from analysis import costs, family_replay, sql, uniqueness
 from analysis.cascade_udf import register_udfs
 from analysis.derived import DerivedCache
 from analysis.errors import AnalysisError, require_sound
@@ -38,9 +38,8 @@ from analysis.views import (
     MIXED,
     StoreFacts,
     build_statements,
-    judgments_source,
+    guarded_sources,
     judgments_unique,
-    rounds_source,
     source,
     store_facts,
 )
@@ -48,7 +47,7 @@ from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
 from shp_ray.providers.prices import PriceTable, default_prices
-from storage.parts import Store, open_store
+from storage.parts import NoStore, Store, open_store
 
 __all__ = [  # what callers import from here (some defined in the modules above)
     "DEFAULT_DELTA",
@@ -134,9 +133,7 @@ def connect(
     ``prices`` prices the cost columns (default: the shipped table, ``shp_ray/data/prices.yaml``).
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
     """
-    store = open_store(store_root)  # an object store: credentials, endpoint and bucket checked first
-    if store.local and not Path(store.path).is_dir():
-        raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
+    store = _open(store_root)
     if store.remote:
         store = store.snapshot()  # listed once: verification, footers and the views all use this listing
     require_sound(store)
@@ -147,20 +144,26 @@ def connect(
     try:
         tables = TableSources(store, con)
         derived = DerivedCache(store)
-        sources = [
-            sql.create("judgments_raw", judgments_source(tables, scenario_ids)),
-            sql.create("round_parts", rounds_source(tables, gen_id, scenario_ids)),
-            sql.create("signals_raw", source(tables, "signals", gen_id)),
-        ]
+        guarded = guarded_sources(tables, gen_id, scenario_ids)
+        sources = uniqueness.statements(guarded)
         for stmt in sources:
             con.execute(stmt)
         asked = repr((judge, judge_prompt_version, validate))
-        facts = StoreFacts(
-            **derived.remember(
-                derived.key([*sources, asked]),
-                lambda: asdict(store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)),
-            )
-        )
+
+        def read_once(skip: Sequence[str], once: Sequence[str]) -> None:  # copies of rows (analysis.uniqueness)
+            if skip or once:
+                tables.skip = frozenset(skip)
+                for stmt in uniqueness.statements(guarded_sources(tables, gen_id, scenario_ids), once):
+                    con.execute(stmt)
+
+        def facts_now() -> dict:
+            skip, once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
+            read_once(skip, once)
+            found = store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)
+            return asdict(replace(found, skip_parts=skip, read_once=once))
+
+        facts = StoreFacts(**derived.remember(derived.key([*sources, asked]), facts_now))
+        read_once(facts.skip_parts, facts.read_once)
         judge, version, dim, signals = facts.judge, facts.judge_prompt_version, facts.dim, facts.signals
         missing, rounds, fill_calls, batch = facts.missing, facts.rounds, facts.fill_calls, facts.batch
         where = sql.judge_where(judge, version)
@@ -191,6 +194,7 @@ def connect(
             prices=prices,
             price_rows=price_rows,
             gen_ids=facts.gen_ids,
+            read_once=facts.read_once,
         )
         stmts = build()
         inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
@@ -200,7 +204,7 @@ def connect(
         if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
             stmts = build(unique_judgments=True)
         for i, stmt in enumerate(stmts):
-            if i == at and kept is not None and derived.attach_inputs(con, kept):
+            if i == at and kept is not None and derived.attach_inputs(con, kept, key):
                 inputs = "stored"
                 continue
             if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
@@ -216,6 +220,15 @@ def connect(
         raise
     _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch, inputs)
     return con
+
+
+def _open(store_root: str | Path) -> Store:
+    """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
+    holds no store is refused in one line, nothing created."""
+    try:
+        return open_store(store_root)
+    except NoStore as exc:
+        raise AnalysisError(str(exc)) from None
 
 
 def _inputs_at(statements: Sequence[str]) -> int:
@@ -261,7 +274,7 @@ def write_init_script(
     """Write ``<store>/views.sql`` so the plain DuckDB CLI opens the same views:
     ``duckdb -init <store>/views.sql``. Regenerate it after new parts arrive
     (a table that had no parts is an empty view in the script)."""
-    store = Store(store_root)
+    store = _open(store_root)
     if not store.local:
         raise AnalysisError(
             f"views.sql is written only for local stores, not {store.uri} (the plain DuckDB CLI reads s3:// only "
@@ -270,9 +283,13 @@ def write_init_script(
     require_sound(store)
     con = _new_connection()
     tables = TableSources(store)
-    con.execute(sql.create("judgments_raw", source(tables, "judgments")))
-    con.execute(sql.create("round_parts", source(tables, "rounds")))
-    con.execute(sql.create("signals_raw", source(tables, "signals")))
+    guarded = guarded_sources(tables, None, None)
+    for stmt in uniqueness.statements(guarded):
+        con.execute(stmt)
+    skip, once = uniqueness.check(con, store, guarded)
+    tables.skip = frozenset(skip)
+    for stmt in uniqueness.statements(guarded_sources(tables, None, None), once):
+        con.execute(stmt)
     facts = store_facts(con, store, judge, judge_prompt_version, None, None, validate=False)
     judge, version = facts.judge, facts.judge_prompt_version
     prices = default_prices() if prices is None else prices
@@ -295,6 +312,7 @@ def write_init_script(
         prices=prices,
         price_rows=price_rows,
         gen_ids=facts.gen_ids,
+        read_once=once,
     )
     header = (
         "-- shp-ray views over this store (generated by analysis.db.write_init_script; do not edit).\n"

@@ -238,11 +238,12 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
-def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str | None, str], dict[str, np.ndarray]]:
+    """Per (gen_id, split, policy): the paired columns of its replay rows (a split apart from the others)."""
     tb = con.sql(sql.query("stats_pairs")).to_arrow_table()
     cols = {c: tb.column(c).to_numpy(zero_copy_only=False) for c in tb.column_names}
-    out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
-    keys = list(zip(cols["gen_id"], cols["policy"], strict=True))
+    out: dict[tuple[str, str | None, str], dict[str, np.ndarray]] = {}
+    keys = list(zip(cols["gen_id"], cols["split"], cols["policy"], strict=True))
     start = 0
     for i in range(1, len(keys) + 1):
         if i == len(keys) or keys[i] != keys[start]:
@@ -255,44 +256,51 @@ def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np
     return out
 
 
+def paired_tests(
+    x: np.ndarray, base: np.ndarray, seed: int = 0, n_resamples: int = 2000
+) -> tuple[dict[str, object], np.ndarray]:
+    """The paired tests of ``x`` against ``base`` over the pairs where both are known, and those differences:
+    n, means, mean difference with its bootstrap 95% CI, t-test, Wilcoxon, d_z."""
+    keep = ~(np.isnan(x) | np.isnan(base))
+    x, base = x[keep], base[keep]
+    diff = x - base
+    t, p_t = paired_t(diff)
+    w, p_w = wilcoxon(diff)
+    lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
+    tests: dict[str, object] = {
+        "n": int(len(diff)),
+        "mean": float(np.mean(x)) if len(x) else math.nan,
+        "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
+        "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
+        "ci95_low": lo,
+        "ci95_high": hi,
+        "t": t,
+        "p_t": p_t,
+        "wilcoxon_w": w,
+        "p_wilcoxon": p_w,
+        "d_z": cohens_dz(diff),
+    }
+    return tests, diff
+
+
 def compare_policies(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
 ) -> list[dict[str, object]]:
-    """One row per (gen_id, policy, metric) against the baseline fixed_k{depth}.
+    """One row per (gen_id, split, policy, metric) against the baseline fixed_k{depth}.
 
     Holm adjusts the t-test and Wilcoxon p-values across the policies of one
-    generation and metric; ``tost_p`` (IS only) is the non-inferiority p.
+    generation, split and metric; ``tost_p`` (IS only) is the non-inferiority p.
     """
     rows: list[dict[str, object]] = []
-    for (gen, policy), a in _pairs(con).items():
+    for (gen, split, policy), a in _pairs(con).items():
         series = {
             "rounds": (a["stop_round"], a["depth"]),
             "operational_tokens": (a["operational_tokens"], a["baseline_tokens"]),
             "is": (a["final_is"], a["baseline_is"]),
         }
         for metric, (x, base) in series.items():
-            keep = ~(np.isnan(x) | np.isnan(base))
-            x, base = x[keep], base[keep]
-            diff = x - base
-            t, p_t = paired_t(diff)
-            w, p_w = wilcoxon(diff)
-            lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
-            row: dict[str, object] = {
-                "gen_id": gen,
-                "policy": policy,
-                "metric": metric,
-                "n": int(len(diff)),
-                "mean": float(np.mean(x)) if len(x) else math.nan,
-                "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
-                "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
-                "ci95_low": lo,
-                "ci95_high": hi,
-                "t": t,
-                "p_t": p_t,
-                "wilcoxon_w": w,
-                "p_wilcoxon": p_w,
-                "d_z": cohens_dz(diff),
-            }
+            tests, diff = paired_tests(x, base, seed, n_resamples)
+            row: dict[str, object] = {"gen_id": gen, "split": split, "policy": policy, "metric": metric, **tests}
             if metric == "is":
                 tost = tost_noninferiority(diff, delta)
                 row.update({"tost_delta": delta, "tost_p": tost.p, "is_lower95": tost.lower95})
@@ -301,9 +309,9 @@ def compare_policies(
                 row.update({"sd_diff": plan.sd, "tost_power": plan.power, "n_needed": plan.n_needed})
                 row["degenerate"] = plan.degenerate
             rows.append(row)
-    for gen in {r["gen_id"] for r in rows}:
+    for gen, split in {(r["gen_id"], r["split"]) for r in rows}:
         for metric in METRICS_COMPARED:
-            group = [r for r in rows if r["gen_id"] == gen and r["metric"] == metric]
+            group = [r for r in rows if r["gen_id"] == gen and r["split"] == split and r["metric"] == metric]
             for col in ("p_t", "p_wilcoxon"):
                 for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):  # type: ignore[arg-type]
                     r[col + "_holm"] = adj
@@ -315,14 +323,14 @@ def tost_sensitivity(
 ) -> list[dict[str, object]]:
     """Non-inferiority of IS per policy over a range of margins delta, with the TOST's power at each."""
     out: list[dict[str, object]] = []
-    for (gen, policy), a in _pairs(con).items():
+    for (gen, split, policy), a in _pairs(con).items():
         keep = ~(np.isnan(a["final_is"]) | np.isnan(a["baseline_is"]))
         diff = a["final_is"][keep] - a["baseline_is"][keep]
         degenerate = len(diff) >= 2 and float(np.ptp(diff)) == 0.0
         sd = float(np.std(diff, ddof=1)) if len(diff) >= 2 and not degenerate else math.nan
         for d in deltas:
             res = asdict(tost_noninferiority(diff, d))
-            out.append({"gen_id": gen, "policy": policy, **res, "non_inferior": res["p"] < 0.05,
+            out.append({"gen_id": gen, "split": split, "policy": policy, **res, "non_inferior": res["p"] < 0.05,
                         "power": tost_power(len(diff), sd, d), "degenerate": degenerate})  # fmt: skip
     return out
 

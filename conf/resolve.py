@@ -1,10 +1,9 @@
 """Turn the validated config tree into the typed job the core takes.
 
-Core code never sees the whole tree: the job gets a :class:`~conf.spec.JobSpec` of ProviderSpec,
-the local server's options, GenerationConfig, HaltConfig, weights, policies and report settings,
-each built from the fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an
-unknown policy, ...) are raised here, before any server starts or any paid call is made, naming
-the config key at fault.
+Core code never sees the whole tree: the job gets a :class:`~conf.spec.JobSpec` of ProviderSpec, the local
+server's options, GenerationConfig, HaltConfig, weights, policies and report settings, each built from the
+fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an unknown policy, ...) are raised here,
+before any server starts or any paid call is made, naming the config key at fault.
 
 The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in
 :func:`to_job`. The folders the job writes are checked on disk by the sweep
@@ -24,9 +23,12 @@ from urllib.parse import urlsplit
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import plan, schema
+from conf.errors import ConfigError
+from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
+from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
@@ -40,10 +42,6 @@ WEIGHT_STRATEGIES = ("uniform", "entropy", "ahp")  # constrained_ls needs labels
 MAX_RETRIES = 30  # backoff (full jitter) is capped at 20 s: 30 retries can hold one call up to ~10 min
 BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batches
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
-
-
-class ConfigError(ValueError):
-    """An invalid value in the config; the message starts with the key at fault."""
 
 
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
@@ -117,6 +115,10 @@ def matches(pattern: str, what: str) -> Check:
     return (lambda v: isinstance(v, str) and rx.fullmatch(v) is not None), what
 
 
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
 def _http_url(v: Any) -> bool:
     if not isinstance(v, str):
         return False
@@ -163,7 +165,13 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0, plan.LATENCY_S)),  # sim
-    Rule("dataset.name", *one_of(DATASETS)),
+    Rule("dataset.name", *one_of((*DATASETS, FILE_DATASET))),
+    Rule("dataset.path", lambda v: isinstance(v, str) and v.strip() != "", "a tasks file: a local path or s3://..."),
+    Rule("dataset.fields.id", *matches(r".+", "the name of the file's id column")),
+    Rule("dataset.fields.question", *matches(r".+", "the name of the file's question column")),
+    Rule("dataset.fields.contexts", *_nullable(_text, "a column name", "the tasks have no contexts")),
+    Rule("dataset.fields.answers", *_nullable(_text, "a column name", "the tasks have no answers")),
+    Rule("dataset.fields.split", *_nullable(_text, "a column name", "dev/test by hashing the id")),
     Rule("dataset.split", *one_of(SPLITS, null="both")),
     Rule("dataset.limit", *integer(1, plan.MAX_LIMIT, null="all")),
     # magnitudes of the generation (its other checks are GenerationConfig's own)
@@ -173,6 +181,7 @@ RULES: tuple[Rule, ...] = (
     Rule("generation.concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("score.kind", *one_of(SCORES)),  # its name, pattern, target: checked by building it (resolve_scores)
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
@@ -249,11 +258,6 @@ def resolve_policies(names: list[str], halt: HaltConfig, seeds: list[int]) -> tu
     return tuple(unique.values())
 
 
-# Root keys a command appends to say "yes, I mean it" (+confirm=true): not settings of the job, so not in
-# the schema (a run's config would otherwise carry a standing confirmation).
-ACKNOWLEDGEMENTS = ("confirm",)
-
-
 def check_known_keys(cfg: DictConfig, path: str = "") -> None:
     """Refuse keys the schema does not define, even when appended with ``+key=value``.
 
@@ -263,7 +267,7 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
     kind = OmegaConf.get_type(cfg)
     if not dataclasses.is_dataclass(kind):
         return
-    known = {f.name for f in dataclasses.fields(kind)} | (set(ACKNOWLEDGEMENTS) if not path else set())
+    known = {f.name for f in dataclasses.fields(kind)}
     for key in cfg:
         where = f"{path}{key}"
         if key not in known:
@@ -298,13 +302,6 @@ def resolve_prices(section: DictConfig) -> PriceTable:
         raise ConfigError(str(exc)) from None
 
 
-def _acknowledged(cfg: DictConfig, key: str) -> bool:
-    value = cfg.get(key, False)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key}: must be true or false (+{key}=true), got {value!r}")
-    return value
-
-
 def to_job(cfg: DictConfig) -> JobSpec:
     """Validate every setting and build the job's typed configuration.
 
@@ -333,10 +330,15 @@ def to_job(cfg: DictConfig) -> JobSpec:
     if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
         kind, keys = schema.SERVER_OPTIONS[p.kind]
         options = _guard("provider", lambda: kind(**values(p, keys)))
+    tasks = resolve_tasks(cfg.dataset)
+    prompts = resolve_prompts(cfg.prompts, tasks)
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
-            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
+            **values(cfg.generation, schema.GENERATION_KEYS),
+            **values(cfg.judge, schema.JUDGE_KEYS),
+            prompts=prompts,
+            scores=resolve_scores(cfg.score),
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):
@@ -381,6 +383,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         dataset=d.name,
         split=d.split,
         limit=d.limit,
+        tasks=tasks,
         generation=generation,
         halt=halt,
         weights=weights,
@@ -393,6 +396,5 @@ def to_job(cfg: DictConfig) -> JobSpec:
         allow_partial=cfg.allow_partial,
         allow_large=cfg.allow_large,
         dry_run=cfg.dry_run,
-        confirm=_acknowledged(cfg, "confirm"),
         prices=resolve_prices(cfg.prices),
     )

@@ -12,11 +12,14 @@ Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mo
 turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
 YAML files only select groups and override values.
 
-Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
-judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
+Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | file: the user's
+tasks file, ``dataset.path`` + ``dataset.fields``), prompts (shp-wc-v3 | shp-wc-v2 | shp-wc-v1: data
+registered here as the group's options, ``shp_ray/data/prompts``; a preset of your own is a YAML in
+``<dir>/prompts/``), judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
 registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
-in ``sweeps/sweep/``.
+in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
+stored draft (``shp_ray.generation.score_config``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
-from shp_ray.policy.cascade import HaltConfig
+from shp_ray.generation.datasets import DATASETS
+from shp_ray.generation.prompts import PRESETS, PromptSet, preset
+from shp_ray.generation.score_config import KINDS as SCORE_KINDS
+from shp_ray.generation.score_config import ScoreSpec
+from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap
+from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
 from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
@@ -57,9 +65,8 @@ PROVIDER_KEYS = every(ProviderSpec)
 LLAMA_KEYS = every(LlamaOptions)  # provider=llama
 SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "latency_s", "sim_seed": "seed"}
 # The rest of GenerationConfig is tuning the sweep leaves at its defaults; judge comes from the judge group.
-GENERATION_KEYS = same(
-    "max_rounds", "temperature", "seed", "prompt_version", "max_tokens", "embedder", "workers", "concurrency"
-)
+# The prompts come from the prompts group.
+GENERATION_KEYS = same("max_rounds", "temperature", "seed", "max_tokens", "embedder", "workers", "concurrency")
 JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 # critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
 # cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
@@ -67,6 +74,7 @@ JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic", "entropy", "gain")}
 WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
+SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -155,6 +163,11 @@ HaltingConf = derive(
     doc="The base cascade parameters of every replayed policy (max_rounds null = generation.max_rounds).",
 )
 WeightsConf = derive("WeightsConf", exposed(WeightsSpec, WEIGHTS_KEYS))
+ScoreConf = derive(  # kind: none | hotpot | exact | contains | regex | python | tests
+    "ScoreConf",
+    exposed(ScoreSpec, SCORE_KEYS, changed={"kind": (str, MISSING)}),
+    doc="A scorer run on every stored draft (the scores table): a measurement, never part of gen_id.",
+)
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
     "ModelPriceConf",
@@ -188,14 +201,59 @@ def prices_node(table: PriceTable) -> PricesConf:
 
 @dataclass
 class DatasetConf:
-    name: str = MISSING  # hotpotqa | shp_paper | asqa
+    name: str = MISSING  # hotpotqa | shp_paper | asqa | file
     split: str | None = "test"  # dev | test | null (both)
     limit: int | None = None
 
 
+FieldsConf = derive("FieldsConf", exposed(FieldMap, every(FieldMap)), doc="The tasks file's own column names.")
+
+
+@dataclass
+class FileDatasetConf(DatasetConf):
+    """dataset=file: the user's tasks (JSONL, CSV or Parquet; a local path or s3://)."""
+
+    path: str = MISSING
+    fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
+
+
+@dataclass
+class WriterPromptsConf:
+    system: str = MISSING
+    user: str = MISSING  # round 1
+    revise: str = MISSING  # rounds >= 2
+
+
+@dataclass
+class CriticPromptsConf:
+    system: str = MISSING
+    user: str = MISSING
+
+
+@dataclass
+class PromptsConf:
+    """A prompt preset (shp_ray.generation.prompts): templates over {question} {contexts} {round} {draft}
+    {feedback} and a tasks file's metadata columns, and the critique's approval marker."""
+
+    name: str | None = None  # recorded with the generation; null = custom-<hash>
+    writer: WriterPromptsConf = field(default_factory=WriterPromptsConf)
+    critic: CriticPromptsConf = field(default_factory=CriticPromptsConf)
+    approval: str = APPROVAL
+
+
+def prompts_node(ps: PromptSet) -> PromptsConf:
+    """A shipped preset as the config node of the ``prompts`` group."""
+    return PromptsConf(
+        name=ps.name,
+        writer=WriterPromptsConf(system=ps.writer_system, user=ps.writer_user, revise=ps.revise),
+        critic=CriticPromptsConf(system=ps.critic_system, user=ps.critic_user),
+        approval=ps.approval,
+    )
+
+
 @dataclass
 class ReplayConf:
-    # Policy names of DESIGN.md ("standard" = all of them), e.g. [abl_full] for one cell.
+    # Policy names of docs/design.md ("standard" = all of them), e.g. [abl_full] for one cell.
     policies: list[str] = field(default_factory=lambda: ["standard"])
     random_seeds: list[int] = field(default_factory=lambda: [0])
 
@@ -215,8 +273,10 @@ class RayConf:
 class Config:
     provider: ProviderConf = MISSING
     dataset: DatasetConf = MISSING
+    prompts: PromptsConf = MISSING
     judge: JudgeConf = MISSING
     prices: PricesConf = MISSING
+    score: ScoreConf = MISSING
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)
@@ -240,10 +300,16 @@ def register() -> None:
     cs.store(group="provider", name="llama", node=LlamaProviderConf)
     cs.store(group="provider", name="sim", node=SimProviderConf)
     cs.store(group="provider", name="openai", node=OpenAIProviderConf)
-    for name in ("hotpotqa", "shp_paper", "asqa"):
+    for name in DATASETS:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
+    cs.store(group="dataset", name=FILE_DATASET, node=FileDatasetConf(name=FILE_DATASET))
+    # The shipped prompt presets are data (shp_ray/data/prompts/*.yaml); a user's is <config-dir>/prompts/*.yaml.
+    for name in PRESETS:
+        cs.store(group="prompts", name=name, node=prompts_node(preset(name)))
     cs.store(group="judge", name="lexical", node=JudgeConf(kind="lexical"))
     cs.store(group="judge", name="llm", node=JudgeConf(kind="llm"))
+    for name in ("none", *SCORE_KINDS):
+        cs.store(group="score", name=name, node=ScoreConf(kind=name))
     # The price table is data (shp_ray/data/prices.yaml), read here into the group's default option.
     cs.store(group="prices", name="default", node=prices_node(default_prices()))
 

@@ -29,11 +29,14 @@ from omegaconf import DictConfig
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
 from conf.spec import JobSpec
+from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
+from sweeps import command_line
 from sweeps import job as sweep_job
+from sweeps.plan import describe, gate, make_plan, take_confirm
 from sweeps.redact_callback import protect_process
 from sweeps.summary import write_job
 
@@ -65,16 +68,19 @@ def _print_table(result: sweep_job.JobResult) -> None:
         f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
         f"{'dIS':>8}{'F1':>7}  non-inferior  power/N_needed"
     )
-    print("\n" + head + "\n" + "-" * len(head))
-    for row in result.summary:
-        print(
-            f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
-            f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
-            f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
-            f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
-            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
-            f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
-        )
+    for split in dict.fromkeys(row.get("split") for row in result.summary):  # a table per split, never pooled
+        rows = [row for row in result.summary if row.get("split") == split]
+        print(f"\nsplit {split or '(none recorded)'}, N = {max(int(row['n']) for row in rows)} trajectories")
+        print(head + "\n" + "-" * len(head))
+        for row in rows:
+            print(
+                f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
+                f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
+                f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
+                f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
+                f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
+                f"{_num(row.get('mean_f1'), '.3f'):>7}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
+            )
     print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
@@ -90,21 +96,28 @@ def _print_table(result: sweep_job.JobResult) -> None:
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> dict:
     try:
+        confirm = take_confirm(cfg)  # +confirm=true: not a setting of the job
         job = to_job(cfg)
         sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
         log.error("invalid config: %s", said)
         raise SystemExit(f"shp-sweep: invalid config: {said}") from None
-    if _planned(job):
+    if _planned(job, confirm):
         return {"dry_run": True}
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
     try:
         snap = sweep_job.snapshot(cfg)
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
+    except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
+        said = redact_text(str(exc))
+        log.error("invalid tasks: %s", said)
+        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
+    except KeyboardInterrupt:
+        _interrupted(job)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
@@ -119,6 +132,7 @@ def main(cfg: DictConfig) -> dict:
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")
+        print(f"html:   {result.html} (open it from disk: no server needed)")
     store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
     print(f"store:  {store}")
     from analysis import sql  # loaded by the job already; imported here, like sweeps.job, only once needed
@@ -131,18 +145,19 @@ def main(cfg: DictConfig) -> dict:
     return done
 
 
-def _planned(job: JobSpec) -> bool:
+def _planned(job: JobSpec, confirm: bool) -> bool:
     """Print (dry run) or log the job's plan; stop a plan past the gates without +confirm=true. True: dry run."""
-    from sweeps.plan import describe, gate, make_plan
-
-    planned = make_plan(job)
+    try:
+        planned = make_plan(job)
+    except DatasetError as exc:  # a tasks file that fails its checks: nothing runs
+        raise SystemExit(f"shp-sweep: invalid tasks: {redact_text(str(exc))}") from None
     block = describe(planned, job)
     if job.dry_run:
         print(block)
     else:
         log.info("%s", block)
     why = gate(planned, job)
-    if why and not job.confirm:
+    if why and not confirm:
         raise SystemExit(f"shp-sweep: {why}")
     return job.dry_run
 
@@ -155,6 +170,30 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
     raise SystemExit(1)
 
 
+def _interrupted(job: JobSpec | None) -> None:
+    """Ctrl-C: one line, exit 130. Parts are whole or absent and paid calls are cached, so a rerun resumes."""
+    kept = "no"
+    if job is not None:
+        from storage.parts import Store  # loaded by the job already
+        from storage.resume import done_scenarios
+
+        gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+        kept = str(len(done_scenarios(Store(job.store), gen_id)))
+    print(f"\ninterrupted: {kept} trajectories kept; run the same command to resume", file=sys.stderr)
+    raise SystemExit(130)
+
+
 def entry() -> None:
     protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    main()  # hydra.main reads sys.argv itself
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
+        return
+    try:
+        main()  # hydra.main reads sys.argv itself
+    except KeyboardInterrupt:  # before a job started (composing the config, starting up)
+        _interrupted(None)
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # Hydra refused an override, or a job failed: name a mistyped key's nearest
+            for said in command_line.suggestions(sys.argv[1:]):
+                print(said, file=sys.stderr)
+        raise

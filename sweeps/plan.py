@@ -14,17 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+from omegaconf import DictConfig, open_dict
 
 from conf import plan as bounds
+from conf.errors import ConfigError
 from conf.spec import JobSpec
-from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.datasets import Scenario, select
 from shp_ray.generation.generate import judge_label
-from shp_ray.generation.prompts import critic_messages, judge_messages, writer_messages
+from shp_ray.generation.loop import critic_request, writer_request
+from shp_ray.generation.prompts import judge_messages
 from shp_ray.providers.sim_replies import prompt_tokens
 from shp_ray.providers.sim_server import SimOptions
 from storage.parts import Store
 from storage.resume import done_scenarios
+from sweeps.job import with_tasks
 from sweeps.prepare_families import dev_split_needed
+
+CONFIRM = "confirm"  # +confirm=true: a plan past conf.plan's gates (hours, dollars), asked for by name
 
 
 @dataclass
@@ -59,10 +65,10 @@ def _stored(root: str) -> Store | None:
 
 def _tokens(scn: Scenario, job: JobSpec) -> tuple[int, int]:
     """(input, output) tokens of one trajectory's calls: every reply at max_tokens (a bound)."""
-    g, m = job.generation, job.generation.max_tokens
+    g, m, model = job.generation, job.generation.max_tokens, job.provider.model
     r = g.max_rounds
-    writer = prompt_tokens(list(writer_messages(scn.question, scn.contexts, 1, "", "", g.prompt_version)))
-    critic = prompt_tokens(list(critic_messages(scn.question, scn.contexts, 1, "", g.prompt_version))) + m
+    writer = prompt_tokens(list(writer_request(scn, g, model, 1, "", "").messages))
+    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m
     inputs = writer * r + 2 * m * (r - 1) + critic * (r - 1)  # rounds 2..R carry the draft and critique
     if g.judge == "llm":
         inputs += r * (prompt_tokens(list(judge_messages(scn.question, scn.contexts, scn.ground_truth, ""))) + m)
@@ -112,7 +118,8 @@ def _read_store(job: JobSpec, plan: JobPlan, scenarios: list[Scenario]) -> tuple
 
 def make_plan(job: JobSpec) -> JobPlan:
     """The job's plan from the dataset file and the store; no call, nothing written."""
-    scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
+    job, every_task = with_tasks(job)  # a tasks file's hash is part of its gen_id
+    scenarios = select(every_task, job.split, job.limit)
     spec, g = job.provider, job.generation
     plan = JobPlan(spec.kind, spec.model, g.gen_id(spec.kind, spec.model), len(scenarios), 0)
     plan.embedded = spec.kind == "llama"
@@ -121,7 +128,7 @@ def make_plan(job: JobSpec) -> JobPlan:
     plan.stored = len(scenarios) - len(todo)
     preflights = 1 if todo else 0  # one real call proves the endpoint before a generation starts
     if dev_split_needed(job):
-        dev = [s for s in load_scenarios(job.dataset, split="dev", limit=job.limit) if s.scenario_id not in done]
+        dev = [s for s in select(every_task, "dev", job.limit) if s.scenario_id not in done]
         todo, plan.dev_to_generate, preflights = todo + dev, len(dev), preflights + (1 if dev else 0)
     plan.rejudge_calls = len(rejudge)
     per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm")
@@ -191,3 +198,14 @@ def gate(plan: JobPlan, job: JobSpec) -> str | None:
     """Why the plan needs +confirm=true, or None (paid endpoints: the mode the job pays)."""
     usd = None if plan.embedded else plan.usd_batch if job.provider.batch else plan.usd_live
     return bounds.needs_confirm(plan.embedded, plan.seconds, usd)
+
+
+def take_confirm(cfg: DictConfig) -> bool:
+    """``+confirm=true``, taken out of the config before it is resolved: a yes for this command, not a setting
+    of the job (the schema does not declare it, so no stored config carries a standing confirmation)."""
+    value = cfg.get(CONFIRM, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{CONFIRM}: must be true or false (+{CONFIRM}=true), got {value!r}")
+    with open_dict(cfg):
+        cfg.pop(CONFIRM, None)
+    return value

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conf.spec import JobSpec
-from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.datasets import Scenario
 from shp_ray.policy.table import Policy
 
 log = logging.getLogger("shp_ray.sweep")
@@ -32,11 +32,12 @@ def prepare_families(
     gen_id: str,
     judge: str | None,
     weights: dict[str, float],
-    generate_dev: Callable[[list[Scenario]], object],
+    dev: list[Scenario],
+    generate_dev: Callable[[], object],
 ) -> tuple[Policy, ...]:
     """The job's policies, ready to replay: gain models fitted, critiques embedded.
 
-    ``generate_dev`` stores the trajectories of the dev questions the gain model is fitted on.
+    ``dev``: the dev questions the gain model is fitted on; ``generate_dev`` stores their trajectories.
     """
     from analysis.gain_fit import with_fitted_gain_models
     from shp_ray.generation.embedder import Embedder
@@ -46,11 +47,9 @@ def prepare_families(
     policies = job.policies
     if not any(p.family for p in policies):
         return policies
-    if dev_split_needed(job):
-        dev = load_scenarios(job.dataset, split="dev", limit=job.limit)
-        if dev:
-            log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
-            generate_dev(dev)
+    if dev_split_needed(job) and dev:
+        log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
+        generate_dev()
     new = embed_feedback(Store(job.store), Embedder(job.generation.embedder), [gen_id])
     log.info("stopping families: embedded %d new critique texts", new)
     fitted: Any = with_fitted_gain_models(policies, job.store, gen_id, judge=judge, weights=weights)

@@ -23,12 +23,11 @@ HEAD = ("job", "policy", "saved", "dIS [95% CI]", "dF1", "dEM", "N", "power/N", 
 
 def write_job(output_dir: Path, overrides: Sequence[str], result: Mapping[str, Any]) -> Path:
     """The job's rows for the sweep's summary (``result``: the job's :func:`sweeps.job.as_dict`)."""
-    report = result.get("report")
-    html = Path(report).parent / "index.html" if report else None  # the browsable report, when written
+    report, html = result.get("report"), result.get("html")  # the browsable report/index.html, when written
     data = {
         "overrides": list(overrides),
         "summary": result.get("summary", []),
-        "report": str(html) if html is not None and html.exists() else report,
+        "report": html if html and Path(html).exists() else report,
     }
     path = Path(output_dir) / JOB_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +98,8 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
         verdict += " (underpowered)"
     verdict += f" {BEST}" if r["best"] else ""
     scores = [_f(r.get("delta_f1"), "+.3f"), _f(r.get("delta_em"), "+.3f")]
-    return [r["job"], r["policy"], _f(r.get("token_saving"), ".0%"), ci, *scores, _f(r.get("n"), "d"), power, verdict]
+    policy = r["policy"] + (f" ({r['split']})" if r.get("split") else "")  # a job over both splits: a row each
+    return [r["job"], policy, _f(r.get("token_saving"), ".0%"), ci, *scores, _f(r.get("n"), "d"), power, verdict]
 
 
 def table(summary: Sequence[Mapping[str, Any]]) -> str:

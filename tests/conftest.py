@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
+
+# What reading a store records (verified parts, kept derived files: storage.user_cache) goes to the user's cache
+# directory; the suite's goes to a folder of its own, removed at exit (set before any Ray worker or subprocess
+# starts, so they inherit it). Not named shp-*: no_shp_temp_leftovers watches those.
+os.environ["SHP_RAY_CACHE"] = tempfile.mkdtemp(prefix="shp_ray_cache-")
+atexit.register(shutil.rmtree, os.environ["SHP_RAY_CACHE"], True)
 
 
 def _shp_temp_entries(tmp: str) -> set[str]:
@@ -48,3 +56,13 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory):
+    """A small synthetic store (12 trajectories x 3 rounds, real schemas) for the whole suite: read it, never write."""
+    from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+    root = tmp_path_factory.mktemp("small-store")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, seed=5))
+    return root

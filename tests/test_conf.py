@@ -16,6 +16,7 @@ from omegaconf.errors import ValidationError
 import conf.schema  # noqa: F401
 from conf.resolve import MAX_RETRIES, RULES, ConfigError, to_job
 from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.prompts import TEMPLATE_KEYS
 from shp_ray.policy.cascade import HaltConfig
 from sweeps.job import check_folders, snapshot
 
@@ -124,7 +125,14 @@ BAD_SETTINGS = [
     (["generation.concurrency=0"], "generation.concurrency"),
     (["generation.temperature=nan"], "generation.temperature"),
     (["generation.embedder="], "generation.embedder"),
-    (["generation.prompt_version="], "generation.prompt_version"),
+    (["prompts=shp-wc-v1", "prompts.writer.user=''"], "prompts.writer.user"),
+    (["prompts.critic.user='Round: {round} {draft'"], "prompts.critic.user"),  # an unclosed brace
+    (["prompts.writer.revise='Fix {draft} per {feedbak}'"], "prompts.writer.revise"),  # names no field
+    (["prompts.writer.system='You are the {0}'"], "prompts.writer.system"),  # positional
+    (["prompts.approval=' OK'"], "prompts.approval"),
+    (["dataset=file"], "dataset.path"),  # required
+    (["dataset=file", "dataset.path=t.jsonl", "dataset.fields.id=''"], "dataset.fields.id"),
+    (["dataset=file", "dataset.path=' '"], "dataset.path"),
     (["halting.warmup=0"], "halting.warmup"),
     (["halting.min_gain=inf"], "halting.min_gain"),
     (["weights.strategy=constrained_ls"], "weights.strategy"),
@@ -165,6 +173,12 @@ BAD_SETTINGS = [
     (["dataset.limit=100000", "judge=llm"], "dataset.limit"),
     # URL credentials are basic auth: with an API key too, the request would carry two Authorization headers
     (["provider=openai", "provider.base_url=https://user:pw@proxy.example/v1"], "provider.base_url"),
+    (["score=python"], "score.target"),
+    (["score=python", "score.target=no_such_module_here:score"], "score.target"),
+    (["score=python", "score.target=shp_ray.policy.scorers:no_such_function"], "score.target"),
+    (["score=regex", "score.pattern='Answer: (.+)'"], "score.pattern"),  # no named group to extract
+    (["score=regex", "score.pattern='(?P<answer>'"], "score.pattern"),
+    (["score=tests"], "score.kind"),  # the code loop's scorer: not built yet, and it says so
 ]
 
 
@@ -267,6 +281,9 @@ FREE_KEYS = {
     "allow_partial",  # a bool: Hydra's type check is the whole rule
     "allow_large",  # a bool: what it allows is checked in to_job (conf.plan.oversized)
     "dry_run",  # a bool: print the plan, make no call
+    "score.name",  # strings (Hydra's type check); the scorer they build is checked in conf.inputs.resolve_scores
+    "score.pattern",
+    "score.target",
 }
 
 
@@ -284,11 +301,13 @@ def _schema_keys(kind: type, prefix: str = "") -> set[str]:
 def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
-    keys -= {"provider", "dataset", "judge", "prices"}  # group nodes: their options' keys are listed below
+    keys -= {"provider", "dataset", "judge", "prices", "prompts", "score"}  # group nodes: their options' keys below
     for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
     keys |= _schema_keys(conf.schema.PricesConf, "prices.")
+    keys |= _schema_keys(conf.schema.FileDatasetConf, "dataset.") | _schema_keys(conf.schema.PromptsConf, "prompts.")
+    keys |= _schema_keys(conf.schema.ScoreConf, "score.")
     return keys
 
 
@@ -298,6 +317,7 @@ def test_every_key_of_the_schema_has_a_rule():
     checked = {rule.key for rule in RULES}
     checked |= {f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig)}
     checked |= {f"halting.{f.name}" for f in dataclasses.fields(HaltConfig)}
+    checked |= {f"prompts.{key}" for key in (*TEMPLATE_KEYS, "name", "approval")}  # prompts.from_mapping
     unchecked = keys - checked - FREE_KEYS
     assert not unchecked, f"keys without a validation rule: {sorted(unchecked)}"
     assert not FREE_KEYS - keys, f"FREE_KEYS names keys the schema no longer has: {sorted(FREE_KEYS - keys)}"

@@ -25,11 +25,12 @@ def _sweep(tmp_path: Path) -> Path:
         ok = k == "2"
         summary = [_row("shp", saving, -0.01, -0.015 if ok else -0.05, ok), _row("fixed_k3", 0.0, 0.0, 0.0, True)]
         report = tmp_path / "multi" / str(num) / "report" / "report.md"
-        if num == 3:  # the browsable report beside it: the link goes there
-            report.parent.mkdir(parents=True)
-            (report.parent / "index.html").write_text("<html></html>")
+        html = report.with_name("index.html")
+        if num == 3:  # the browsable report was written: the link goes there (else to report.md)
+            html.parent.mkdir(parents=True)
+            html.write_text("<html></html>")
         write_job(tmp_path / "multi" / str(num), [f"halting.eps={eps}", f"halting.k={k}", "provider=sim"],
-                  {"summary": summary, "report": str(report)})  # fmt: skip
+                  {"summary": summary, "report": str(report), "html": str(html)})  # fmt: skip
     return tmp_path / "multi"
 
 

@@ -60,6 +60,7 @@ def run_ray(
     owned: list[object] = []
     services: ClusterServices | None = None
     pool: WorkerPool | None = None
+    writer = None
     try:
         summary.ray_cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         driver = driver_node()
@@ -150,6 +151,12 @@ def run_ray(
         if lockstep is not None:
             summary.batch = ray.get(lockstep.stats.remote())
             ray.get(lockstep.close.remote())
+    except KeyboardInterrupt:  # Ctrl-C: stop calling, keep the whole trajectories the writer holds, then stop
+        if pool is not None:
+            pool.kill_all()
+        if writer is not None:
+            summary.rows = ray.get(writer.flush.remote())
+        raise
     finally:
         if pool is not None:
             pool.kill_all()

@@ -97,6 +97,8 @@ class SimApp:
         self.seen: collections.Counter[str] = collections.Counter()
         self.arrivals = 0  # chat requests admitted past the limits (faults_after counts these)
         self.unstall = asyncio.Event()  # set on shutdown: the stalled requests end, unanswered
+        # What the requests said, for a test to read what a client sent (off unless keep_requests > 0).
+        self.received: collections.deque[list[tuple[str, str]]] = collections.deque(maxlen=options.keep_requests)
         self.stats = SimStats()
         self.batch = SimBatch(options, self.replies, self._authorised, self.stats.batch)
         self.app = web.Application(client_max_size=self.batch.client_max_size)
@@ -137,6 +139,7 @@ class SimApp:
         except BadChat as exc:
             self.stats.http_4xx += 1
             return _error(exc.status, str(exc), exc.kind)
+        self.received.append(chat.messages)
 
         n_prompt = chat.prompt_tokens
         now = time.monotonic()

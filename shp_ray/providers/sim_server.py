@@ -63,6 +63,7 @@ class SimOptions:
     basic_auth: str = ""  # if set, "user:password" requests must carry as HTTP basic auth (a proxy in front)
     models: tuple[str, ...] = ()  # if set, other models get 404; empty = any model is served
     approve_rate: float = 0.3
+    keep_requests: int = 0  # keep the messages of the last N chat requests answered live (SimServer.received)
     # The Batch API (/v1/files, /v1/batches): its own pace and faults, apart from the live limits above.
     batch_delay_s: float = 0.0  # how long each of validating, in_progress (before line 1) and finalizing lasts
     batch_lines_per_s: float | None = None  # lines answered per second per batch; None = as fast as it can
@@ -102,6 +103,8 @@ class SimOptions:
             )
         if self.batch_lines_per_s is not None and self.batch_lines_per_s <= 0:
             raise ValueError(f"SimOptions.batch_lines_per_s={self.batch_lines_per_s} must be > 0 (or None)")
+        if self.keep_requests < 0:
+            raise ValueError(f"SimOptions.keep_requests={self.keep_requests} must be >= 0")
         if self.batch_max_lines < 1 or self.batch_max_bytes < 1:
             raise ValueError("SimOptions: batch_max_lines and batch_max_bytes must be >= 1")
         if self.batch_enqueued_tokens is not None and self.batch_enqueued_tokens < 1:
@@ -131,6 +134,11 @@ class SimServer:
     @property
     def stats(self) -> dict[str, Any]:
         return self.sim.stats.as_dict()
+
+    @property
+    def received(self) -> list[list[tuple[str, str]]]:
+        """The (role, content) messages of the last ``keep_requests`` chat requests, oldest first."""
+        return list(self.sim.received)
 
     def start(self) -> SimServer:
         self._thread = threading.Thread(target=self._run, name="shp-sim-server", daemon=True)
