@@ -186,6 +186,11 @@ RULES: tuple[Rule, ...] = (
         "a local folder, or null (<job output dir>/report)",
     ),
     Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
+    Rule(
+        "store.cache_dir",
+        lambda v: v is None or (isinstance(v, str) and v.strip() != "" and "://" not in v),
+        "a local folder, or null (<store>/_cache)",
+    ),
     Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),
     Rule("ray.num_cpus", *integer(1)),
     Rule(
@@ -366,4 +371,5 @@ def to_job(cfg: DictConfig) -> JobSpec:
         progress=cfg.progress,
         allow_partial=cfg.allow_partial,
         prices=resolve_prices(cfg.prices),
+        cache_dir=cfg.store.cache_dir,
     )

@@ -56,3 +56,4 @@ class JobSpec:
     progress: bool | None
     allow_partial: bool  # replay the stored scenarios when some failed for good
     prices: PriceTable  # what the replay's cost columns are priced with
+    cache_dir: str | None = None  # the response and judge caches; None: <store>/_cache

@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
+from shp_ray.generation.cluster import RayUnavailable
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
@@ -99,7 +100,7 @@ def main(cfg: DictConfig) -> dict:
     try:
         snap = sweep_job.snapshot(cfg)
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
-    except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
+    except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
