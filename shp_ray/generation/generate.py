@@ -52,7 +52,7 @@ from storage.manifest import new_run_id, write_manifest
 from storage.parts import TEMP_GRACE_S, Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.verify import require_sound
-from storage.write_fault import WriteFailed
+from storage.write_fault import WriteFailed, writing
 from storage.writer import StoreWriter
 
 log = logging.getLogger("shp_ray.batch")
@@ -112,7 +112,10 @@ def generate(
     store.sweep_temp(min_age_s=TEMP_GRACE_S)
     require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
-    cache.mkdir(parents=True, exist_ok=True)
+    with writing(cache):
+        cache.mkdir(parents=True, exist_ok=True)
+    for opened in (ResponseCache(cache / RESPONSES_FILE), JudgeCache(cache / JUDGMENTS_FILE)):
+        opened.close()  # opened here first: a cache that cannot be written is said before any call is paid
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
     skip = done_scenarios(store, gen_id)
     if not cfg.retry_failed:
