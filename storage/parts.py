@@ -84,12 +84,24 @@ class HashingSink:
 
     def __init__(self, raw: object) -> None:
         self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
+        self.error: OSError | None = None  # the raw file's first write error: raised by check() after the write
 
     def write(self, data: bytes) -> int:
         self.sha.update(data)
         self.size += len(data)
-        self.raw.write(data)  # type: ignore[attr-defined]
+        if self.error is None:
+            # Kept, not raised: an exception raised back through pyarrow's C++ writer left CPython's AST
+            # recursion counter off (a later ast.parse -- pytest importing a module -- failed, CPython 3.11.7).
+            try:
+                self.raw.write(data)  # type: ignore[attr-defined]
+            except OSError as exc:
+                self.error = exc
         return len(data)
+
+    def check(self) -> None:
+        """Raise the write error the file met, if any."""
+        if self.error is not None:
+            raise self.error
 
     def tell(self) -> int:
         return self.size
@@ -220,12 +232,14 @@ class Store:
                     with open(tmp, "wb") as fh:
                         sink = HashingSink(fh)
                         pq.write_table(table, sink, **options)
+                        sink.check()
                         fh.flush()
                         os.fsync(fh.fileno())
                 else:
                     with self.fs.open_output_stream(tmp) as out:
                         sink = HashingSink(out)
                         pq.write_table(table, sink, **options)
+                        sink.check()
                 final = self._part_name(folder, stem, sink)
                 if self.local:
                     os.replace(tmp, final)

@@ -14,6 +14,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _SQLITE_FULL = "database or disk is full"
@@ -75,7 +76,24 @@ def writing(path: object) -> Iterator[None]:
     except (OSError, sqlite3.OperationalError) as exc:
         if not is_write_fault(exc):
             raise
-        raise WriteFailed(str(path), reason_of(exc)) from None
+        reason = reason_of(exc)
+        if isinstance(exc, sqlite3.OperationalError) and disk_full(path):
+            reason = os.strerror(errno.ENOSPC).lower()  # SQLite's shared memory on a full tmpfs: "disk I/O error"
+        # Drop the failed writer's frames now (pyarrow's wrapper of a Python file among them): left to the
+        # garbage collector, its C++ destructor ran inside a later ast.parse and broke it (CPython 3.11.7).
+        exc.__traceback__ = None
+        raise WriteFailed(str(path), reason) from None
+
+
+def disk_full(path: object) -> bool:
+    """No free block left on the filesystem of ``path`` (its nearest existing folder)."""
+    folder = Path(str(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 def write_failure(exc: BaseException | None) -> WriteFailed | None:

@@ -85,6 +85,15 @@ def test_a_cache_on_a_full_disk_refuses_the_record_with_one_error_naming_the_fil
     cache.close()
 
 
+def test_a_cache_that_cannot_be_opened_on_a_full_disk_says_the_disk_is_full(small_disk):
+    # What a run does first (shp_ray.generation.generate): before any call is paid. SQLite says
+    # "disk I/O error" when its shared memory file finds no room; the disk is named as full.
+    fill(small_disk, leave_kb=0)
+    with pytest.raises(WriteFailed) as err:
+        ResponseCache(small_disk / "store" / "_cache" / "responses.sqlite")
+    assert str(err.value) == f"no space left on device writing {small_disk / 'store' / '_cache' / 'responses.sqlite'}"
+
+
 def _responses(cache: Path) -> int:
     with contextlib.closing(sqlite3.connect(str(cache / "responses.sqlite"))) as conn:
         return int(conn.execute("SELECT count(*) FROM responses").fetchone()[0])
