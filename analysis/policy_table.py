@@ -57,7 +57,7 @@ def grid_policies(
 
 
 def default_policies() -> list[Policy]:
-    """Every policy of DESIGN.md at the paper's defaults (ablation cells included)."""
+    """Every policy of docs/design.md at the paper's defaults (ablation cells included)."""
     return standard_policies()
 
 

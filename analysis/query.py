@@ -37,10 +37,14 @@ from collections.abc import Sequence
 
 import duckdb
 
-from analysis import sql
+from analysis import query_bounds, sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
+from analysis.errors import said_by
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
+
+# The settings an AnalysisError may ask to change, as this command spells them.
+QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.connect(judge_prompt_version=...), not a flag"}
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
 # SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
@@ -192,8 +196,9 @@ def _json_value(v: object) -> object:
     return str(v)
 
 
-def render(names: Sequence[str], rows: Sequence[Sequence[object]], fmt: str) -> str:
-    """The result as an aligned text table, CSV, or a JSON array of objects."""
+def render(names: Sequence[str], rows: Sequence[Sequence[object]], fmt: str, shown: str | None = None) -> str:
+    """The result as an aligned text table, CSV, or a JSON array of objects; ``shown``: the table's footer when
+    the rows were cut ('3 of 13 rows shown')."""
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -212,24 +217,23 @@ def render(names: Sequence[str], rows: Sequence[Sequence[object]], fmt: str) -> 
         )
 
     out = [line(names), "-+-".join("-" * w for w in widths)] + [line(r) for r in cells]
-    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    out.append(f"({shown or f'{len(rows)} row' + ('s' if len(rows) != 1 else '')})")
     return "\n".join(out) + "\n"
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, max_rows: int | None) -> str:
-    """Run read-only SQL; the output of the last statement is returned."""
+def run_sql(con: duckdb.DuckDBPyConnection, text: str, fmt: str, bounds: query_bounds.Bounds) -> str:
+    """Run read-only SQL within ``bounds`` (analysis.query_bounds); the output of the last statement is returned.
+    CSV and JSON say on stderr that rows were cut (their output stays data)."""
     out = ""
     for stmt in check_read_only(con, text):
-        cur = con.execute(stmt)
-        names = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchmany(max_rows) if max_rows else cur.fetchall()
-        if max_rows:
-            cur.fetchall()  # finish the result: the connection stays busy until fully fetched
-        out = render(names, rows, fmt) if names else ""
+        got = query_bounds.fetch(con, stmt, bounds)
+        out = render(got.names, got.rows, fmt, got.shown) if got.names else ""
+        if got.shown and fmt != "table":
+            print(f"shp-query: {got.shown} (--max-rows)", file=sys.stderr)
     return out
 
 
-def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) -> int:
+def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: query_bounds.Bounds) -> int:
     tty = sys.stdin.isatty()
     if tty:
         import readline  # noqa: F401  (line editing and history for input())
@@ -249,15 +253,15 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, max_rows: int | None) 
         if not buf and stripped in (".quit", ".exit", "\\q"):
             return 0
         if not buf and stripped == ".tables":
-            sys.stdout.write(run_sql(con, sql.query("query_tables"), fmt, None))
+            sys.stdout.write(run_sql(con, sql.query("query_tables"), fmt, bounds.every_row()))
             continue
         buf.append(line)
         if not stripped.endswith(";"):
             continue
         text, buf = "\n".join(buf), []
         try:
-            sys.stdout.write(run_sql(con, text, fmt, max_rows))
-        except ReadOnlyError as exc:
+            sys.stdout.write(run_sql(con, text, fmt, bounds))
+        except (ReadOnlyError, query_bounds.BoundExceeded) as exc:
             print(f"error: {exc}", file=sys.stderr)
         except duckdb.Error as exc:
             print(f"error: {engine_error(exc)}", file=sys.stderr)
@@ -271,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--judge", default=None, help="judge whose scores give IS (if the store holds several)")
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 1.0}')
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin in policy_summary")
-    ap.add_argument("--max-rows", type=int, default=None, help="print at most this many rows")
+    query_bounds.add_arguments(ap)  # --max-rows, --timeout, --memory-limit
     ap.add_argument(
         "--policies",
         default=None,
@@ -301,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "stored one from the rounds and compare (exit 1 on a difference). Prints one JSON line.",
     )
     args = ap.parse_args(argv)
+    bounds = query_bounds.from_args(args)
     if args.batches is not None:
         if args.sql:
             ap.error("--batches takes no SQL")
@@ -323,21 +328,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_init:
             print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices))
             return 0
-        con = connect(
-            args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
+        con = query_bounds.opened(
+            connect, bounds, args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
             delta=args.delta, materialize=not args.lazy, prices=prices,
         )  # fmt: skip
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
-        print(f"shp-query: {exc}", file=sys.stderr)
+        print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)
         return 2
     try:
         if args.sql is None:
-            return interactive(con, args.format, args.max_rows)
-        sys.stdout.write(run_sql(con, args.sql, args.format, args.max_rows))
+            return interactive(con, args.format, bounds)
+        sys.stdout.write(run_sql(con, args.sql, args.format, bounds))
         return 0
     except ReadOnlyError as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
+    except query_bounds.BoundExceeded as exc:
+        print(f"shp-query: {exc}", file=sys.stderr)
+        return 1
     except duckdb.Error as exc:
         print(f"shp-query: {engine_error(exc)}", file=sys.stderr)
         return 1

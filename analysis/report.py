@@ -23,9 +23,19 @@ from pathlib import Path
 
 import duckdb
 
-from analysis import figures, report_costs, report_dynamics, report_families, report_power, sql, stats
-from analysis.db import DEFAULT_DELTA, AnalysisError, connect, setup_of
-from analysis.report_cells import cell, fetch_dicts
+from analysis import (
+    figures,
+    html_report,
+    report_costs,
+    report_data,
+    report_dynamics,
+    report_families,
+    report_power,
+    stats,
+)
+from analysis.db import DEFAULT_DELTA, AnalysisError
+from analysis.errors import said_by
+from analysis.report_cells import cell, short_labels
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
 from shp_ray.policy.table import ABLATION_CELLS, Policy
@@ -33,7 +43,7 @@ from shp_ray.providers.prices import PriceTable, load_prices
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
 
-BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
+BEST_QUERY = report_data.BEST_QUERY  # printed in the report as the question's SQL
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
@@ -50,14 +60,6 @@ def _p(x: object) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return "<0.001" if float(x) < 0.001 else f"{float(x):.3f}"  # type: ignore[arg-type]
-
-
-def _provenance(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
-    datasets = [r[0] for r in con.execute(sql.query("report_datasets")).fetchall()]
-    gens = fetch_dicts(con, sql.query("report_generations"))
-    judges = [r[0] for r in con.execute(sql.query("report_judges")).fetchall()]
-    text = json.dumps([datasets, gens, judges], default=str).lower()
-    return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
 
 
 def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], delta: float) -> list[str]:
@@ -121,53 +123,41 @@ def write_report(
     scenario_ids: Sequence[str] | None = None,
     prices: PriceTable | None = None,
 ) -> Path:
-    """Write report.md, CSVs and PNG figures for the store into ``out_dir``; returns report.md.
+    """Write report.md, CSVs, PNG figures and the HTML report (index.html) for the store into ``out_dir``;
+    returns report.md. A store holding several splits is reported split by split.
 
     ``gen_id`` / ``scenario_ids`` restrict it to one generation and scenario set (a sweep job);
     ``prices``: the price table of the cost columns (default: the shipped one).
     """
     out = Path(out_dir)
-    con = connect(
-        store_root, judge=judge, weights=weights, policies=policies, delta=delta, gen_id=gen_id,
-        scenario_ids=scenario_ids, prices=prices,
-    )  # fmt: skip
-    try:
-        setup = setup_of(con)
-        prov = _provenance(con)
-        summary = fetch_dicts(con, sql.query("report_summary"))
-        if not summary:
-            raise AnalysisError(f"store {setup.store} has no complete trajectories to report on")
-        tests_rows = stats.compare_policies(con, delta=delta, seed=seed, n_resamples=n_resamples)
-        tests = {(r["gen_id"], r["policy"], r["metric"]): r for r in tests_rows}
-        sensitivity = stats.tost_sensitivity(con, deltas)
-        c1 = stats.conjecture1(con, seed=seed)
-        dsum = stats.distance_summary(con, eps=eps)
-        by_round = stats.distance_by_round(con)
-        best = fetch_dicts(con, BEST_QUERY)
-        fam = report_families.collect(con)
-        dyn = report_dynamics.collect(con)
-        cost = report_costs.collect(con, setup.judge)
-    finally:
-        con.close()
-
+    scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id,
+             "scenario_ids": scenario_ids, "prices": prices}  # fmt: skip
+    data = report_data.collect(store_root, scope, report_data.Options(delta, deltas, eps, seed, n_resamples))
+    setup, prov = data.setup, data.provenance
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
     try:
         tag = "SYNTHETIC data" if prov["synthetic"] else "data: " + ", ".join(map(str, prov["datasets"]))
         judge_name = setup.judge or "(no judgments: IS unknown)"
         title = f"{tag} · judge: {judge_name}"
-        figures.pareto(summary, tmp / "pareto.png", title)
-        figures.tokens_saved(summary, tmp / "tokens_saved.png", title)
-        if by_round:
-            figures.distance_by_round(by_round, tmp / "distance_by_round.png", title, eps)
-        _write_csv(tmp / "policy_summary.csv", summary)
-        _write_csv(tmp / "paired_tests.csv", tests_rows)
-        _write_csv(tmp / "tost_sensitivity.csv", sensitivity)
-        _write_csv(tmp / "distance_by_round.csv", by_round)
-        _write_csv(tmp / "dynamics.csv", dyn["dynamics"])
-        _write_csv(tmp / "conjecture1.csv", [{**c1, **{f"distance_{k}": v for k, v in dsum.items()}}])
-        md = _markdown(setup, prov, summary, tests, sensitivity, c1, dsum, best, bool(by_round), deltas, fam, dyn, cost)
-        (tmp / "report.md").write_text(md)
+        figures.pareto(data.parts, tmp / "pareto.png", title)
+        figures.tokens_saved(data.parts, tmp / "tokens_saved.png", title)
+        if any(p.by_round for p in data.parts):
+            figures.distance_by_round(data.parts, tmp / "distance_by_round.png", title, eps)
+        for name, rows in (
+            ("policy_summary", data.summary),
+            ("paired_tests", [r for p in data.parts for r in p.tests_rows]),
+            ("tost_sensitivity", [r for p in data.parts for r in p.sensitivity]),
+            ("distance_by_round", [{"split": p.split, **r} for p in data.parts for r in p.by_round]),
+            ("dynamics", [{"split": p.split, **r} for p in data.parts for r in p.dyn["dynamics"]]),
+            (
+                "conjecture1",
+                [{"split": p.split, **p.c1, **{f"distance_{k}": v for k, v in p.dsum.items()}} for p in data.parts],
+            ),  # fmt: skip
+        ):
+            _write_csv(tmp / f"{name}.csv", rows)
+        (tmp / "report.md").write_text(_markdown(data, deltas))
+        html_report.write(data, tmp / html_report.INDEX, title)
         out.mkdir(parents=True, exist_ok=True)
         for f in tmp.iterdir():
             os.replace(f, out / f.name)
@@ -176,9 +166,8 @@ def write_report(
     return out / "report.md"
 
 
-def _markdown(
-    setup, prov, summary, tests, sensitivity, c1, dsum, best, has_d, deltas, fam=None, dyn=None, cost=None
-) -> str:  # noqa: ANN001, PLR0913, E501
+def _header(data: report_data.ReportData) -> list[str]:
+    setup, prov = data.setup, data.provenance
     w = ", ".join(f"{m} {v:g}" for m, v in setup.weights.items())
     lines = ["# shp-ray replay report", ""]
     if prov["synthetic"]:
@@ -188,11 +177,13 @@ def _markdown(
             "> say nothing about any model or stopping policy in the real world.",
             "",
         ]
-    lines += [
+    splits = ", ".join(f"{p.name} (N = {max(int(r['n']) for r in p.summary)})" for p in data.parts)
+    return lines + [
         f"- Store: `{redact_text(setup.store)}`",
         f"- Judge: **{setup.judge or 'none (IS unknown)'}**"
         + (f" (prompt {setup.judge_prompt_version})" if setup.judge_prompt_version else ""),
         f"- Datasets: {', '.join(map(str, prov['datasets'])) or '–'}",
+        f"- Splits: **{splits}**: every table, test and figure is of one split, never pooled.",
         "- Generations: "
         + "; ".join(
             f"`{g['gen_id']}` model {g['model']} via "
@@ -202,14 +193,38 @@ def _markdown(
         ),
         f"- IS weights: {w}. Baseline: fixed_k{{depth}} (every generated round).",
         f"- Non-inferiority margin δ = {setup.delta:g} (one-sided TOST, α = 0.05). p-values Holm-adjusted "
-        "across the policies of one generation. Every “non-inferior” carries its N and power (see each "
+        "across the policies of one generation and split. Every “non-inferior” carries its N and power (see each "
         "generation's power section): at small N it is not evidence.",
         "- EM / F1: HotpotQA's exact match and token F1 (the official normalisation) of the returned draft's "
         "last `Answer:` line against the gold answer; a draft without one scores 0. ΔF1 is paired against "
         "the baseline's last draft. They say whether IS tracks being right.",
-        *report_costs.price_lines(setup.prices, cost or {}),
+        *report_costs.price_lines(setup.prices, data.parts[0].cost),
+        "- The HTML report (index.html beside this file): the sortable policy table, the plots with their 95% "
+        "intervals and a trajectory browser (every round's draft, critique, d_t, IS, scores, and where each "
+        "policy stops).",
         "",
     ]
+
+
+def _markdown(data: report_data.ReportData, deltas: Sequence[float]) -> str:
+    lines = _header(data)
+    for part in data.parts:
+        lines += _split_body(data.setup, part, deltas)
+    lines += ["## Figures", "", "![efficiency-quality Pareto](pareto.png)", "", "![tokens saved](tokens_saved.png)", ""]
+    if any(p.by_round for p in data.parts):
+        lines += ["![mean d_t per round](distance_by_round.png)", ""]
+    lines += [
+        "CSVs (a split column in each): policy_summary.csv, paired_tests.csv, tost_sensitivity.csv, "
+        "distance_by_round.csv, conjecture1.csv, dynamics.csv.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> list[str]:  # noqa: ANN001
+    summary, tests, on = part.summary, part.tests, f" · split {part.name}"
+    short = short_labels(r["gen_id"] for r in summary)
+    lines: list[str] = []
     for gen in sorted({r["gen_id"] for r in summary}):
         rows = [r for r in summary if r["gen_id"] == gen]
         n = rows[0]["n"]
@@ -220,7 +235,7 @@ def _markdown(
         ]
         abl = [r for r in rows if r["policy"] in ABLATION_CELLS]
         grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILIES]
-        lines += [f"## Generation `{gen}` (N = {n} trajectories)", ""]
+        lines += [f"## Generation `{short[gen]}`{on} (N = {n} trajectories)", ""]
         lines += [_answer_line_note(rows), "", "### Policies (cf. SHP Table II)", ""]
         lines += _policy_table(main, tests, setup.delta) + [""]
         if abl:
@@ -236,26 +251,36 @@ def _markdown(
         lines += ["### Why cascades stopped", ""] + reasons + [""]
         lines += report_costs.section(gen, main + abl + grid)
         lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
-    lines += report_families.section(fam or {}, summary, tests, setup.delta)
-    lines += ["## Which policy saves most tokens at non-inferior IS?", ""]
-    if best:
-        b = best[0]
+    fam = report_families.section(part.fam, summary, tests, setup.delta)
+    if fam:
+        fam[0] += on
+    lines += fam
+    lines += [f"## Which policy saves most tokens at non-inferior IS?{on}", ""]
+    if part.best:
+        b = part.best[0]
         lines.append(
-            f"**{b['policy']}**: saves {100 * b['token_saving']:.1f}% of operational tokens with mean IS "
-            f"{b['mean_is']:.3f} (ΔIS {b['delta_is']:+.4f}, one-sided 95% lower bound {b['delta_is_lower95']:+.4f} "
-            f"> −δ); non-inferior: {report_power.verdict(True, tests.get((b['gen_id'], b['policy'], 'is'), {}))}."
+            f"**{b['policy']}** (split {part.name}): saves {100 * b['token_saving']:.1f}% of operational tokens with "
+            f"mean IS {b['mean_is']:.3f} (ΔIS {b['delta_is']:+.4f}, one-sided 95% lower bound "
+            f"{b['delta_is_lower95']:+.4f} > −δ); non-inferior: "
+            f"{report_power.verdict(True, tests.get((b['gen_id'], b['policy'], 'is'), {}))}."
         )
     else:
         lines.append("No policy other than the fixed caps and the oracle is non-inferior at this δ.")
-    lines += ["", "```sql", BEST_QUERY, "```", ""]
-    lines += ["## Sensitivity of non-inferiority to δ", "", "Each cell: the verdict (TOST p; power at this N).", ""]
-    pols = list(dict.fromkeys((r["gen_id"], r["policy"]) for r in sensitivity))
+    lines += ["", "```sql", report_data.BEST_QUERY, "```", ""]
+    lines += [
+        f"## Sensitivity of non-inferiority to δ{on}",
+        "",
+        "Each cell: the verdict (TOST p; power at this N).",
+        "",
+    ]
+    pols = list(dict.fromkeys((r["gen_id"], r["policy"]) for r in part.sensitivity))
     lines.append("| generation | policy | " + " | ".join(f"δ={d:g}" for d in deltas) + " |")
     lines.append("|---|---|" + "---|" * len(deltas))
     for gen, pol in pols:
-        cells = [r for r in sensitivity if r["gen_id"] == gen and r["policy"] == pol]
-        lines.append(f"| {gen} | {pol} | " + " | ".join(_sensitivity_cell(r) for r in cells) + " |")
-    lines += ["", "## Conjecture 1: do successive drafts converge?", ""]
+        cells = [r for r in part.sensitivity if r["gen_id"] == gen and r["policy"] == pol]
+        lines.append(f"| {short[gen]} | {pol} | " + " | ".join(_sensitivity_cell(r) for r in cells) + " |")
+    c1, dsum = part.c1, part.dsum
+    lines += ["", f"## Conjecture 1: do successive drafts converge?{on}", ""]
     if c1.get("n"):
         lines += [
             f"- Trajectories with ≥ 2 distances: {c1['n']}",
@@ -266,27 +291,15 @@ def _markdown(
         ]
     else:
         lines.append("- Not enough rounds (needs trajectories with T ≥ 3).")
-    lines += [
+    dyn = report_dynamics.section(part.dyn)
+    dyn[0] += on
+    return lines + [
         f"- Distances (all d_t): mean {cell(dsum['mean'], 4)}, median {cell(dsum['median'], 4)}, "
         f"max {cell(dsum['max'], 4)}, below eps = {dsum['eps']:g}: "
         f"{cell(100 * dsum['share_below_eps'] if dsum['share_below_eps'] is not None else None, 1)}%",
         "",
-        *report_dynamics.section(dyn or {}),
-        "## Figures",
-        "",
-        "![efficiency-quality Pareto](pareto.png)",
-        "",
-        "![tokens saved per policy](tokens_saved.png)",
-        "",
+        *dyn,
     ]
-    if has_d:
-        lines += ["![mean d_t per round](distance_by_round.png)", ""]
-    lines += [
-        "CSVs: policy_summary.csv, paired_tests.csv, tost_sensitivity.csv, distance_by_round.csv, conjecture1.csv,"
-        " dynamics.csv.",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             args.store, args.out, judge=args.judge, weights=weights, delta=args.delta, eps=args.eps, prices=prices
         )
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
-        print(f"report: {exc}", file=sys.stderr)
+        print(f"report: {said_by(exc, {'judge': '--judge'})}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import duckdb
 
@@ -28,3 +29,20 @@ def cell(x: object, nd: int = 3) -> str:
     if isinstance(x, float):
         return f"{steady(x):.{nd}f}"
     return str(x)
+
+
+def short_labels(gen_ids: Iterable[object]) -> dict[str, str]:
+    """Each generation's label in tables, legends and figures: a 64-hex gen_id's first 8 hex digits (an id of at
+    most 16 characters, like a synthetic store's, whole), longer only where two ids would otherwise print alike."""
+    ids = sorted({str(g) for g in gen_ids})
+    for width in (8, 12, 16, 24, 32):
+        cut = {g: g if len(g) <= max(width, 16) else g[:width] for g in ids}
+        if len(set(cut.values())) == len(ids):
+            return cut
+    return {g: g for g in ids}
+
+
+def n_said(rows: Iterable[dict]) -> str:
+    """ "N = 60" (or "N = 20–60" when the rows differ; "N = 0" with none), for a figure's title."""
+    ns = sorted({int(r["n"]) for r in rows})
+    return "N = 0" if not ns else f"N = {ns[0]}" if len(ns) == 1 else f"N = {ns[0]}–{ns[-1]}"

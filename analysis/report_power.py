@@ -95,6 +95,27 @@ def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
     return (
         f"WARNING: N = {worst['n_is']} is below what the TOST planner asks: to detect a margin "
         f"delta = {_num(worst.get('margin')):g} with power {TARGET_POWER:g} at this variance you need "
-        f"N = {worst['n_needed']} ({worst['policy']}); {len(short)} of {len(summary)} policies are underpowered, "
+        f"N = {worst['n_needed']} ({worst['policy']}{', split ' + str(worst['split']) if worst.get('split') else ''}); "
+        f"{len(short)} of {len(summary)} policies are underpowered, "
         "so 'non-inferior' here is not evidence."
     )
+
+
+# The verdict's kinds as the figures and the HTML report colour them: green only for a non-inferior verdict the
+# test had the power to give; an underpowered one is amber, never green.
+VERDICT_KINDS = {
+    "powered": ("non-inferior", "#2ca02c"),
+    "underpowered": ("non-inferior, underpowered (N below what the planner asks)", "#ff9f1c"),
+    "no_test": ("no test (zero variance)", "#9ecae1"),
+    "inferior": ("not shown non-inferior", "#8c8c8c"),
+}
+
+
+def verdict_kind(row: Mapping[str, object]) -> str:
+    """A policy_summary row's verdict kind (a key of VERDICT_KINDS): power unknown counts as underpowered."""
+    if row.get("degenerate"):
+        return "no_test"
+    if not row.get("non_inferior"):
+        return "inferior"
+    power = _num(row.get("tost_power"))
+    return "underpowered" if row.get("underpowered") or math.isnan(power) else "powered"

@@ -93,6 +93,7 @@ def connect_signals(
         sql.tost_plan_sql(detectable_margins()),
         sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
         sql.create("replay", sql.query("replay_core_only")),
+        sql.create("scenario_splits", sql.query("scenario_splits_unknown")),  # no scenarios here: split NULL
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
     ):
         con.execute(stmt)

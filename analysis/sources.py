@@ -20,10 +20,12 @@ connection's views hold the parts as listed at connect: a part written later is 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as pds
+import pyarrow.fs as pafs
 
 from analysis import sql
 from storage.parts import Store
@@ -69,11 +71,21 @@ def _as_read(schema: pa.Schema) -> pa.Schema:
     )
 
 
+def dataset(store: Store, table: str, infos: Sequence[pafs.FileInfo]) -> pds.FileSystemDataset:
+    """The parts ``infos`` of ``table`` as one pyarrow dataset with the table's schema as read (sizes from the
+    listing: no request per part)."""
+    fmt = pds.ParquetFileFormat()
+    fragments = [fmt.make_fragment(i.path, store.fs, file_size=i.size) for i in infos]
+    return pds.FileSystemDataset(fragments, _as_read(TABLES[table]), fmt, store.fs)
+
+
 class TableSources:
     """The SELECT a view reads a table (or one generation of it) from, for one store and one connection.
 
     Local store: ``read_parquet`` over :meth:`Store.globs`, nothing registered. Remote store: ``store``
-    is listed once here and each relation asked for is registered with ``con`` on first use.
+    is listed once here and each relation asked for is registered with ``con`` on first use. ``skip``: parts
+    never read, each a copy of rows other parts hold (analysis.uniqueness); a local table with one reads its
+    other parts by name.
     """
 
     def __init__(self, store: Store, con: duckdb.DuckDBPyConnection | None = None) -> None:
@@ -82,26 +94,29 @@ class TableSources:
             raise ValueError(f"{store!r}: reading a remote store needs the connection its datasets are registered with")
         self.store = store.snapshot() if self.remote and store._listing is None else store
         self.con = con
-        self._registered: dict[tuple[str, str | None], str] = {}
+        self._registered: dict[tuple[str, str | None, frozenset[str]], str] = {}
+        self.skip: frozenset[str] = frozenset()
 
     def of(self, table: str, gen_id: str | None = None) -> str:
         """Every row of ``table``; ``gen_id``: only the parts that can hold that generation's rows (its
         partition folder: the others are never opened). A typed empty relation while it has no parts."""
         if not self.remote:
             globs = self.store.globs(table) if gen_id is None else self.store.globs(table, gen_id)
+            if self.skip and not self.skip.isdisjoint(parts := [i.path for i in self._infos(table, gen_id)]):
+                globs = [p for p in parts if p not in self.skip]
             return sql.table_source(globs, fields(table), added(table))
-        key = (table, gen_id)
+        key = (table, gen_id, self.skip)
         if key not in self._registered:
-            infos = self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)
-            if not infos:
+            read = [i for i in self._infos(table, gen_id) if i.path not in self.skip]
+            if not read:
                 return sql.empty_select(fields(table))
-            fmt = pds.ParquetFileFormat()
-            fragments = [fmt.make_fragment(i.path, self.store.fs, file_size=i.size) for i in infos]
-            dataset = pds.FileSystemDataset(fragments, _as_read(TABLES[table]), fmt, self.store.fs)
             scope = "" if gen_id is None else "_" + hashlib.sha256(gen_id.encode()).hexdigest()[:12]
-            name = f"_store_{table}{scope}"
+            name = f"_store_{table}{scope}" + (f"_{len(self._registered)}" if self.skip else "")
             assert self.con is not None
-            self.con.register(name, dataset)
+            self.con.register(name, dataset(self.store, table, read))
             self._registered[key] = name
         # the dataset has the whole schema (a part without an added column reads NULL): give NULL its meaning
         return sql.with_added_values(f"SELECT * FROM {self._registered[key]}", added(table))
+
+    def _infos(self, table: str, gen_id: str | None) -> list[pafs.FileInfo]:
+        return self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)

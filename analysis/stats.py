@@ -238,11 +238,12 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
-def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str | None, str], dict[str, np.ndarray]]:
+    """Per (gen_id, split, policy): the paired columns of its replay rows (a split apart from the others)."""
     tb = con.sql(sql.query("stats_pairs")).to_arrow_table()
     cols = {c: tb.column(c).to_numpy(zero_copy_only=False) for c in tb.column_names}
-    out: dict[tuple[str, str], dict[str, np.ndarray]] = {}
-    keys = list(zip(cols["gen_id"], cols["policy"], strict=True))
+    out: dict[tuple[str, str | None, str], dict[str, np.ndarray]] = {}
+    keys = list(zip(cols["gen_id"], cols["split"], cols["policy"], strict=True))
     start = 0
     for i in range(1, len(keys) + 1):
         if i == len(keys) or keys[i] != keys[start]:
@@ -258,13 +259,13 @@ def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict[str, np
 def compare_policies(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
 ) -> list[dict[str, object]]:
-    """One row per (gen_id, policy, metric) against the baseline fixed_k{depth}.
+    """One row per (gen_id, split, policy, metric) against the baseline fixed_k{depth}.
 
     Holm adjusts the t-test and Wilcoxon p-values across the policies of one
-    generation and metric; ``tost_p`` (IS only) is the non-inferiority p.
+    generation, split and metric; ``tost_p`` (IS only) is the non-inferiority p.
     """
     rows: list[dict[str, object]] = []
-    for (gen, policy), a in _pairs(con).items():
+    for (gen, split, policy), a in _pairs(con).items():
         series = {
             "rounds": (a["stop_round"], a["depth"]),
             "operational_tokens": (a["operational_tokens"], a["baseline_tokens"]),
@@ -279,6 +280,7 @@ def compare_policies(
             lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
             row: dict[str, object] = {
                 "gen_id": gen,
+                "split": split,
                 "policy": policy,
                 "metric": metric,
                 "n": int(len(diff)),
@@ -301,9 +303,9 @@ def compare_policies(
                 row.update({"sd_diff": plan.sd, "tost_power": plan.power, "n_needed": plan.n_needed})
                 row["degenerate"] = plan.degenerate
             rows.append(row)
-    for gen in {r["gen_id"] for r in rows}:
+    for gen, split in {(r["gen_id"], r["split"]) for r in rows}:
         for metric in METRICS_COMPARED:
-            group = [r for r in rows if r["gen_id"] == gen and r["metric"] == metric]
+            group = [r for r in rows if r["gen_id"] == gen and r["split"] == split and r["metric"] == metric]
             for col in ("p_t", "p_wilcoxon"):
                 for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):  # type: ignore[arg-type]
                     r[col + "_holm"] = adj
@@ -315,14 +317,14 @@ def tost_sensitivity(
 ) -> list[dict[str, object]]:
     """Non-inferiority of IS per policy over a range of margins delta, with the TOST's power at each."""
     out: list[dict[str, object]] = []
-    for (gen, policy), a in _pairs(con).items():
+    for (gen, split, policy), a in _pairs(con).items():
         keep = ~(np.isnan(a["final_is"]) | np.isnan(a["baseline_is"]))
         diff = a["final_is"][keep] - a["baseline_is"][keep]
         degenerate = len(diff) >= 2 and float(np.ptp(diff)) == 0.0
         sd = float(np.std(diff, ddof=1)) if len(diff) >= 2 and not degenerate else math.nan
         for d in deltas:
             res = asdict(tost_noninferiority(diff, d))
-            out.append({"gen_id": gen, "policy": policy, **res, "non_inferior": res["p"] < 0.05,
+            out.append({"gen_id": gen, "split": split, "policy": policy, **res, "non_inferior": res["p"] < 0.05,
                         "power": tost_power(len(diff), sd, d), "degenerate": degenerate})  # fmt: skip
     return out
 

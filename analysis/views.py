@@ -4,7 +4,7 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     scenarios, generations, failures, manifests, results,    the Parquet parts, as stored
     feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
-    policies, replay_core, replay, family_*, policy_summary   the replay
+    policies, replay_core, replay, family_*, policy_summary   the replay (policy_summary per split: scenario_splits)
     prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import costs, family_replay, sql
+from analysis import costs, family_replay, sql, uniqueness
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
 from analysis.sources import TableSources
@@ -48,6 +48,18 @@ def rounds_source(sources: TableSources, gen_id: str | None, scenario_ids: Seque
 def judgments_source(sources: TableSources, scenario_ids: Sequence[str] | ScenarioSlice | None) -> str:
     """The judgments parts, narrowed to the scenarios of a job's scope or slice (judgments have no gen_id)."""
     return sql.narrowed(source(sources, "judgments"), None, scenario_ids)
+
+
+def guarded_sources(
+    sources: TableSources, gen_id: str | None, scenario_ids: Sequence[str] | ScenarioSlice | None
+) -> dict[str, str]:
+    """The rows of the tables whose keys are unique (analysis.uniqueness), narrowed to a scope: their views
+    (round_parts, judgments_raw, signals_raw) read these, each key once where the facts say it is stored twice."""
+    return {
+        "judgments": judgments_source(sources, scenario_ids),
+        "rounds": rounds_source(sources, gen_id, scenario_ids),
+        "signals": source(sources, "signals", gen_id),
+    }
 
 
 def embedding_dim(store: Store) -> int:
@@ -78,10 +90,18 @@ def pick_judge(con: duckdb.DuckDBPyConnection, judge: str | None, version: str |
         return judge, version  # nothing judged yet: IS is NULL everywhere
     if not found:
         known = ", ".join(f"{j!r} (prompt {v!r}, {n} rows)" for j, v, n in rows)
-        raise AnalysisError(f"no judgments by judge={judge!r} prompt_version={version!r}; the store has: {known}")
-    if len({j for j, _ in found}) > 1 or len({v for _, v in found}) > 1:
+        asked = f"judge {judge!r}" + (f", prompt version {version!r}" if version is not None else "")
+        raise AnalysisError(f"no judgments by {asked}; the store has: {known}")
+    if len({j for j, _ in found}) > 1:
         known = ", ".join(f"{j!r} (prompt {v!r})" for j, v in found)
-        raise AnalysisError(f"several judges in the store ({known}); pass judge= (and judge_prompt_version=)")
+        raise AnalysisError(f"several judges in the store ({known}); choose one with {{judge}}", settings=("judge",))
+    if len({v for _, v in found}) > 1:
+        known = ", ".join(repr(v) for _, v in found)
+        raise AnalysisError(
+            f"judge {found[0][0]!r} has several prompt versions in the store ({known}); choose one with "
+            "{judge_prompt_version}",
+            settings=("judge_prompt_version",),
+        )
     return found[0]
 
 
@@ -153,6 +173,8 @@ class StoreFacts:
     fill_calls: bool  # signals_lack_calls
     batch: bool  # has_batch_calls
     gen_ids: tuple[str, ...] = ()  # the generations in scope, sorted (gen_ids.sql): the type of gen_id
+    skip_parts: tuple[str, ...] = ()  # parts whose every row another part holds too: not read (analysis.uniqueness)
+    read_once: tuple[str, ...] = ()  # tables holding copies of a row even so: each key read once
 
 
 def store_facts(
@@ -244,6 +266,7 @@ def build_statements(
     price_rows: Sequence[tuple[object, ...]] = (),
     unique_judgments: bool = False,
     gen_ids: Sequence[str] = (),
+    read_once: Iterable[str] = (),
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
@@ -256,6 +279,7 @@ def build_statements(
     ``unique_judgments`` (:func:`judgments_unique`, checked just before): a materialised ``replay_inputs``
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
     have grown since, always picks). ``gen_ids``: the generations in scope (:class:`StoreFacts`), gen_id's ENUM.
+    ``read_once``: the tables whose views read each key once (:class:`StoreFacts`, analysis.uniqueness).
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
@@ -266,9 +290,7 @@ def build_statements(
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
-        sql.create("round_parts", rounds_source(sources, gen_id, scenario_ids)),
-        sql.create("signals_raw", source(sources, "signals", gen_id)),
-        sql.create("judgments_raw", judgments_source(sources, scenario_ids)),
+        *uniqueness.statements(guarded_sources(sources, gen_id, scenario_ids), read_once),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it
@@ -291,6 +313,7 @@ def build_statements(
         sql.create("replay_core", sql.replay_sql(rounds, batch=batch)),
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
+        sql.create("scenario_splits", sql.query("scenario_splits")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
     ]
     return stmts

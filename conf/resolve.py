@@ -23,10 +23,13 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from conf import schema
+from conf import plan, schema
+from conf.errors import ConfigError
+from conf.inputs import resolve_prompts, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
+from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
@@ -40,10 +43,6 @@ WEIGHT_STRATEGIES = ("uniform", "entropy", "ahp")  # constrained_ls needs labels
 MAX_RETRIES = 30  # backoff (full jitter) is capped at 20 s: 30 retries can hold one call up to ~10 min
 BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batches
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
-
-
-class ConfigError(ValueError):
-    """An invalid value in the config; the message starts with the key at fault."""
 
 
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
@@ -117,6 +116,10 @@ def matches(pattern: str, what: str) -> Check:
     return (lambda v: isinstance(v, str) and rx.fullmatch(v) is not None), what
 
 
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
 def _http_url(v: Any) -> bool:
     if not isinstance(v, str):
         return False
@@ -149,23 +152,34 @@ RULES: tuple[Rule, ...] = (
         ),
         secret=True,
     ),
-    Rule("provider.rpm", *number(0, lo_open=True, null="unknown: adaptive concurrency")),
-    Rule("provider.tpm", *number(0, lo_open=True, null="unknown")),
-    Rule("provider.max_concurrency", *integer(1)),
+    Rule("provider.rpm", *number(*plan.RPM, null="unknown: adaptive concurrency")),
+    Rule("provider.tpm", *number(*plan.TPM, null="unknown")),
+    Rule("provider.max_concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
-    Rule("provider.timeout_s", *number(0, lo_open=True)),
+    Rule("provider.timeout_s", *number(*plan.TIMEOUT_S)),
     Rule("provider.batch", lambda v: isinstance(v, bool), "true or false"),
-    Rule("provider.batch_poll_s", *number(0, lo_open=True)),
-    Rule("provider.batch_max_tries", *integer(1)),
-    Rule("provider.n_threads", *integer(1)),  # llama
-    Rule("provider.n_ctx", *integer(MIN_N_CTX)),  # llama
+    Rule("provider.batch_poll_s", *number(0, plan.POLL_S, lo_open=True)),
+    Rule("provider.batch_max_tries", *integer(1, plan.MAX_TRIES)),
+    Rule("provider.n_threads", *integer(1, plan.MAX_PARALLEL)),  # llama
+    Rule("provider.n_ctx", *integer(MIN_N_CTX, plan.MAX_TOKENS)),  # llama
     Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
-    Rule("provider.sim_rpm", *number(0, lo_open=True, null="no limit")),  # sim
+    Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
-    Rule("provider.sim_latency_s", *number(0)),  # sim
-    Rule("dataset.name", *one_of(DATASETS)),
+    Rule("provider.sim_latency_s", *number(0, plan.LATENCY_S)),  # sim
+    Rule("dataset.name", *one_of((*DATASETS, FILE_DATASET))),
+    Rule("dataset.path", lambda v: isinstance(v, str) and v.strip() != "", "a tasks file: a local path or s3://..."),
+    Rule("dataset.fields.id", *matches(r".+", "the name of the file's id column")),
+    Rule("dataset.fields.question", *matches(r".+", "the name of the file's question column")),
+    Rule("dataset.fields.contexts", *_nullable(_text, "a column name", "the tasks have no contexts")),
+    Rule("dataset.fields.answers", *_nullable(_text, "a column name", "the tasks have no answers")),
+    Rule("dataset.fields.split", *_nullable(_text, "a column name", "dev/test by hashing the id")),
     Rule("dataset.split", *one_of(SPLITS, null="both")),
-    Rule("dataset.limit", *integer(1, null="all")),
+    Rule("dataset.limit", *integer(1, plan.MAX_LIMIT, null="all")),
+    # magnitudes of the generation (its other checks are GenerationConfig's own)
+    Rule("generation.max_rounds", *integer(1, plan.MAX_ROUNDS)),
+    Rule("generation.max_tokens", *integer(1, plan.MAX_TOKENS)),
+    Rule("generation.workers", *integer(1, plan.MAX_PARALLEL)),
+    Rule("generation.concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
@@ -307,6 +321,11 @@ def to_job(cfg: DictConfig) -> JobSpec:
     spec = _guard("provider", lambda: ProviderSpec(**values(p, schema.PROVIDER_KEYS)))
     if not spec.model:
         raise ConfigError("provider.model: required")
+    if spec.api_key_env and "@" in urlsplit(spec.base_url).netloc:  # aiohttp refuses both at once, mid-run
+        raise ConfigError(
+            "provider.base_url: its credentials (user:password@) are the endpoint's basic auth, and "
+            f"provider.api_key_env={spec.api_key_env} adds an API key: keep one (provider.api_key_env= for basic auth)"
+        )
     if spec.batch and p.kind not in BATCH_KINDS:
         raise ConfigError(
             f"provider.batch: provider={p.kind} has no Batch API (the embedded llama.cpp server serves live calls "
@@ -316,10 +335,12 @@ def to_job(cfg: DictConfig) -> JobSpec:
     if p.kind in schema.SERVER_OPTIONS:  # a local server this job may start (llama.cpp, shp-serve)
         kind, keys = schema.SERVER_OPTIONS[p.kind]
         options = _guard("provider", lambda: kind(**values(p, keys)))
+    tasks = resolve_tasks(cfg.dataset)
+    prompts = resolve_prompts(cfg.prompts, tasks)
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
-            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS)
+            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS), prompts=prompts
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):
@@ -327,6 +348,10 @@ def to_job(cfg: DictConfig) -> JobSpec:
             f"judge.batch: batch judging is for judge=llm on an endpoint with a Batch API ({list(BATCH_KINDS)}); "
             f"this job has judge={generation.judge}, provider={p.kind}"
         )
+    if (large := plan.oversized(generation.max_rounds, cfg.dataset.limit, generation.judge == "llm")) and not (
+        cfg.allow_large
+    ):
+        raise ConfigError(large)
     if isinstance(options, LlamaOptions) and options.n_ctx <= generation.max_tokens:
         raise ConfigError(
             f"provider.n_ctx: {options.n_ctx} leaves no room for the prompt with generation.max_tokens="
@@ -360,6 +385,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         dataset=d.name,
         split=d.split,
         limit=d.limit,
+        tasks=tasks,
         generation=generation,
         halt=halt,
         weights=weights,
@@ -370,6 +396,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         report=ReportSpec(**values(cfg.report, schema.REPORT_KEYS)),
         progress=cfg.progress,
         allow_partial=cfg.allow_partial,
+        allow_large=cfg.allow_large,
         prices=resolve_prices(cfg.prices),
         cache_dir=cfg.store.cache_dir,
     )

@@ -12,8 +12,10 @@ Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mo
 turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
 YAML files only select groups and override values.
 
-Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa),
-judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
+Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | file: the user's
+tasks file, ``dataset.path`` + ``dataset.fields``), prompts (shp-wc-v3 | shp-wc-v2 | shp-wc-v1: data
+registered here as the group's options, ``shp_ray/data/prompts``; a preset of your own is a YAML in
+``<dir>/prompts/``), judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
 registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
 in ``sweeps/sweep/``.
@@ -35,7 +37,10 @@ from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
-from shp_ray.policy.cascade import HaltConfig
+from shp_ray.generation.datasets import DATASETS
+from shp_ray.generation.prompts import PRESETS, PromptSet, preset
+from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap
+from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
 from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
@@ -57,9 +62,8 @@ PROVIDER_KEYS = every(ProviderSpec)
 LLAMA_KEYS = every(LlamaOptions)  # provider=llama
 SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "latency_s", "sim_seed": "seed"}
 # The rest of GenerationConfig is tuning the sweep leaves at its defaults; judge comes from the judge group.
-GENERATION_KEYS = same(
-    "max_rounds", "temperature", "seed", "prompt_version", "max_tokens", "embedder", "workers", "concurrency"
-)
+# The prompts come from the prompts group.
+GENERATION_KEYS = same("max_rounds", "temperature", "seed", "max_tokens", "embedder", "workers", "concurrency")
 JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 # critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
 # cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
@@ -188,14 +192,59 @@ def prices_node(table: PriceTable) -> PricesConf:
 
 @dataclass
 class DatasetConf:
-    name: str = MISSING  # hotpotqa | shp_paper | asqa
+    name: str = MISSING  # hotpotqa | shp_paper | asqa | file
     split: str | None = "test"  # dev | test | null (both)
     limit: int | None = None
 
 
+FieldsConf = derive("FieldsConf", exposed(FieldMap, every(FieldMap)), doc="The tasks file's own column names.")
+
+
+@dataclass
+class FileDatasetConf(DatasetConf):
+    """dataset=file: the user's tasks (JSONL, CSV or Parquet; a local path or s3://)."""
+
+    path: str = MISSING
+    fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
+
+
+@dataclass
+class WriterPromptsConf:
+    system: str = MISSING
+    user: str = MISSING  # round 1
+    revise: str = MISSING  # rounds >= 2
+
+
+@dataclass
+class CriticPromptsConf:
+    system: str = MISSING
+    user: str = MISSING
+
+
+@dataclass
+class PromptsConf:
+    """A prompt preset (shp_ray.generation.prompts): templates over {question} {contexts} {round} {draft}
+    {feedback} and a tasks file's metadata columns, and the critique's approval marker."""
+
+    name: str | None = None  # recorded with the generation; null = custom-<hash>
+    writer: WriterPromptsConf = field(default_factory=WriterPromptsConf)
+    critic: CriticPromptsConf = field(default_factory=CriticPromptsConf)
+    approval: str = APPROVAL
+
+
+def prompts_node(ps: PromptSet) -> PromptsConf:
+    """A shipped preset as the config node of the ``prompts`` group."""
+    return PromptsConf(
+        name=ps.name,
+        writer=WriterPromptsConf(system=ps.writer_system, user=ps.writer_user, revise=ps.revise),
+        critic=CriticPromptsConf(system=ps.critic_system, user=ps.critic_user),
+        approval=ps.approval,
+    )
+
+
 @dataclass
 class ReplayConf:
-    # Policy names of DESIGN.md ("standard" = all of them), e.g. [abl_full] for one cell.
+    # Policy names of docs/design.md ("standard" = all of them), e.g. [abl_full] for one cell.
     policies: list[str] = field(default_factory=lambda: ["standard"])
     random_seeds: list[int] = field(default_factory=lambda: [0])
 
@@ -218,6 +267,7 @@ class RayConf:
 class Config:
     provider: ProviderConf = MISSING
     dataset: DatasetConf = MISSING
+    prompts: PromptsConf = MISSING
     judge: JudgeConf = MISSING
     prices: PricesConf = MISSING
     generation: GenerationConf = field(default_factory=GenerationConf)
@@ -230,6 +280,8 @@ class Config:
     progress: bool | None = None  # None = only on an interactive terminal
     # Replay a job whose failed scenarios are missing (default: such a job fails, exit 1, nothing replayed).
     allow_partial: bool = False
+    # Run a plan beyond the soft bounds of conf.plan (more than 20 rounds, more than 100,000 paid calls).
+    allow_large: bool = False
 
 
 def register() -> None:
@@ -239,8 +291,12 @@ def register() -> None:
     cs.store(group="provider", name="llama", node=LlamaProviderConf)
     cs.store(group="provider", name="sim", node=SimProviderConf)
     cs.store(group="provider", name="openai", node=OpenAIProviderConf)
-    for name in ("hotpotqa", "shp_paper", "asqa"):
+    for name in DATASETS:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
+    cs.store(group="dataset", name=FILE_DATASET, node=FileDatasetConf(name=FILE_DATASET))
+    # The shipped prompt presets are data (shp_ray/data/prompts/*.yaml); a user's is <config-dir>/prompts/*.yaml.
+    for name in PRESETS:
+        cs.store(group="prompts", name=name, node=prompts_node(preset(name)))
     cs.store(group="judge", name="lexical", node=JudgeConf(kind="lexical"))
     cs.store(group="judge", name="llm", node=JudgeConf(kind="llm"))
     # The price table is data (shp_ray/data/prices.yaml), read here into the group's default option.

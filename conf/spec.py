@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from analysis.views import DEFAULT_DELTA
 from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.tasks_file import TasksFile
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy
 from shp_ray.providers.base import ProviderSpec
@@ -45,6 +46,7 @@ class JobSpec:
     dataset: str
     split: str | None
     limit: int | None
+    tasks: TasksFile | None  # dataset=file: the user's tasks file (read and checked by the job)
     generation: GenerationConfig
     halt: HaltConfig
     weights: WeightsSpec
@@ -56,4 +58,5 @@ class JobSpec:
     progress: bool | None
     allow_partial: bool  # replay the stored scenarios when some failed for good
     prices: PriceTable  # what the replay's cost columns are priced with
+    allow_large: bool = False  # a plan beyond conf.plan's soft bounds was asked for by name
     cache_dir: str | None = None  # the response and judge caches; None: <store>/_cache

@@ -45,6 +45,10 @@ def is_secret_name(name: str) -> bool:
 
 def _redact_pair(m: re.Match[str]) -> str:
     name, value = m.group(1), m.group(2)
+    if name.lower() == "key" and m.string[m.start() - 1 : m.start()] not in ("?", "&", ";"):
+        # A bare "key" is a secret only as a query parameter (?key=...): elsewhere it is a placeholder, as in
+        # Hydra's hint "use key=[value1,value2]" for a forgotten --multirun; a config key is dotted (a.key=).
+        return m.group(0)
     return f"{name}={REDACTED}" if value and is_secret_name(name) else m.group(0)
 
 
@@ -53,7 +57,7 @@ def redact_text(text: str) -> str:
     pairs, API-key-looking tokens, Authorization values. One Hydra override ``key=value`` whose key is
     named like a secret loses its whole value (spaces included)."""
     whole = _WHOLE_OVERRIDE.fullmatch(text)
-    if whole is not None and is_secret_name(whole.group(1)):
+    if whole is not None and is_secret_name(whole.group(1)) and whole.group(1).lower() != "key":
         return f"{whole.group(1)}={REDACTED}"
     text = _URL_USERINFO.sub(rf"\1{REDACTED}@", text)
     text = _NAME_VALUE.sub(_redact_pair, text)

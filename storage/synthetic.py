@@ -47,10 +47,19 @@ class SyntheticSpec:
     chunk: int = 20_000  # trajectories per Parquet part (bounds memory)
     ragged: bool = False  # draw each trajectory's depth uniformly in 1..rounds
     batch_rate: float = 0.0  # chance that a call (writer, critic, judge) was paid in batch mode
+    draft_words: int = 0  # filler words per draft (0: a short line), for drafts of a real model's size
 
 
 def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_WORDS = ("the", "answer", "draft", "context", "revise", "claim", "evidence", "source", "question", "round", "fact")
+
+
+def _filler(n: int, salt: int) -> str:
+    """``n`` words, each round's a little different (so a browser shows diffs), deterministic in ``salt``."""
+    return " ".join(_WORDS[(k * 7 + salt * (k % 5 == 0)) % len(_WORDS)] for k in range(n))
 
 
 def _embeddings(rng: np.random.Generator, n: int, depth: int, dim: int, empty: np.ndarray) -> np.ndarray:
@@ -150,6 +159,10 @@ def _write_chunk(
     # another generation's drafts differ (as a real one's would): their judgments never collide
     tag = "" if spec.gen_id == SyntheticSpec.gen_id else f" ({spec.gen_id})"
     drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}{tag}." for i, t in zip(ii, tt, strict=True)]
+    if spec.draft_words:
+        drafts = [
+            d and f"{d} {_filler(spec.draft_words, i * depth + t)}" for d, i, t in zip(drafts, ii, tt, strict=True)
+        ]
     hashes = [_hash(d) for d in drafts]
     feedback = [
         "" if is_last else ("APPROVED - looks complete." if approve[i, t] else f"Revise round {t + 1}: add detail.")

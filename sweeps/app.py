@@ -28,11 +28,14 @@ from omegaconf import DictConfig
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
+from conf.spec import JobSpec
 from shp_ray.generation.cluster import RayUnavailable
+from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
+from sweeps import command_line
 from sweeps import job as sweep_job
 from sweeps.redact_callback import protect_process
 
@@ -64,16 +67,19 @@ def _print_table(result: sweep_job.JobResult) -> None:
         f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
         f"{'dIS':>8}{'F1':>7}  non-inferior  power/N_needed"
     )
-    print("\n" + head + "\n" + "-" * len(head))
-    for row in result.summary:
-        print(
-            f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
-            f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
-            f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
-            f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
-            f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}{_num(row.get('mean_f1'), '.3f'):>7}"
-            f"  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
-        )
+    for split in dict.fromkeys(row.get("split") for row in result.summary):  # a table per split, never pooled
+        rows = [row for row in result.summary if row.get("split") == split]
+        print(f"\nsplit {split or '(none recorded)'}, N = {max(int(row['n']) for row in rows)} trajectories")
+        print(head + "\n" + "-" * len(head))
+        for row in rows:
+            print(
+                f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
+                f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
+                f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
+                f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
+                f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
+                f"{_num(row.get('mean_f1'), '.3f'):>7}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
+            )
     print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
@@ -100,8 +106,14 @@ def main(cfg: DictConfig) -> dict:
     try:
         snap = sweep_job.snapshot(cfg)
         result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
+    except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
+        said = redact_text(str(exc))
+        log.error("invalid tasks: %s", said)
+        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
+    except KeyboardInterrupt:
+        _interrupted(job)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "
         f"{result.generated} generated now ({result.generation_calls} paid calls), {result.failed} failed"
@@ -116,6 +128,7 @@ def main(cfg: DictConfig) -> dict:
     _print_table(result)
     if result.report:
         print(f"report: {result.report}")
+        print(f"html:   {result.html} (open it from disk: no server needed)")
     store = redact_text(result.store)  # a store URI may carry credentials (s3://KEY:SECRET@bucket)
     print(f"store:  {store}")
     from analysis import sql  # loaded by the job already; imported here, like sweeps.job, only once needed
@@ -133,6 +146,30 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
     raise SystemExit(1)
 
 
+def _interrupted(job: JobSpec | None) -> None:
+    """Ctrl-C: one line, exit 130. Parts are whole or absent and paid calls are cached, so a rerun resumes."""
+    kept = "no"
+    if job is not None:
+        from storage.parts import Store  # loaded by the job already
+        from storage.resume import done_scenarios
+
+        gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+        kept = str(len(done_scenarios(Store(job.store), gen_id)))
+    print(f"\ninterrupted: {kept} trajectories kept; run the same command to resume", file=sys.stderr)
+    raise SystemExit(130)
+
+
 def entry() -> None:
     protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    main()  # hydra.main reads sys.argv itself
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
+        return
+    try:
+        main()  # hydra.main reads sys.argv itself
+    except KeyboardInterrupt:  # before a job started (composing the config, starting up)
+        _interrupted(None)
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # Hydra refused an override, or a job failed: name a mistyped key's nearest
+            for said in command_line.suggestions(sys.argv[1:]):
+                print(said, file=sys.stderr)
+        raise

@@ -24,9 +24,11 @@ from analysis import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
 from shp_ray.generation.cluster_lock import generation_lease
-from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.datasets import DatasetError, Scenario, load_scenarios, select
 from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
+from shp_ray.generation.prompts import extra_fields
+from shp_ray.generation.tasks_file import load_tasks
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider
@@ -68,6 +70,7 @@ class JobResult:
     failed: int = 0
     generation_calls: int = 0
     report: str | None = None
+    html: str | None = None  # the HTML report (report/index.html, beside report.md): what a sweep summary links
     summary: list[dict[str, Any]] = field(default_factory=list)
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
     lost_workers: int = 0  # trajectory workers that died with their node
@@ -237,6 +240,17 @@ def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str
     return weights.uniform()
 
 
+def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
+    """Every task of the job's dataset (both splits), and the job with a tasks file's hash in its gen_id.
+
+    A tasks file that fails its checks raises DatasetError (``file:line``, the field): nothing runs.
+    """
+    if job.tasks is None:
+        return job, load_scenarios(job.dataset)
+    tasks = load_tasks(job.tasks, extra_fields(job.generation.prompts))
+    return replace(job, generation=replace(job.generation, tasks_hash=tasks.identity)), list(tasks.scenarios)
+
+
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
     """Generate what is missing, replay, record, report. A file that could not be written (a full disk)
     is one :class:`JobFailed` line naming it, with the trajectories the store kept."""
@@ -245,18 +259,20 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     except Exception as exc:
         if (fault := write_failure(exc)) is None:
             raise
-        gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
+        ran = with_tasks(job)[0] if job.tasks is not None else job  # a tasks file's hash is in its gen_id
+        gen_id = ran.generation.gen_id(ran.provider.kind, ran.provider.model)
         kept = len(done_scenarios(Store(job.store), gen_id))
         raise JobFailed(f"{fault}; {fault.advice}: {kept} trajectories kept") from None
 
 
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import connect, costs, sql
+    from analysis import connect, costs, html_report, sql
     from analysis.report import write_report
 
-    scenarios = load_scenarios(job.dataset, split=job.split, limit=job.limit)
+    job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
+    scenarios = select(every_task, job.split, job.limit)
     if not scenarios:
-        raise ValueError(f"dataset {job.dataset} split={job.split} has no scenarios")
+        raise DatasetError(f"dataset {job.dataset} split={job.split} has no scenarios")
     run_id = new_run_id()
     store = Store(job.store)
     try:
@@ -274,8 +290,9 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     weights = strategy_weights(job, judge, gen_id, ids)
     # The other stopping systems: a gain model fitted on the dev split (generated first if need be),
     # critique embeddings.
+    dev = select(every_task, "dev", job.limit)
     policies = prepare_families(
-        job, gen_id, judge, weights, generate_dev=lambda dev: ensure_generation(job, dev, run_id, command)
+        job, gen_id, judge, weights, dev, generate_dev=lambda: ensure_generation(job, dev, run_id, command)
     )
     scope = {
         "judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids,
@@ -310,6 +327,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     if job.report.enabled and result.trajectories:
         out = Path(job.report.out or output_dir / "report")
         result.report = str(write_report(job.store, out, delta=job.report.delta, eps=job.halt.eps, **scope))
+        result.html = str(Path(result.report).with_name(html_report.INDEX))
     return result
 
 

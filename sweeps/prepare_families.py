@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conf.spec import JobSpec
-from shp_ray.generation.datasets import Scenario, load_scenarios
+from shp_ray.generation.datasets import Scenario
 from shp_ray.policy.table import Policy
 
 log = logging.getLogger("shp_ray.sweep")
@@ -26,11 +26,12 @@ def prepare_families(
     gen_id: str,
     judge: str | None,
     weights: dict[str, float],
-    generate_dev: Callable[[list[Scenario]], object],
+    dev: list[Scenario],
+    generate_dev: Callable[[], object],
 ) -> tuple[Policy, ...]:
     """The job's policies, ready to replay: gain models fitted, critiques embedded.
 
-    ``generate_dev`` stores the trajectories of the dev questions the gain model is fitted on.
+    ``dev``: the dev questions the gain model is fitted on; ``generate_dev`` stores their trajectories.
     """
     from analysis.gain_fit import with_fitted_gain_models
     from shp_ray.generation.embedder import Embedder
@@ -41,11 +42,9 @@ def prepare_families(
     if not any(p.family for p in policies):
         return policies
     needs_fit = any(p.kind == "gain_model" and not p.param_dict.get("model") for p in policies)
-    if needs_fit and job.split != "dev":
-        dev = load_scenarios(job.dataset, split="dev", limit=job.limit)
-        if dev:
-            log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
-            generate_dev(dev)
+    if needs_fit and job.split != "dev" and dev:
+        log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
+        generate_dev()
     new = embed_feedback(Store(job.store), Embedder(job.generation.embedder), [gen_id])
     log.info("stopping families: embedded %d new critique texts", new)
     fitted: Any = with_fitted_gain_models(policies, job.store, gen_id, judge=judge, weights=weights)

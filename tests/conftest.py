@@ -48,3 +48,13 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory):
+    """A small synthetic store (12 trajectories x 3 rounds, real schemas) for the whole suite: read it, never write."""
+    from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+    root = tmp_path_factory.mktemp("small-store")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, seed=5))
+    return root

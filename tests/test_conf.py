@@ -16,6 +16,7 @@ from omegaconf.errors import ValidationError
 import conf.schema  # noqa: F401
 from conf.resolve import MAX_RETRIES, RULES, ConfigError, to_job
 from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.prompts import TEMPLATE_KEYS
 from shp_ray.policy.cascade import HaltConfig
 from sweeps.job import check_folders, snapshot
 
@@ -124,7 +125,14 @@ BAD_SETTINGS = [
     (["generation.concurrency=0"], "generation.concurrency"),
     (["generation.temperature=nan"], "generation.temperature"),
     (["generation.embedder="], "generation.embedder"),
-    (["generation.prompt_version="], "generation.prompt_version"),
+    (["prompts=shp-wc-v1", "prompts.writer.user=''"], "prompts.writer.user"),
+    (["prompts.critic.user='Round: {round} {draft'"], "prompts.critic.user"),  # an unclosed brace
+    (["prompts.writer.revise='Fix {draft} per {feedbak}'"], "prompts.writer.revise"),  # names no field
+    (["prompts.writer.system='You are the {0}'"], "prompts.writer.system"),  # positional
+    (["prompts.approval=' OK'"], "prompts.approval"),
+    (["dataset=file"], "dataset.path"),  # required
+    (["dataset=file", "dataset.path=t.jsonl", "dataset.fields.id=''"], "dataset.fields.id"),
+    (["dataset=file", "dataset.path=' '"], "dataset.path"),
     (["halting.warmup=0"], "halting.warmup"),
     (["halting.min_gain=inf"], "halting.min_gain"),
     (["weights.strategy=constrained_ls"], "weights.strategy"),
@@ -140,6 +148,31 @@ BAD_SETTINGS = [
     (["ray.num_cpus=0"], "ray.num_cpus"),
     (["ray.address=somewhere"], "ray.address"),
     (["ray.address=head:99999"], "ray.address"),
+    # magnitudes: each has a range (conf.plan), said in the message
+    (["provider=sim", "provider.rpm=1e-300"], "provider.rpm"),  # used to hang for ten minutes without a word
+    (["provider=sim", "provider.rpm=1e9"], "provider.rpm"),
+    (["provider=openai", "provider.tpm=10"], "provider.tpm"),
+    (["provider.timeout_s=0.001"], "provider.timeout_s"),
+    (["provider.timeout_s=1e9"], "provider.timeout_s"),
+    (["provider.max_concurrency=100000"], "provider.max_concurrency"),
+    (["provider.n_threads=100000"], "provider.n_threads"),
+    (["provider.n_ctx=100000000"], "provider.n_ctx"),
+    (["provider=sim", "provider.batch_poll_s=1e9"], "provider.batch_poll_s"),
+    (["provider=sim", "provider.batch_max_tries=1000000"], "provider.batch_max_tries"),
+    (["provider=sim", "provider.sim_rpm=1e-300"], "provider.sim_rpm"),
+    (["provider=sim", "provider.sim_latency_s=1e6"], "provider.sim_latency_s"),
+    (["dataset.limit=1000000000"], "dataset.limit"),
+    (["generation.max_rounds=1000000"], "generation.max_rounds"),  # used to start a two-million-call run
+    (["generation.max_rounds=1000000", "allow_large=true"], "generation.max_rounds"),  # a range, not a soft bound
+    (["generation.max_tokens=100000000"], "generation.max_tokens"),
+    (["generation.workers=100000"], "generation.workers"),
+    (["generation.concurrency=100000"], "generation.concurrency"),
+    # a plan beyond the soft bounds needs allow_large=true
+    (["generation.max_rounds=21"], "generation.max_rounds"),
+    (["dataset.limit=2501", "generation.max_rounds=20"], "dataset.limit"),  # 100,040 paid calls
+    (["dataset.limit=100000", "judge=llm"], "dataset.limit"),
+    # URL credentials are basic auth: with an API key too, the request would carry two Authorization headers
+    (["provider=openai", "provider.base_url=https://user:pw@proxy.example/v1"], "provider.base_url"),
 ]
 
 
@@ -159,6 +192,44 @@ def test_an_inconsistent_ahp_matrix_is_refused_unless_forced(hydra_ctx):
     assert job_of("weights.strategy=ahp", f"weights.pairwise={m}", "weights.force=true").weights.force is True
 
 
+@pytest.mark.parametrize(
+    "overrides, said",
+    [
+        (["provider.timeout_s=1e9"], "provider.timeout_s: must be a finite number in [1, 3600], got 1000000000.0"),
+        (["generation.max_rounds=1000000"], "generation.max_rounds: must be an integer in [1, 100], got 1000000"),
+        (
+            ["generation.max_rounds=30"],
+            "generation.max_rounds: 30 rounds is above 20 (the soft bound); add allow_large",
+        ),
+        (
+            ["dataset.limit=50000"],
+            "dataset.limit: 50000 scenarios x 6 rounds plan up to 600,000 paid calls, above 100,000",
+        ),
+    ],
+)
+def test_a_magnitude_out_of_bounds_says_its_range_or_the_override(hydra_ctx, overrides, said):
+    with pytest.raises(ConfigError) as err:
+        job_of(*overrides)
+    assert str(err.value).startswith(said), str(err.value)
+
+
+def test_a_large_plan_runs_when_asked_for_by_name(hydra_ctx):
+    job = job_of("generation.max_rounds=30", "dataset.limit=50000", "allow_large=true")
+    assert (job.generation.max_rounds, job.halt.max_rounds, job.limit, job.allow_large) == (30, 30, 50000, True)
+
+
+def test_url_credentials_with_an_api_key_are_refused_without_echoing_the_password(hydra_ctx):
+    secret = "S3CRET-url-password"
+    with pytest.raises(ConfigError) as err:
+        job_of("provider=openai", f"provider.base_url=https://user:{secret}@proxy.example/v1")
+    said = str(err.value)
+    assert said.startswith("provider.base_url: ") and "provider.api_key_env=OPENAI_API_KEY" in said
+    assert secret not in said and "\n" not in said
+    assert job_of(
+        "provider=openai", f"provider.base_url=https://user:{secret}@proxy.example/v1", "provider.api_key_env="
+    )
+
+
 def test_a_key_pasted_into_api_key_env_is_refused_and_not_echoed(hydra_ctx):
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
     with pytest.raises(ConfigError) as err:
@@ -170,9 +241,14 @@ def test_a_key_pasted_into_api_key_env_is_refused_and_not_echoed(hydra_ctx):
     "overrides",
     [
         ["provider=sim", "provider.rpm=null", "provider.tpm=null", "provider.sim_rpm=null"],
-        ["provider=sim", "provider.rpm=0.5", "provider.sim_fault_rate=1.0", "provider.sim_latency_s=0"],
+        ["provider=sim", "provider.rpm=1", "provider.sim_fault_rate=1.0", "provider.sim_latency_s=0"],
+        ["provider=sim", "provider.rpm=1e6", "provider.tpm=1e10", "provider.sim_rpm=1", "provider.sim_latency_s=600"],
         ["provider.max_retries=0", f"provider.max_retries={MAX_RETRIES}"],
-        ["provider.timeout_s=0.001", "provider.n_ctx=257", "generation.max_tokens=256"],
+        ["provider.timeout_s=1", "provider.n_ctx=257", "generation.max_tokens=256"],
+        ["provider.timeout_s=3600", "provider.max_concurrency=1024", "generation.workers=1024"],
+        ["generation.max_rounds=20", "generation.concurrency=1024", "dataset.limit=2500"],  # 100,000 calls
+        ["generation.max_rounds=100", "allow_large=true", "dataset.limit=10000000"],
+        ["provider=openai", "provider.base_url=https://user:pw@proxy.example/v1", "provider.api_key_env="],
         ["provider=openai", "provider.base_url=http://127.0.0.1:8000/v1", "provider.api_key_env="],
         ["dataset.split=null", "dataset.limit=null", "report.out=null", "report.delta=0.5"],
         ["ray.address=auto"],
@@ -197,6 +273,7 @@ FREE_KEYS = {
     "report.enabled",
     "progress",
     "allow_partial",  # a bool: Hydra's type check is the whole rule
+    "allow_large",  # a bool: what it allows is checked in to_job (conf.plan.oversized)
 }
 
 
@@ -214,11 +291,12 @@ def _schema_keys(kind: type, prefix: str = "") -> set[str]:
 def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
-    keys -= {"provider", "dataset", "judge", "prices"}  # group nodes: their options' keys are listed below
+    keys -= {"provider", "dataset", "judge", "prices", "prompts"}  # group nodes: their options' keys are listed below
     for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
     keys |= _schema_keys(conf.schema.PricesConf, "prices.")
+    keys |= _schema_keys(conf.schema.FileDatasetConf, "dataset.") | _schema_keys(conf.schema.PromptsConf, "prompts.")
     return keys
 
 
@@ -228,6 +306,7 @@ def test_every_key_of_the_schema_has_a_rule():
     checked = {rule.key for rule in RULES}
     checked |= {f"generation.{f.name}" for f in dataclasses.fields(GenerationConfig)}
     checked |= {f"halting.{f.name}" for f in dataclasses.fields(HaltConfig)}
+    checked |= {f"prompts.{key}" for key in (*TEMPLATE_KEYS, "name", "approval")}  # prompts.from_mapping
     unchecked = keys - checked - FREE_KEYS
     assert not unchecked, f"keys without a validation rule: {sorted(unchecked)}"
     assert not FREE_KEYS - keys, f"FREE_KEYS names keys the schema no longer has: {sorted(FREE_KEYS - keys)}"

@@ -53,6 +53,7 @@ def policy(job: JobSpec, name: str):
 
 
 SIM = ("provider=sim",)
+TASKS = ("dataset=file", "dataset.path=a.jsonl")
 
 FLOWS: dict[str, Flow] = {
     # provider: the ProviderSpec every call is made with, and the local server's options
@@ -95,6 +96,17 @@ FLOWS: dict[str, Flow] = {
     "dataset.name": flow("dataset.name=asqa", where=lambda j: j.dataset, expected="asqa"),
     "dataset.split": flow("dataset.split=dev", where=lambda j: j.split, expected="dev"),
     "dataset.limit": flow("dataset.limit=5", where=lambda j: j.limit, expected=5),
+    # dataset=file: the tasks file the job reads, and its column names
+    "dataset.path": flow("dataset.path=b.csv", base=TASKS, where=lambda j: j.tasks and j.tasks.path, expected="b.csv"),
+    **{
+        f"dataset.fields.{name}": flow(
+            f"dataset.fields.{name}=col_{name}",
+            base=TASKS,
+            where=lambda j, name=name: getattr(j.tasks.fields, name),
+            expected=f"col_{name}",
+        )
+        for name in ("id", "question", "contexts", "answers", "split")
+    },
     # judge: GenerationConfig.judge / judge_model
     "judge.kind": flow("judge.kind=llm", where=lambda j: j.generation.judge, expected="llm"),
     "judge.model": flow("judge.model=big", where=lambda j: j.generation.judge_model, expected="big"),
@@ -111,9 +123,21 @@ FLOWS: dict[str, Flow] = {
         "generation.temperature=0.7", where=lambda j: j.generation.temperature, expected=0.7
     ),
     "generation.seed": flow("generation.seed=3", where=lambda j: j.generation.seed, expected=3),
-    "generation.prompt_version": flow(
-        "generation.prompt_version=shp-wc-v1", where=lambda j: j.generation.prompt_version, expected="shp-wc-v1"
-    ),
+    # prompts: the preset the Writer and the Critic are asked with (GenerationConfig.prompts)
+    "prompts.name": flow("prompts.name=mine", where=lambda j: j.generation.prompt_version, expected="mine"),
+    **{
+        f"prompts.{key}": flow(
+            f"prompts.{key}='{text}'", where=lambda j, attr=attr: getattr(j.generation.prompts, attr), expected=text
+        )
+        for key, attr, text in (
+            ("writer.system", "writer_system", "You are the Writer."),
+            ("writer.user", "writer_user", "Round: {round} {question}"),
+            ("writer.revise", "revise", "{feedback} {draft}"),
+            ("critic.system", "critic_system", "You are the Critic."),
+            ("critic.user", "critic_user", "{draft}"),
+        )
+    },
+    "prompts.approval": flow("prompts.approval=LGTM", where=lambda j: j.generation.prompts.approval, expected="LGTM"),
     "generation.max_tokens": flow("generation.max_tokens=128", where=lambda j: j.generation.max_tokens, expected=128),
     "generation.embedder": flow(
         "generation.embedder=fake-hash", where=lambda j: j.generation.embedder, expected="fake-hash"
@@ -176,6 +200,7 @@ FLOWS: dict[str, Flow] = {
         expected=0.5,
     ),
     "allow_partial": flow("allow_partial=true", where=lambda j: j.allow_partial, expected=True),
+    "allow_large": flow("allow_large=true", where=lambda j: j.allow_large, expected=True),
 }
 
 

@@ -1,5 +1,5 @@
 """Costs in dollars: the replay's cost columns over a real small store in real DuckDB, against figures
-worked out by hand from DESIGN.md's token accounting; live vs batch; unpriced models; the price table."""
+worked out by hand from docs/design.md's token accounting; live vs batch; unpriced models; the price table."""
 
 from __future__ import annotations
 

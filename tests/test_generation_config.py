@@ -10,6 +10,7 @@ import pytest
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.progress import Progress, ProgressState, interactive
+from shp_ray.generation.prompts import preset
 
 
 @pytest.mark.parametrize(
@@ -26,8 +27,8 @@ def test_invalid_config_is_refused_with_the_field_named(bad) -> None:
 def test_gen_id_hashes_what_changes_the_drafts_only() -> None:
     base = GenerationConfig()
     gid = base.gen_id("sim", "m")
-    for change in ({"max_rounds": 7}, {"temperature": 0.5}, {"seed": 1}, {"prompt_version": "shp-wc-v1"},
-                   {"embedder": "fake-hash"}, {"max_tokens": 100}):  # fmt: skip
+    for change in ({"max_rounds": 7}, {"temperature": 0.5}, {"seed": 1}, {"prompts": preset("shp-wc-v1")},
+                   {"embedder": "fake-hash"}, {"max_tokens": 100}, {"tasks_hash": "f" * 64}):  # fmt: skip
         assert replace(base, **change).gen_id("sim", "m") != gid, change
     assert base.gen_id("sim", "other") != gid and base.gen_id("openai", "m") != gid
     for same in ({"concurrency": 3}, {"workers": 5}, {"judge": "llm"}, {"flush_every": 1}, {"retry_failed": False}):
@@ -60,23 +61,23 @@ def test_progress_draws_on_a_terminal() -> None:
     assert "1/3 trajectories" in out.getvalue() and "tokens=77" in out.getvalue()
 
 
-def test_the_prompt_version_chooses_the_text_and_an_unknown_one_is_refused() -> None:
+def test_the_prompt_preset_chooses_the_text_and_an_unknown_one_is_refused() -> None:
     from shp_ray.generation.loop import critic_request, writer_request
-    from shp_ray.generation.prompts import PROMPT_SETS
+    from shp_ray.generation.prompts import PRESETS
 
     scn = load_scenarios("shp_paper", split="dev")[0]
-    for version, ps in PROMPT_SETS.items():
-        cfg = GenerationConfig(prompt_version=version)
+    assert set(PRESETS) >= {"shp-wc-v1", "shp-wc-v2", "shp-wc-v3"}
+    for name in PRESETS:
+        ps = preset(name)
+        cfg = GenerationConfig(prompts=ps)
         w = writer_request(scn, cfg, "m", 2, "draft", "feedback")
         c = critic_request(scn, cfg, "m", 1, "draft")
-        assert w.messages[0] == ("system", ps.writer_system) and w.messages[1][1].endswith(
-            ps.revise_task or ps.writer_task
-        )
+        assert w.messages[0] == ("system", ps.writer_system) and "Previous draft:\ndraft" in w.messages[1][1]
         w1 = writer_request(scn, cfg, "m", 1, "", "")
-        assert w1.messages[1][1].endswith(ps.writer_task) and "Previous draft:" not in w1.messages[1][1]
-        assert c.messages[0] == ("system", ps.critic_system)
-        # the role markers the simulated server reads are in every version
+        assert "Previous draft:" not in w1.messages[1][1] and scn.question in w1.messages[1][1]
+        assert c.messages[0] == ("system", ps.critic_system) and "Draft:\ndraft" in c.messages[1][1]
+        # the role markers the simulated server reads are in every preset
         assert "You are the Writer" in ps.writer_system and "You are the Critic" in ps.critic_system
-    assert len({s.writer_system for s in PROMPT_SETS.values()}) == len(PROMPT_SETS)
-    with pytest.raises(ValueError, match="prompt_version must be one of"):
-        GenerationConfig(prompt_version="v9")
+    assert len({preset(n).writer_system for n in PRESETS}) == len(PRESETS)
+    with pytest.raises(ValueError, match="unknown prompt version 'v9'"):
+        preset("v9")

@@ -12,6 +12,7 @@ from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.generation.guard import Breaker, GenerationAborted, Outcome, preflight, reason_of
 from shp_ray.generation.services import CachedChat
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
+from shp_ray.providers.client import SILENT
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
 
@@ -51,6 +52,14 @@ def test_the_same_failure_three_times_in_a_row_trips_but_mixed_outcomes_do_not()
     assert b.tripped is None  # a stored trajectory in between: the endpoint works
     b.observe(DOWN, paid_calls=10)
     assert b.tripped and "last 3 trajectories" in b.tripped
+
+
+def test_an_endpoint_that_stopped_answering_trips_at_once_even_after_successes():
+    silent = Outcome(f"ProviderError: http://127.0.0.1:9/v1: timeout ({SILENT} for 2 x provider.timeout_s = 240 s)")
+    b = Breaker(SPEC)
+    b.observe(None, paid_calls=40)
+    b.observe(silent, paid_calls=40)  # one is enough: no other trajectory will get a reply either
+    assert b.tripped and "http://127.0.0.1:9/v1 stopped answering" in b.tripped and "is up and reachable" in b.tripped
 
 
 def test_a_dead_server_is_the_reason_given():

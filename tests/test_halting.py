@@ -1,4 +1,4 @@
-"""The cascade against DESIGN.md: an independent oracle, the paper's Table I, T = 1, NaN, validation."""
+"""The cascade against docs/design.md: an independent oracle, the paper's Table I, T = 1, NaN, validation."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from shp_ray.theory_checks import distance_values, feedback_values, halt_configs
 
 
 def spec_decide(t, distances, scores, feedback, cfg):
-    """DESIGN.md's cascade written independently: collect every rule that fires, take the first."""
+    """docs/design.md's cascade written independently: collect every rule that fires, take the first."""
     fired = []
     text = (feedback or "").strip().lower()
     if cfg.critic and text[:8] == "approved":

@@ -125,16 +125,17 @@ def test_policy_summary_against_replay(con) -> None:
     (shp_saving,) = con.execute(
         "SELECT (sum(baseline_tokens) - sum(operational_tokens)) / sum(baseline_tokens) FROM replay"
         " WHERE policy = 'shp' AND gen_id = 'synthetic-gen'"
+        " AND scenario_id IN (SELECT scenario_id FROM scenarios WHERE split = 'test')"
     ).fetchone()
     (got,) = con.execute(
-        "SELECT token_saving FROM policy_summary WHERE policy = 'shp' AND gen_id = 'synthetic-gen'"
+        "SELECT token_saving FROM policy_summary WHERE policy = 'shp' AND gen_id = 'synthetic-gen' AND split = 'test'"
     ).fetchone()
     assert got == pytest.approx(shp_saving)
 
 
 def test_unknown_or_ambiguous_judge_is_refused(tmp_path) -> None:
     write_synthetic_store(tmp_path, SyntheticSpec(n_trajectories=5, rounds=2))
-    with pytest.raises(AnalysisError, match="no judgments by judge='gpt-judge'"):
+    with pytest.raises(AnalysisError, match="no judgments by judge 'gpt-judge'"):
         analysis.connect(tmp_path, judge="gpt-judge")
     other = Store(tmp_path).read("judgments")
     other = other.set_column(other.schema.get_field_index("judge"), "judge", pa.array(["other"] * other.num_rows))
@@ -154,8 +155,11 @@ def test_bad_store_is_refused_with_the_trajectory_named(tmp_path) -> None:
         analysis.connect(tmp_path / "missing")
     write_synthetic_store(tmp_path, SyntheticSpec(n_trajectories=3, rounds=2))
     rounds = Store(tmp_path).read("rounds")
-    Store(tmp_path).write("rounds", rounds.slice(0, 1), rounds.schema)  # round 1 of syn-0000000 again
-    with pytest.raises(AnalysisError, match="syn-0000000.*2 distinct rounds"):
+    row = rounds.slice(0, 1)  # round 1 of syn-0000000, as round 2 of a trajectory that has no round 1
+    row = row.set_column(row.schema.get_field_index("scenario_id"), "scenario_id", pa.array(["syn-0000009"]))
+    row = row.set_column(row.schema.get_field_index("round"), "round", pa.array([2], pa.int32()))
+    Store(tmp_path).write("rounds", row)
+    with pytest.raises(AnalysisError, match="syn-0000009.*1 distinct rounds, rounds 2..2"):
         analysis.connect(tmp_path)
 
 

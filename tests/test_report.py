@@ -29,7 +29,15 @@ def test_report_files_and_honest_names(store, tmp_path) -> None:
     with (out / "policy_summary.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert {r["policy"] for r in rows} >= {"shp", "entropy_only", "fixed_k6", "oracle_is", "abl_gain_only"}
-    assert all(r["n"] == "60" for r in rows)
+    # the synthetic store holds dev and test: a row per split and policy, never the 60 pooled
+    assert {r["split"] for r in rows} == {"dev", "test"}
+    n = {(r["split"], r["policy"]): int(r["n"]) for r in rows}
+    assert all(n[("dev", p)] + n[("test", p)] == 60 and n[("dev", p)] < 60 for p in {r["policy"] for r in rows})
+    for split in ("dev", "test"):  # every headline says its split
+        assert f"## Generation `synthetic-gen` · split {split} (N = {n[(split, 'shp')]} trajectories)" in md
+        assert f"## Which policy saves most tokens at non-inferior IS? · split {split}" in md
+    assert f"Splits: **dev (N = {n[('dev', 'shp')]}), test (N = {n[('test', 'shp')]})**" in md
+    assert (out / "index.html").is_file()
     # Every row of the policy table in the markdown names a policy of the summary.
     table_policies = {line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| abl_")}
     assert len(table_policies) >= 7
@@ -77,3 +85,97 @@ def test_small_n_report_says_n_and_power_and_answer_metrics(tmp_path) -> None:
     baseline = next(line for line in md.splitlines() if line.startswith("| fixed_k6 |"))
     assert "zero variance" in baseline and "no test (N 4, identical to the baseline)" in baseline
     assert "0% of the returned drafts state an `Answer:` line" in md  # synthetic drafts have none: EM = F1 = 0
+
+
+def test_short_generation_labels() -> None:
+    from analysis.report_cells import short_labels
+
+    a, b = "732b0884273480531e6aeb351244e4a17d3e710ef8cf17f58af4fcc195464aa5", "9f" * 32
+    assert short_labels([a, b, a]) == {a: "732b0884", b: "9f9f9f9f"}
+    assert short_labels(["synthetic-gen", "synthetic-gen-b"]) == {"synthetic-gen": "synthetic-gen",
+                                                                  "synthetic-gen-b": "synthetic-gen-b"}  # fmt: skip
+    c = a[:8] + "0" * 56  # the same first 8 hex digits: cut longer, never alike
+    assert short_labels([a, c]) == {a: a[:12], c: c[:12]}
+
+
+def test_underpowered_verdict_is_never_green() -> None:
+    from analysis.report_power import VERDICT_KINDS, verdict_kind
+
+    row = {"non_inferior": True, "degenerate": False, "tost_power": 0.16, "underpowered": True}
+    assert verdict_kind(row) == "underpowered" and VERDICT_KINDS["underpowered"][1] != VERDICT_KINDS["powered"][1]
+    assert verdict_kind({**row, "tost_power": None, "underpowered": None}) == "underpowered"  # power unknown
+    assert verdict_kind({**row, "tost_power": 0.9, "underpowered": False}) == "powered"
+    assert verdict_kind({**row, "degenerate": True}) == "no_test"
+    assert verdict_kind({**row, "non_inferior": False}) == "inferior"
+
+
+def test_distance_band_is_clipped_to_the_cosine_range() -> None:
+    from analysis.figures import clipped_band
+
+    rows = [{"ci95_low": -0.03, "ci95_high": 0.05}, {"ci95_low": 1.9, "ci95_high": 2.4}]
+    assert clipped_band(rows) == ([0.0, 1.9], [0.05, 2.0])
+
+
+def test_intervals_and_charts_carry_95_percent_cis_and_n(store) -> None:
+    import math
+
+    import numpy as np
+    from scipy import stats as st
+
+    import analysis
+    from analysis import html_figures, report_data
+
+    con = analysis.connect(store)
+    try:
+        got = report_data.intervals(con)  # the report asks it of one split's connection; here of the whole store
+        rows = con.execute(
+            "SELECT operational_tokens, baseline_tokens, final_is FROM replay WHERE policy = 'shp'"
+        ).fetchall()
+    finally:
+        con.close()
+    tok, base, is_ = (np.array(c, dtype=float) for c in zip(*rows, strict=True))
+    half = st.t.ppf(0.975, len(tok) - 1) * np.std(tok, ddof=1) / math.sqrt(len(tok))
+    shp = got[("synthetic-gen", "shp")]
+    assert shp["n"] == len(tok) == 60 and shp["tokens_ci"] == pytest.approx((tok.mean() - half, tok.mean() + half))
+    saved = base - tok
+    half = st.t.ppf(0.975, len(saved) - 1) * np.std(saved, ddof=1) / math.sqrt(len(saved))
+    assert shp["saving_ci"] == pytest.approx(((saved.mean() - half) / base.mean(), (saved.mean() + half) / base.mean()))
+    assert shp["saving_ci"][0] < saved.sum() / base.sum() < shp["saving_ci"][1]
+    part = report_data.SplitData("test", [], [], [], {}, {}, [], [], {}, {}, {}, intervals=got)
+    part.summary = [{"gen_id": "synthetic-gen", "policy": "shp", "n": 60, "n_is": 60, "mean_is": float(is_.mean()),
+                     "mean_operational_tokens": float(tok.mean()), "token_saving": float(saved.sum() / base.sum()),
+                     "non_inferior": True, "degenerate": False, "tost_power": 0.3, "underpowered": True}]  # fmt: skip
+    fig = html_figures.pareto(part, "t")
+    (dots,) = [t for t in fig["data"] if t["mode"] == "markers"]
+    assert dots["error_x"]["array"] and dots["error_y"]["array"] and dots["marker"]["color"] == "#ff9f1c"
+    assert "N = 60" in fig["layout"]["title"]["text"] and "split test" in fig["layout"]["title"]["text"]
+    bars = html_figures.tokens_saved(part, "t")
+    assert bars["data"][0]["error_x"]["array"] and "N = 60" in bars["layout"]["title"]["text"]
+
+
+def test_the_browser_holds_at_most_its_cap_and_says_so(store) -> None:
+    from analysis import html_report, report_data
+
+    opts = report_data.Options(0.02, (0.02,), 0.06, n_resamples=50, trajectories=5)
+    data = report_data.collect(store, {}, opts)
+    assert [p.name for p in data.parts] == ["dev", "test"]  # one connection per split
+    index, pages, policies, _ = html_report.trajectories(data.parts)
+    assert [e[0] for e in index] == ["dev"] * 5 + ["test"] * 5 and sum(len(p) for p in pages) == 10
+    assert all(len(t["stops"]) == len(policies) == 15 for page in pages for t in page)  # every policy's stop
+    note = html_report._held_note(data.parts, index)
+    total = {p.name: p.trajectories for p in data.parts}
+    assert f"split dev: the first 5 of {total['dev']}" in note and total["dev"] + total["test"] == 60
+
+
+def test_page_data_cannot_close_its_script_block() -> None:
+    import base64
+    import gzip
+    import json
+
+    from analysis.html_report import _json, _packed
+
+    text = 'a draft that says </script><script>alert(1)</script> and <!-- "quoted"'
+    assert "<" not in _json({"q": text}) and json.loads(_json({"q": text})) == {"q": text}
+    packed = _packed([{"rounds": [[text]]}])
+    assert set(packed) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+    assert json.loads(gzip.decompress(base64.b64decode(packed))) == [{"rounds": [[text]]}]

@@ -125,7 +125,7 @@ def test_duplicated_and_stale_signals_are_never_counted_twice_or_believed(tmp_pa
     signals_store.build(root)
     signals_store.build(root, missing_only=False)  # two writers raced: identical copies
     kind, twice, _ = _open(root)
-    assert kind == "mixed" and twice == reference
+    assert kind == "stored" and twice == reference  # each copy read once (analysis.uniqueness): all stored
 
     stale = tmp_path / "stale"
     _synthetic(stale, n_trajectories=40)

@@ -70,26 +70,28 @@ def con(tmp_path_factory):
 
 def test_compare_policies_matches_sql_summary(con) -> None:
     rows = stats.compare_policies(con, delta=0.02, n_resamples=300)
-    is_rows = {r["policy"]: r for r in rows if r["metric"] == "is"}
-    summary = con.execute("SELECT policy, delta_is, delta_is_lower95, non_inferior FROM policy_summary").fetchall()
-    assert set(is_rows) == {p for p, *_ in summary}
-    for policy, delta_is, lower, non_inf in summary:
-        r = is_rows[policy]
+    is_rows = {(r["split"], r["policy"]): r for r in rows if r["metric"] == "is"}
+    summary = con.execute(
+        "SELECT split, policy, delta_is, delta_is_lower95, non_inferior FROM policy_summary"
+    ).fetchall()
+    assert set(is_rows) == {(s, p) for s, p, *_ in summary} and {s for s, *_ in summary} == {"dev", "test"}
+    for split, policy, delta_is, lower, non_inf in summary:  # per split, as the SQL summary is
+        r = is_rows[(split, policy)]
         assert r["mean_diff"] == pytest.approx(delta_is, abs=1e-12)
         assert r["is_lower95"] == pytest.approx(lower, abs=1e-9)
         assert r["non_inferior"] == non_inf, policy
     base = [r for r in rows if r["policy"] == "fixed_k6"]
     assert all(r["mean_diff"] == 0.0 and r["p_t"] == 1.0 for r in base)
-    rounds = {r["policy"]: r for r in rows if r["metric"] == "rounds"}
+    rounds = {r["policy"]: r for r in rows if r["metric"] == "rounds" and r["split"] == "test"}
     assert rounds["fixed_k1"]["mean_diff"] == -5.0 and rounds["fixed_k1"]["p_t_holm"] == 0.0
     assert all(0.0 <= r["p_t_holm"] <= 1.0 for r in rows if not math.isnan(r["p_t_holm"]))
 
 
 def test_tost_sensitivity_is_monotone_in_delta(con) -> None:
     rows = stats.tost_sensitivity(con, deltas=(0.001, 0.02, 0.1))
-    by_policy: dict[str, list[bool]] = {}
+    by_policy: dict[tuple[str, str], list[bool]] = {}
     for r in rows:
-        by_policy.setdefault(r["policy"], []).append(r["non_inferior"])
+        by_policy.setdefault((r["split"], r["policy"]), []).append(r["non_inferior"])
     for flags in by_policy.values():
         assert flags == sorted(flags)  # a wider margin never turns non-inferior into inferior
 
@@ -184,12 +186,12 @@ def test_sql_planner_equals_scipy() -> None:
 
 
 def test_policy_summary_says_n_and_power(con) -> None:
-    tests = {r["policy"]: r for r in stats.compare_policies(con, n_resamples=100) if r["metric"] == "is"}
+    tests = {(r["split"], r["policy"]): r for r in stats.compare_policies(con, n_resamples=100) if r["metric"] == "is"}
     rows = con.execute(
-        "SELECT policy, n_is, tost_power, n_needed, degenerate, underpowered, non_inferior FROM policy_summary"
+        "SELECT policy, n_is, tost_power, n_needed, degenerate, underpowered, non_inferior, split FROM policy_summary"
     ).fetchall()
-    for policy, n_is, power, needed, degenerate, underpowered, _ in rows:
-        r = tests[policy]
+    for policy, n_is, power, needed, degenerate, underpowered, _, split in rows:
+        r = tests[(split, policy)]
         assert (n_is, needed, degenerate) == (r["n"], r["n_needed"], r["degenerate"]), policy
         assert (power is None and math.isnan(r["tost_power"])) or power == pytest.approx(r["tost_power"], abs=1e-6)
         assert underpowered == (None if needed is None else n_is < needed)

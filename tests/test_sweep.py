@@ -63,6 +63,7 @@ def test_job_in_process_generates_once_then_replays_for_free(tmp_path):
 
     report = Path(first.report).read_text()
     assert "simulated OpenAI-compatible server" in report and "not an LLM" in report
+    assert Path(first.html) == Path(first.report).with_name("index.html") and Path(first.html).stat().st_size > 0
 
     # Switching the judge on a stored generation judges the stored drafts: no draft is regenerated.
     with initialize_config_module(config_module="conf", version_base="1.3"):

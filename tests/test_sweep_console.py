@@ -34,7 +34,8 @@ def test_n4_prints_the_warning_with_the_n_the_planner_asks(demo_summary, capsys)
     needed = max(r["n_needed"] for r in demo_summary if r["n_needed"] is not None)
     assert "WARNING: N = 4 is below what the TOST planner asks" in out
     assert f"you need N = {needed}" in out and "not evidence" in out and "delta = 0.02" in out
-    assert "power/N_needed" in out.splitlines()[1]
+    assert out.splitlines()[1] == "split test, N = 4 trajectories"  # the table says which split it shows
+    assert "power/N_needed" in out.splitlines()[2]
     shp = next(line for line in out.splitlines() if line.startswith("shp "))
     row = next(r for r in demo_summary if r["policy"] == "shp")
     assert shp.endswith(f"{row['tost_power']:.2f}/N{row['n_needed']}")
@@ -51,3 +52,15 @@ def test_no_warning_when_n_is_enough() -> None:
     rows[0]["n_is"] = 40
     said = warning(rows)
     assert said is not None and "N = 40" in said and "N = 41 (shp)" in said and "1 of 2 policies" in said
+    rows[0]["split"] = "dev"
+    assert "N = 41 (shp, split dev)" in str(warning(rows))
+
+
+def test_a_job_over_two_splits_prints_a_table_per_split(capsys) -> None:
+    row = {"policy": "shp", "n": 20, "mean_rounds": 2.0, "mean_operational_tokens": 900.0, "token_saving": 0.4,
+           "mean_is": 0.8, "delta_is": -0.01, "non_inferior": True, "n_is": 20, "n_needed": 41, "margin": 0.02,
+           "tost_power": 0.4, "degenerate": False}  # fmt: skip
+    app._print_table(_result([{**row, "split": "dev"}, {**row, "split": "test", "n": 60, "n_is": 60}]))
+    lines = capsys.readouterr().out.splitlines()
+    assert "split dev, N = 20 trajectories" in lines and "split test, N = 60 trajectories" in lines
+    assert sum(line.startswith("shp ") for line in lines) == 2  # never one pooled row

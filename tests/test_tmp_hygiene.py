@@ -20,17 +20,14 @@ import pytest
 
 import analysis
 import analysis.db
-from storage.synthetic import SyntheticSpec, write_synthetic_store
 
 # A sort of 2 M md5 strings (~130 MB) under a 32 MB memory limit: DuckDB must spill to temp_directory.
 SPILL_QUERY = "SELECT count(*) FROM (SELECT md5(i::VARCHAR) AS h FROM range(2000000) t(i) ORDER BY h)"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hygiene-store")
-    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, seed=5))
-    return root
+@pytest.fixture
+def store(small_store):
+    return small_store
 
 
 @pytest.fixture

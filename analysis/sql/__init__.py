@@ -271,6 +271,11 @@ def answers_sql(rounds: str = "round_parts") -> str:
 
 def t95_sql(df: str) -> str:
     """The one-sided 95% t quantile at ``df`` (an SQL expression); needs t95_table."""
+    return query("t95", df=df, max_df=_T_TABLE_MAX_DF, cornish_fisher=_cornish_fisher(df))
+
+
+def _cornish_fisher(df: str) -> str:
+    """The one-sided 95% t quantile past t95_table: the Cornish-Fisher expansion in ``df`` (an SQL expression)."""
     z = _Z95
     g = [
         (z**3 + z) / 4,
@@ -278,14 +283,16 @@ def t95_sql(df: str) -> str:
         (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
         (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160,
     ]
-    cf = f"{double(z)}" + "".join(f" + {double(gi)} / ({df})::DOUBLE ^ {i}" for i, gi in enumerate(g, start=1))
-    return query("t95", df=df, max_df=_T_TABLE_MAX_DF, cornish_fisher=cf)
+    return f"{double(z)}" + "".join(f" + {double(gi)} / ({df})::DOUBLE ^ {i}" for i, gi in enumerate(g, start=1))
+
+
+def _t95_quantiles() -> list[float]:
+    # one vectorised call (the same values as one call per df, 100x faster: every connection builds this)
+    return _st.t.ppf(0.95, list(range(1, _T_TABLE_MAX_DF + 1))).tolist()
 
 
 def t95_table_sql() -> str:
-    dfs = range(1, _T_TABLE_MAX_DF + 1)
-    # one vectorised call (the same values as one call per df, 100x faster: every connection builds this)
-    rows = ", ".join(f"({df}, {double(q)})" for df, q in zip(dfs, _st.t.ppf(0.95, list(dfs)).tolist(), strict=True))
+    rows = ", ".join(f"({df}, {double(q)})" for df, q in enumerate(_t95_quantiles(), start=1))
     return query("t95_table", rows=rows)
 
 
@@ -298,7 +305,9 @@ def tost_plan_sql(detectable: Iterable[tuple[int, float]], points: int = 400) ->
         "tost_plan",
         rows=rows,
         points=int(points),
-        t95=t95_sql("n - 1"),
+        max_df=_T_TABLE_MAX_DF,
+        t95_list="[" + ", ".join(double(q) for q in _t95_quantiles()) + "]",
+        cornish_fisher=_cornish_fisher("df"),
         z_sum=double(z_alpha + z_power),
         z_alpha=double(z_alpha),
     )

@@ -1,6 +1,6 @@
 """The replay's cost columns: its operational and evaluation tokens in US dollars, as SQL expressions.
 
-DESIGN.md's token accounting, priced call by call with the trajectory's ``generation_prices`` (its model's
+docs/design.md's token accounting, priced call by call with the trajectory's ``generation_prices`` (its model's
 list prices, and the judge's), over replay_inputs' integer token counts:
 
 - ``operational_cost_usd``: the operational tokens (writers <= paid round, critics < it, the judge's up to it

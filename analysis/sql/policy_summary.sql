@@ -1,4 +1,4 @@
--- Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority, then answer
+-- Per (gen_id, split, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority, then answer
 -- correctness and the power of the non-inferiority test. Filled by sql.policy_summary_sql: shares (share_<reason>
 -- columns), t95 (the t quantile at n_is - 1), delta.
 -- non_inferior: the one-sided 95% lower bound of mean(final_is - baseline_is) is above -delta (the TOST
@@ -11,8 +11,9 @@
 -- mean_*_cost_usd: the replay's cost columns per trajectory, in US dollars (as paid; if every call were live; if
 -- every call were batch; the evaluation), NULL when any trajectory's is NULL (an unpriced model): avg() alone
 -- would skip them and report the priced rest as the whole.
+-- split: the scenarios' split (scenario_splits.sql): a store holding dev and test gives a row per split.
 WITH agg AS (
-    SELECT r.gen_id, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
+    SELECT r.gen_id, sp.split, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
            count(*) AS n,
            avg(r.stop_round) AS mean_rounds,
            avg(r.operational_tokens) AS mean_operational_tokens,
@@ -38,12 +39,13 @@ WITH agg AS (
            avg(r.final_has_answer_line::INTEGER) AS share_answer_line,
            $shares
     FROM replay r JOIN policies p ON p.policy = r.policy
-    GROUP BY r.gen_id, r.policy
+    LEFT JOIN scenario_splits sp ON sp.scenario_id = r.scenario_id
+    GROUP BY r.gen_id, sp.split, r.policy
 ), bound AS (
     SELECT agg.*, delta_is - ($t95) * sd_delta_is / sqrt(n_is) AS delta_is_lower95
     FROM agg
 ), planned AS (
-    SELECT gen_id, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
+    SELECT gen_id, split, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
            tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
     FROM bound
 )
@@ -52,5 +54,5 @@ SELECT b.* EXCLUDE (mean_em, mean_f1, delta_em, delta_f1, share_answer_line),
        b.mean_em, b.mean_f1, b.delta_em, b.delta_f1, b.share_answer_line,
        p.tost_power, p.n_needed, p.degenerate, b.n_is < p.n_needed AS underpowered
 FROM bound b
-LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.policy = b.policy
-ORDER BY b.gen_id, b.policy
+LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.split IS NOT DISTINCT FROM b.split AND p.policy = b.policy
+ORDER BY b.gen_id, b.split, b.policy

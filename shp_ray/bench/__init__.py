@@ -15,6 +15,7 @@ BENCHMARKS = {
     "generation": "generation on Ray into the store (throughput, embedding, memory)",
     "batch": "the same generation live and through the Batch API (requests, batches, wall time, dollars)",
     "objectstore": "the store on S3 (moto on 127.0.0.1): DuckDB via registered datasets vs fsspec vs local disk",
+    "report": "the HTML report's open time in headless Chromium (N trajectories, the browser on demand)",
 }
 
 

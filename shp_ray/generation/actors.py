@@ -202,7 +202,9 @@ class TrajectoryWorker:
         finally:
             if self.lockstep is not None:
                 await self.lockstep.leave.remote(scenario.scenario_id)
-        rows = trajectory_rows(result, self.gen_id, self.dim, embedder_name(self.cfg.embedder))
+        rows = trajectory_rows(
+            result, self.gen_id, self.dim, embedder_name(self.cfg.embedder), self.cfg.prompts.approval
+        )
         await self.writer.add_trajectory.remote(rows, scenario.scenario_id)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)

@@ -2,7 +2,7 @@
 
 The Hydra layer maps ``conf/`` onto it; core code never sees the whole config tree.
 :meth:`GenerationConfig.gen_id` hashes exactly what changes the stored drafts and
-embeddings (model, prompts, depth, sampling, seed, embedder) -- never concurrency,
+embeddings (model, prompts, tasks file, depth, sampling, seed, embedder) -- never concurrency,
 retries, judge or paths, which change how fast a run is, not what it writes.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from shp_ray.generation.prompts import PROMPT_SETS, PROMPT_VERSION
+from shp_ray.generation.prompts import PromptSet, preset
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
@@ -30,7 +30,7 @@ class GenerationConfig:
     max_rounds: int = 6
     temperature: float = 0.0
     seed: int = 0
-    prompt_version: str = PROMPT_VERSION
+    prompts: PromptSet = field(default_factory=preset)  # the Writer's and Critic's templates (a preset)
     max_tokens: int = 256
     judge_max_tokens: int = 128
     embedder: str = DEFAULT_EMBEDDER  # "default", any sentence-transformers name/path, or "fake-hash"
@@ -44,6 +44,9 @@ class GenerationConfig:
     concurrency: int = 16  # trajectories in flight per worker actor (max_concurrency)
     flush_every: int = 32  # trajectories per store part (whole trajectories only)
     retry_failed: bool = True  # a rerun tries scenarios that failed before (they have no rounds)
+    # The content hash of a user's tasks file (dataset=file): an edited file is a new generation.
+    # "" for the shipped datasets, whose gen_ids predate it.
+    tasks_hash: str = ""
 
     def __post_init__(self) -> None:
         _int("max_rounds", self.max_rounds, 1)
@@ -61,13 +64,17 @@ class GenerationConfig:
             raise ValueError(f"GenerationConfig.temperature must be a number in [0, 2], got {t!r}")
         if self.judge not in JUDGE_KINDS:
             raise ValueError(f"GenerationConfig.judge must be one of {list(JUDGE_KINDS)}, got {self.judge!r}")
-        if self.prompt_version not in PROMPT_SETS:  # it chooses the text; an unknown one would be silently v-latest
-            raise ValueError(
-                f"GenerationConfig.prompt_version must be one of {sorted(PROMPT_SETS)}, got {self.prompt_version!r}"
-            )
-        for name in ("prompt_version", "embedder"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"GenerationConfig.{name} must be a non-empty string")
+        if not isinstance(self.prompts, PromptSet):
+            raise ValueError(f"GenerationConfig.prompts must be a PromptSet, got {type(self.prompts).__name__}")
+        if not isinstance(self.embedder, str) or not self.embedder:
+            raise ValueError("GenerationConfig.embedder must be a non-empty string")
+        if not isinstance(self.tasks_hash, str):
+            raise ValueError(f"GenerationConfig.tasks_hash must be a string, got {self.tasks_hash!r}")
+
+    @property
+    def prompt_version(self) -> str:
+        """The prompt preset's name (what the generations row records)."""
+        return self.prompts.name
 
     @property
     def judges_inline(self) -> bool:
@@ -79,18 +86,23 @@ class GenerationConfig:
 
         max_rounds is in: a deeper run is a different generation (its last round has
         a critique, the shallower one's does not), and it re-pays nothing for the
-        shared first rounds because the response cache already holds them.
+        shared first rounds because the response cache already holds them. A prompt preset that is not
+        a shipped one as shipped adds its templates' hash, a tasks file its content hash: the shipped
+        presets over the shipped datasets keep the gen_ids their stores were written with.
         """
-        return {
+        parts: dict[str, object] = {
             "provider_kind": provider_kind,
             "model": model,
-            "prompt_version": self.prompt_version,
+            **self.prompts.identity(),
             "max_rounds": self.max_rounds,
             "max_tokens": self.max_tokens,
             "temperature": float(self.temperature),
             "seed": self.seed,
             "embedder": self.embedder,
         }
+        if self.tasks_hash:
+            parts["tasks"] = self.tasks_hash
+        return parts
 
     def gen_id(self, provider_kind: str, model: str) -> str:
         blob = json.dumps(self.gen_id_parts(provider_kind, model), sort_keys=True, separators=(",", ":"))

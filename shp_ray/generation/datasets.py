@@ -6,8 +6,11 @@
 - ``asqa``:      ASQA dev -> ambiguous question, evidence passages, reference long answers.
 
 dev/test is assigned by hashing the id (except ``shp_paper``, which keeps its
-own split). A malformed record raises :class:`DatasetError` naming the file and
-line; a loader returns all scenarios or raises, never a partial list.
+own split): a task is ``dev`` when the first 15 hex digits of sha256("split:" + id), as an
+integer, modulo 10000 are below 2500 (``DEV_FRACTION`` = 0.25), else ``test``. A user's own
+tasks file (``dataset=file``) is read by :mod:`shp_ray.generation.tasks_file`.
+A malformed record raises :class:`DatasetError` naming the file and line; a loader returns all
+scenarios or raises, never a partial list.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -56,19 +59,24 @@ def split_of(item_id: str, dev_fraction: float = DEV_FRACTION) -> str:
     return "dev" if _stable_int(f"split:{item_id}") % 10_000 < dev_fraction * 10_000 else "test"
 
 
+def json_records(lines: Iterable[str], shown: object) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank JSON line; a line that is no JSON object names ``shown:line``."""
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise DatasetError(f"{shown}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        yield lineno, record
+
+
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
+        yield from json_records(fh, path)
 
 
 def _field(record: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -208,6 +216,10 @@ def load_scenarios(
         if s.scenario_id in seen:
             raise DatasetError(f"{file}: duplicate scenario id {s.scenario_id!r}")
         seen.add(s.scenario_id)
-    if split is not None:
-        scenarios = [s for s in scenarios if s.split == split]
-    return scenarios if limit is None else scenarios[:limit]
+    return select(scenarios, split, limit)
+
+
+def select(scenarios: Iterable[Scenario], split: str | None, limit: int | None) -> list[Scenario]:
+    """The scenarios of one split (None: both), the first ``limit`` of them (None: all)."""
+    chosen = [s for s in scenarios if split is None or s.split == split]
+    return chosen if limit is None else chosen[:limit]

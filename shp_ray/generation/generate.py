@@ -211,7 +211,7 @@ async def _run_local(
             finally:
                 if lockstep is not None:
                     lockstep.leave()
-            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim, embedder.name))
+            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim, embedder.name, cfg.prompts.approval))
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
             count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())

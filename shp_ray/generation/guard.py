@@ -8,6 +8,8 @@ and exit with an empty table:
 - :class:`Breaker` watches the outcomes while the run goes on and trips on a permanent refusal
   (401/403/404, an exhausted quota), on a run where no call has succeeded yet and a trajectory
   ran out of retries (a failure another attempt could have cured: the endpoint, not the request),
+  on a call failed because the endpoint gave no reply for 2 x ``timeout_s`` (a stalled server:
+  :data:`~shp_ray.providers.client.SILENT`),
   on the same failure ending several trajectories in a row, or when the endpoint's watchdog says
   its server died.
 - :class:`GenerationAborted` carries the one message the user sees.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from shp_ray.generation.loop import Failure
 from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
-from shp_ray.providers.client import safe_endpoint
+from shp_ray.providers.client import SILENT, safe_endpoint
 
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 SAME_REASON_RUN = 3  # this many trajectories in a row failing the same way: the endpoint is down
@@ -114,6 +116,8 @@ class Breaker:
         why = None
         if failure.permanent:
             why = f"the endpoint {endpoint} refused the request permanently ({failure.reason})"
+        elif SILENT in failure.reason:  # no reply at all for 2 x timeout_s: no other trajectory fares better
+            why = f"the endpoint {endpoint} stopped answering ({failure.reason})"
         elif paid_calls == 0 and failure.retryable is not False:  # a 400 is that one request's problem
             why = f"no call to {endpoint} has succeeded in this run and a trajectory failed for good ({failure.reason})"
         elif len(self._recent) == SAME_REASON_RUN and all(o == failure for o in self._recent):

@@ -1,4 +1,4 @@
-"""The Writer -> Critic round loop (DESIGN.md "Round semantics"), in two modes.
+"""The Writer -> Critic round loop (docs/design.md, "A round"), in two modes.
 
 Round t: Writer(q, C, x_{t-1}, f_{t-1}) -> x_t (f_0 = ""); e_t = phi(x_t);
 IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_t.
@@ -105,14 +105,14 @@ def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
 
 
 def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:
-    msgs = writer_messages(scn.question, scn.contexts, t, prev, feedback, cfg.prompt_version)
+    msgs = writer_messages(scn.question, scn.contexts, t, prev, feedback, cfg.prompts, scn.meta)
     return ChatRequest(
         model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
     )
 
 
 def critic_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, draft: str) -> ChatRequest:
-    msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompt_version)
+    msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta)
     return ChatRequest(
         model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
     )

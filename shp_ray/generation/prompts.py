@@ -1,131 +1,175 @@
-"""Versioned prompts of the Writer, the Critic and the LLM judge.
+"""The prompts of the Writer, the Critic and the LLM judge: Writer and Critic as presets of templates.
 
-Both agents are grounded on the contexts C. The role markers are a protocol
-that the simulated server (``shp-serve``) relies on too: the Writer's system
-message contains "You are the Writer", the Critic's "You are the Critic", the
-judge's "You are the judge"; writer and critic user messages carry a line
-``Round: <t>``; the Critic approves by starting its reply with "APPROVED".
+A preset is a YAML file (the shipped ones: ``shp_ray/data/prompts/<name>.yaml``; a user's: a
+``prompts/<name>.yaml`` in their Hydra ``--config-dir``) holding the Writer's system, user (round 1)
+and revise (round >= 2) templates, the Critic's system and user templates, and the ``approval``
+marker: a critique that starts with it (any case) approves the draft (the cascade's critic level).
+Templates are rendered with :meth:`str.format_map` over named fields of the task:
 
-Prompt sets are versioned and kept: ``generation.prompt_version`` (part of gen_id) chooses
-one, so a store written with an older version regenerates with the same text. Changing a
-set's text changes the drafts: add a new version instead. JUDGE_PROMPT_VERSION is part of
-every judge key.
+- ``{question}``, ``{contexts}`` (numbered ``[1] ...``, one a line), ``{round}`` (t = 1, 2, ...);
+- ``{draft}``: the previous draft in ``revise``, the draft under review in the Critic's ``user``;
+  ``{feedback}``: the Critic's previous critique (``revise`` only);
+- any metadata column of a tasks file (``dataset=file``), as text.
+
+A literal brace is written ``{{`` / ``}}``. A placeholder that names no field is refused before
+anything runs (:func:`check_fields`), naming it.
+
+The role markers are a protocol the simulated server (``shp-serve``) relies on: its Writer's
+system message contains "You are the Writer", its Critic's "You are the Critic", the judge's
+"You are the judge"; writer and critic user messages carry a line ``Round: <t>``.
+
+A preset's identity is its name plus, unless its templates are exactly a shipped preset's, the
+hash of its templates (:func:`identity`): it is part of gen_id, so an edited template is a new
+generation and the shipped presets keep the ids of the stores written before presets existed.
+Changing a shipped preset's text changes the drafts: add a new preset instead.
 
 - ``shp-wc-v1``: a short answer, revised to the feedback.
-- ``shp-wc-v2``: a grounded justification citing the contexts by number and a final
-  ``Answer:`` line (the answer metrics read it); a Critic that approves only a fully supported
-  answer and otherwise names concrete, checkable problems against the contexts. Written for
-  small local models, which under v1 approved at round 1 and repeated their drafts verbatim.
+- ``shp-wc-v2``: a grounded justification citing the contexts and a final ``Answer:`` line.
 - ``shp-wc-v3`` (default): v2 with drafts bounded in words and the question + contexts opening
-  every request (the round after them), so a prompt-caching server evaluates that shared prefix
-  once per question and role instead of once per call.
+  every request, so a prompt-caching server evaluates that shared prefix once per question and role.
+
+JUDGE_PROMPT_VERSION is part of every judge key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+import hashlib
+import json
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shp_ray.policy.cascade import APPROVAL
 
 PROMPT_VERSION = "shp-wc-v3"
 JUDGE_PROMPT_VERSION = "shp-judge-v1"
 
 NO_CONTEXTS = "(no contexts were provided for this question)"
+# The fields every task has; a tasks file adds its metadata columns.
+CORE_FIELDS = ("question", "contexts", "round", "draft", "feedback")
+# {config key under prompts: PromptSet field}, the order errors and hashes use.
+TEMPLATE_KEYS = {
+    "writer.system": "writer_system",
+    "writer.user": "writer_user",
+    "writer.revise": "revise",
+    "critic.system": "critic_system",
+    "critic.user": "critic_user",
+}
+
+
+class PromptError(ValueError):
+    """A template that cannot be rendered; the message names the template's key and the placeholder."""
 
 
 @dataclass(frozen=True)
 class PromptSet:
+    name: str
     writer_system: str
+    writer_user: str  # the Writer's round-1 request
+    revise: str  # the Writer's requests from round 2
     critic_system: str
-    writer_task: str  # the last line of the Writer's round-1 request
-    critic_task: str = ""  # the last line of every Critic request ("" = none)
-    revise_task: str = ""  # the last line of the Writer's requests from round 2 ("" = writer_task)
-    # Round >= 2: the feedback before the previous draft, so a model that copies the block right above
-    # its task copies a draft, not the critique.
-    feedback_first: bool = False
-    # The question and contexts open every request, the round after them: all requests of one role on
-    # one question then share one long prefix, which llama.cpp's prompt cache evaluates once, not per round.
-    shared_prefix: bool = False
+    critic_user: str
+    approval: str = APPROVAL  # a critique that starts with it (any case) approves
+
+    def templates(self) -> dict[str, str]:
+        return {key: getattr(self, attr) for key, attr in TEMPLATE_KEYS.items()}
+
+    @property
+    def digest(self) -> str:
+        """The hash of what is rendered and how approval is read (the name is not in it)."""
+        blob = json.dumps({**self.templates(), "approval": self.approval}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def identity(self) -> dict[str, str]:
+        """This preset's part of gen_id: the name, plus the digest unless it is a shipped preset as shipped."""
+        shipped = self.name in PRESETS and preset(self.name).digest == self.digest
+        return {"prompt_version": self.name} if shipped else {"prompt_version": self.name, "prompts": self.digest}
 
 
-PROMPT_SETS: dict[str, PromptSet] = {
-    "shp-wc-v1": PromptSet(
-        writer_system=(
-            "You are the Writer. Answer the question using only the numbered contexts. "
-            "Be concise and factual. When a previous draft and the Critic's feedback are given, "
-            "revise the draft to address the feedback. Reply with the answer only."
-        ),
-        critic_system=(
-            "You are the Critic. Check the draft against the question and the numbered contexts. "
-            "If the draft is correct, complete and supported by the contexts, reply with APPROVED "
-            "as the first word. Otherwise list the concrete problems and how to fix them, briefly."
-        ),
-        writer_task="Write the answer.",
-    ),
-    "shp-wc-v2": PromptSet(
-        writer_system=(
-            "You are the Writer. Answer the question using only the numbered contexts. "
-            "In one to three sentences of your own, state the facts from the contexts that answer the question, "
-            "citing each context you use by its number, like [2]; do not copy the contexts. "
-            "Then end with a final line of the form 'Answer: <the short answer>' (a name, a date, a number, "
-            "yes or no: a few words, nothing else). When a previous draft and the Critic's feedback are given, "
-            "rewrite the draft: fix every problem the Critic names that the contexts confirm, and keep what "
-            "the contexts support."
-        ),
-        critic_system=(
-            "You are the Critic. Check the draft strictly against the question and the numbered contexts. "
-            "Begin your reply with one of two words. APPROVED: only if the final 'Answer:' line answers exactly "
-            "what the question asks and every claim in the draft is stated in the contexts. PROBLEMS: otherwise, "
-            "followed by at most three concrete problems, each naming the context number that shows it "
-            "(for example: 'Context [2] says X, but the draft says Y'), and what the answer should be."
-        ),
-        writer_task="Write the draft: a few sentences citing the contexts, then the final 'Answer:' line.",
-        critic_task="Begin with APPROVED, or with PROBLEMS: and the list.",
-        # Small models otherwise copy the request's layout, feedback included, into the new draft.
-        revise_task=(
-            "Write the revised draft only: a few sentences citing the contexts, then the final 'Answer:' line. "
-            "Do not repeat the feedback."
-        ),
-        feedback_first=True,
-    ),
-    # Tuned on the dev split with Qwen2.5-Coder-1.5B (0.5B copied the contexts or its draft under every
-    # wording tried): v2's drafts ran to the max_tokens cap, so v3 bounds them in words, and the
-    # question + contexts open every request so llama.cpp evaluates them once per question and role.
-    "shp-wc-v3": PromptSet(
-        writer_system=(
-            "You are the Writer. Answer the question using only the numbered contexts. "
-            "In at most three short sentences of your own (under 70 words), state the facts from the contexts "
-            "that answer the question, citing each context you use by its number, like [2]; do not copy the "
-            "contexts. Then, on a line of its own, end with the final line 'Answer: <the short answer>' (a name, "
-            "a date, a number, yes or no: a few words, nothing else). When a previous draft and the Critic's "
-            "feedback are given, rewrite the draft: fix every problem the Critic names that the contexts "
-            "confirm, and keep what the contexts support."
-        ),
-        critic_system=(
-            "You are the Critic. Check the draft strictly against the question and the numbered contexts. "
-            "Begin your reply with one of two words. APPROVED: only if the final 'Answer:' line answers exactly "
-            "what the question asks and every claim in the draft is stated in the contexts. PROBLEMS: otherwise, "
-            "followed by at most two concrete problems, one sentence each, each naming the context number that "
-            "shows it (for example: 'Context [2] says X, but the draft says Y'), and what the answer should be."
-        ),
-        writer_task=(
-            "Write the draft: at most three short sentences citing the contexts, then the final 'Answer:' line."
-        ),
-        critic_task="Begin with APPROVED, or with PROBLEMS: and the list.",
-        revise_task=(
-            "Write the revised draft only: at most three short sentences citing the contexts, then the final "
-            "'Answer:' line on its own line. Do not repeat the feedback."
-        ),
-        feedback_first=True,
-        shared_prefix=True,
-    ),
-}
+def from_mapping(data: Mapping[str, Any]) -> PromptSet:
+    """A preset from its YAML shape ({name, writer: {system, user, revise}, critic: {system, user}, approval}).
+
+    ``name`` null: ``custom-<hash of the templates>``; ``approval`` absent: APPROVED."""
+    values: dict[str, Any] = {}
+    for key, attr in TEMPLATE_KEYS.items():
+        role, part = key.split(".")
+        value = (data.get(role) or {}).get(part)
+        if not isinstance(value, str) or not value.strip():
+            raise PromptError(f"prompts.{key}: must be a non-empty template text, got {value!r}")
+        values[attr] = value
+    approval = data.get("approval", APPROVAL)
+    if not isinstance(approval, str) or not approval.strip() or approval != approval.strip():
+        raise PromptError(f"prompts.approval: must be a non-empty word without surrounding spaces, got {approval!r}")
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise PromptError(f"prompts.name: must be a non-empty text naming the preset, or null, got {name!r}")
+    ps = PromptSet(name=name or "custom", approval=approval, **values)
+    if name is None:  # a preset without a name is named by its templates
+        ps = replace(ps, name=f"custom-{ps.digest[:12]}")
+    placeholders(ps)  # malformed braces fail here, not at the first call
+    return ps
 
 
-def prompt_set(version: str = PROMPT_VERSION) -> PromptSet:
-    try:
-        return PROMPT_SETS[version]
-    except KeyError:
-        raise ValueError(f"unknown prompt version {version!r}; known: {sorted(PROMPT_SETS)}") from None
+def _preset_dir() -> Path:
+    return Path(str(resources.files("shp_ray") / "data" / "prompts"))
+
+
+PRESETS = tuple(sorted(p.stem for p in _preset_dir().glob("*.yaml")))
+
+
+@functools.cache
+def preset(name: str = PROMPT_VERSION) -> PromptSet:
+    """A shipped preset by name."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown prompt version {name!r}; known: {list(PRESETS)}")
+    return from_mapping(yaml.safe_load((_preset_dir() / f"{name}.yaml").read_text(encoding="utf-8")))
+
+
+def prompt_set(version: str | PromptSet = PROMPT_VERSION) -> PromptSet:
+    return version if isinstance(version, PromptSet) else preset(version)
+
+
+def placeholders(ps: PromptSet) -> dict[str, set[str]]:
+    """{template key: the field names it uses}; positional, indexed or formatted placeholders are refused."""
+    out: dict[str, set[str]] = {}
+    for key, text in ps.templates().items():
+        names: set[str] = set()
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise PromptError(f"prompts.{key}: {exc} (write a literal brace as {{{{ or }}}})") from None
+        for _, field_name, spec, conversion in parsed:
+            if field_name is None:
+                continue
+            if not field_name.isidentifier() or spec or conversion:
+                raise PromptError(
+                    f"prompts.{key}: placeholder {{{field_name}{'!' + conversion if conversion else ''}"
+                    f"{':' + spec if spec else ''}}} must be a plain field name such as {{question}}"
+                )
+            names.add(field_name)
+        out[key] = names
+    return out
+
+
+def extra_fields(ps: PromptSet) -> set[str]:
+    """The fields the templates use beyond the core ones (metadata columns of a tasks file)."""
+    return {n for names in placeholders(ps).values() for n in names} - set(CORE_FIELDS)
+
+
+def check_fields(ps: PromptSet, available: Sequence[str], where: str) -> None:
+    """Refuse a placeholder that names none of ``available`` (the core fields are always there)."""
+    known = set(CORE_FIELDS) | set(available)
+    for key, names in placeholders(ps).items():
+        for name in sorted(names - known):
+            raise PromptError(
+                f"prompts.{key}: placeholder {{{name}}} names no field of the task; known: {sorted(known)} ({where})"
+            )
 
 
 JUDGE_SYSTEM = (
@@ -150,9 +194,14 @@ def format_contexts(contexts: Sequence[str]) -> str:
     return "\n".join(f"[{i}] {c}" for i, c in enumerate(contexts, start=1))
 
 
-def _opening(ps: PromptSet, question: str, contexts: Sequence[str], t: int) -> list[str]:
-    head = [f"Question: {question}", "Contexts:", format_contexts(contexts)]
-    return [*head, f"Round: {t}"] if ps.shared_prefix else [f"Round: {t}", *head]
+def field_text(value: object) -> str:
+    """A metadata value as prompt text: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _fields(question: str, contexts: Sequence[str], t: int, meta: Mapping[str, object] | None) -> dict[str, str]:
+    extra = {k: field_text(v) for k, v in (meta or {}).items() if k not in CORE_FIELDS}
+    return {**extra, "question": question, "contexts": format_contexts(contexts), "round": str(t)}
 
 
 def writer_messages(
@@ -161,28 +210,31 @@ def writer_messages(
     t: int,
     previous_draft: str,
     feedback: str,
-    version: str = PROMPT_VERSION,
+    prompts: str | PromptSet = PROMPT_VERSION,
+    meta: Mapping[str, object] | None = None,
 ) -> Messages:
     """Writer(q, C, x_{t-1}, f_{t-1}) at round t; x_0 = f_0 = ""."""
-    ps = prompt_set(version)
-    parts = _opening(ps, question, contexts, t)
+    ps = prompt_set(prompts)
+    fields = _fields(question, contexts, t, meta)
     if t > 1:
-        draft_part = ["Previous draft:", previous_draft or "(empty)"]
-        feedback_part = ["Critic feedback:", feedback or "(none)"]
-        parts += feedback_part + draft_part if ps.feedback_first else draft_part + feedback_part
-    parts.append(ps.revise_task if t > 1 and ps.revise_task else ps.writer_task)
-    return (("system", ps.writer_system), ("user", "\n".join(parts)))
+        user = ps.revise.format_map({**fields, "draft": previous_draft or "(empty)", "feedback": feedback or "(none)"})
+    else:
+        user = ps.writer_user.format_map({**fields, "draft": "(empty)", "feedback": "(none)"})
+    return (("system", ps.writer_system.format_map(fields | {"draft": "", "feedback": ""})), ("user", user))
 
 
 def critic_messages(
-    question: str, contexts: Sequence[str], t: int, draft: str, version: str = PROMPT_VERSION
+    question: str,
+    contexts: Sequence[str],
+    t: int,
+    draft: str,
+    prompts: str | PromptSet = PROMPT_VERSION,
+    meta: Mapping[str, object] | None = None,
 ) -> Messages:
     """Critic(q, C, x_t) at round t."""
-    ps = prompt_set(version)
-    parts = [*_opening(ps, question, contexts, t), "Draft:", draft or "(empty)"]
-    if ps.critic_task:
-        parts.append(ps.critic_task)
-    return (("system", ps.critic_system), ("user", "\n".join(parts)))
+    ps = prompt_set(prompts)
+    fields = {**_fields(question, contexts, t, meta), "draft": draft or "(empty)", "feedback": "(none)"}
+    return (("system", ps.critic_system.format_map(fields)), ("user", ps.critic_user.format_map(fields)))
 
 
 def judge_messages(question: str, contexts: Sequence[str], ground_truth: str, draft: str, attempt: int = 1) -> Messages:

@@ -61,6 +61,7 @@ def run_ray(
     owned: list[object] = []
     services: ClusterServices | None = None
     pool: WorkerPool | None = None
+    writer = None
     try:
         summary.ray_cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         driver = driver_node()
@@ -153,6 +154,12 @@ def run_ray(
         if lockstep is not None:
             summary.batch = ray.get(lockstep.stats.remote())
             ray.get(lockstep.close.remote())
+    except KeyboardInterrupt:  # Ctrl-C: stop calling, keep the whole trajectories the writer holds, then stop
+        if pool is not None:
+            pool.kill_all()
+        if writer is not None:
+            summary.rows = ray.get(writer.flush.remote())
+        raise
     except Exception as exc:
         # The store or a cache could not be written (a full disk): stop here, one line, not Ray's traceback.
         if (fault := write_failure(exc)) is not None:

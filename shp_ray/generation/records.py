@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.loop import TrajectoryResult
+from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import trajectory_signals
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -35,12 +36,13 @@ def scenario_row(scn: Scenario) -> dict[str, object]:
 
 
 def trajectory_rows(
-    result: TrajectoryResult, gen_id: str, dim: int, embedder: str
+    result: TrajectoryResult, gen_id: str, dim: int, embedder: str, approval: str = APPROVAL
 ) -> dict[str, list[dict[str, object]]]:
     """Rows of rounds, their signals, judgments, failures and the scenario for one trajectory.
 
     A failed trajectory has no rounds (only its failure rows): the store holds
-    whole trajectories or none. ``embedder``: the name the generations row records.
+    whole trajectories or none. ``embedder``: the name the generations row records; ``approval``: the
+    prompt preset's approval marker (what the stored ``approved`` signal reads in a critique).
     """
     sid = result.scenario.scenario_id
     rounds, judgments = [], []
@@ -84,7 +86,7 @@ def trajectory_rows(
                 }
             )
     now = datetime.now(UTC)
-    signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder})
+    signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder}, approval)
     failures = [
         {
             "gen_id": gen_id,
@@ -107,7 +109,10 @@ def trajectory_rows(
 
 
 def signal_rows(
-    rounds: list[dict[str, object]], gold: Mapping[str, str | None], embedder: Mapping[str, str]
+    rounds: list[dict[str, object]],
+    gold: Mapping[str, str | None],
+    embedder: Mapping[str, str],
+    approval: str = APPROVAL,
 ) -> list[dict[str, object]]:
     """The ``signals`` rows of whole trajectories' rounds rows (sorted by trajectory and round)."""
     if not rounds:
@@ -128,6 +133,7 @@ def signal_rows(
         embeddings=np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rounds]),
         gold=gold,
         embedder=embedder,
+        approval=approval,
     )
     return [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
 

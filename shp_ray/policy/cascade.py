@@ -4,7 +4,7 @@ The live loop, the post-hoc reason derivation and the DuckDB replay all call
 :func:`decide` (or a form a property test holds equal to it), so they cannot
 disagree about when a trajectory stops or why (the paper's Lemma 2).
 
-Priority order (DESIGN.md "Round semantics"):
+Priority order (docs/design.md, "The cascade"):
 
 1. ``critic``   -- the critique of the previous draft, f_{t-1}, starts with "APPROVED"
 2. ``entropy``  -- the last k distances are all < eps
@@ -81,9 +81,9 @@ CONTINUE = Decision(False, None)
 _HALTS = {reason: Decision(True, reason) for reason in REASONS}
 
 
-def approved(feedback: str | None) -> bool:
-    """Critic approval signal: the critique starts with APPROVED (any case)."""
-    return bool(feedback) and feedback.strip().upper().startswith(APPROVAL)  # type: ignore[union-attr]
+def approved(feedback: str | None, marker: str = APPROVAL) -> bool:
+    """Critic approval signal: the critique starts with the marker (any case; a prompt preset names it)."""
+    return bool(feedback) and feedback.strip().upper().startswith(marker.upper())  # type: ignore[union-attr]
 
 
 def decide(

@@ -5,7 +5,7 @@ A policy is replayed over a trajectory generated to full depth and yields
 :func:`shp_ray.policy.cascade.decide` round by round. The DuckDB replay and the
 live Stopper are held equal to it by property tests.
 
-Token accounting (DESIGN.md):
+Token accounting (docs/design.md):
   operational = sum_{t<=tau} writer_t + sum_{t<tau} critic_t
                 + (policy consults IS ? sum_{t<=tau} judge_t : 0)
   oracle_is pays writer and judge for all T rounds and the critic for T-1.

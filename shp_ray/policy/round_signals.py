@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from shp_ray.policy.answer import answer_scores
-from shp_ray.policy.cascade import approved
+from shp_ray.policy.cascade import APPROVAL, approved
 from shp_ray.policy.scoring import row_cosine_distances
 
 SIGNALS_VERSION = "signals-v1"
@@ -60,13 +60,14 @@ def trajectory_signals(
     critic_prompt_tokens: Sequence[int] | None = None,
     writer_mode: Sequence[str] | None = None,
     critic_mode: Sequence[str] | None = None,
+    approval: str = APPROVAL,
 ) -> dict[str, list[object]]:
     """The ``signals`` columns of rounds sorted by (gen_id, scenario_id, round), each trajectory whole.
 
     ``gold``: scenario_id -> its gold answer (None: unknown, EM/F1 NULL); ``embedder``: gen_id -> the
     generation's embedder. The prompt tokens and call modes are copied as given (None: not given, NULL,
-    and a reader takes them from the rounds). Raises ValueError on rounds that are not 1..T in order per
-    trajectory.
+    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker. Raises
+    ValueError on rounds that are not 1..T in order per trajectory.
     """
     n = len(rounds)
     g, sc, t = np.asarray(gen_id, dtype=object), np.asarray(scenario_id, dtype=object), np.asarray(rounds)
@@ -91,7 +92,7 @@ def trajectory_signals(
         "round": list(rounds),
         "draft_hash": list(draft_hash),
         "distance": [None if f else float(d) for f, d in zip(first, distances, strict=True)],
-        "approved": [approved(f) for f in feedback],
+        "approved": [approved(f, approval) for f in feedback],
         "writer_tokens": list(writer_tokens),
         "critic_tokens": list(critic_tokens),
         "has_answer_line": [a[0] for a in answers],

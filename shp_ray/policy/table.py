@@ -1,4 +1,4 @@
-"""Stopping policies: the policy table (DESIGN.md's named policies, the ablation cells, the families).
+"""Stopping policies: the policy table (docs/design.md's named policies, the ablation cells, the families).
 
 A policy is a frozen value: its kind, its cascade parameters (:class:`HaltConfig`)
 and, for the other stopping families, their parameters. :mod:`.reference` replays
@@ -77,7 +77,7 @@ def fixed_policy(k: int, base: HaltConfig) -> Policy:
 
 
 def policy_by_name(name: str, base: HaltConfig | None = None) -> Policy:
-    """Resolve any policy name of DESIGN.md against the base cascade parameters."""
+    """Resolve any policy name of docs/design.md against the base cascade parameters."""
     base = base or HaltConfig()
     if name in NAMED_CASCADES:
         return cascade_policy(name, base, *NAMED_CASCADES[name])
@@ -96,7 +96,7 @@ def policy_by_name(name: str, base: HaltConfig | None = None) -> Policy:
 
 
 def standard_policies(base: HaltConfig | None = None, random_seeds: tuple[int, ...] = (0,)) -> list[Policy]:
-    """Every policy of DESIGN.md's table, plus the baseline fixed_k{max_rounds}."""
+    """Every policy of docs/design.md's table, plus the baseline fixed_k{max_rounds}."""
     base = base or HaltConfig()
     ks = sorted({*FIXED_KS, base.max_rounds})
     names = [

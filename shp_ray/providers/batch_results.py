@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shp_ray.providers.base import Completion, Usage
-from shp_ray.providers.client import error_message, redact
+from shp_ray.providers.client import error_message, redact, reply_content
 from shp_ray.providers.retry_policy import is_retryable_status
 
 # A request the batch never ran can run in the next one; other codes are about the request itself.
@@ -56,13 +56,13 @@ class BatchResults:
 
 
 def _completion(body: Any) -> Completion | None:
-    """The Completion of a 200 body, or None if it lacks a string content or an integer usage."""
+    """The Completion of a 200 body, or None if it lacks text or an integer usage."""
+    content, _ = reply_content(body)
+    if content is None:  # no text: a failed line, sent again like any retryable one (never a draft)
+        return None
     try:
-        content = body["choices"][0]["message"]["content"]
         usage = Usage(int(body["usage"]["prompt_tokens"]), int(body["usage"]["completion_tokens"]))
     except (TypeError, KeyError, IndexError, ValueError):
-        return None
-    if not isinstance(content, str):
         return None
     # latency_s stays 0: a batch line has no wait of its own (the batch's timestamps have the wall time)
     return Completion(content=content, usage=usage, model=str(body.get("model") or ""))
@@ -80,7 +80,7 @@ def _line_error(item: dict[str, Any], key: str) -> LineError:
         code = str(error.get("code") or "unknown")
         return LineError(None, code, redact(str(error.get("message") or ""), key)[:300], code in RETRYABLE_CODES)
     # a 200 without a usable completion: billed, but no answer to keep; the live client retries these too
-    return LineError(200, "malformed_body", "a 200 reply without a string content and integer usage", True)
+    return LineError(200, "malformed_body", "a 200 reply without text or without an integer usage", True)
 
 
 def read_results(output: bytes = b"", errors: bytes = b"", *, key: str = "") -> BatchResults:

@@ -2,15 +2,22 @@
 
 One call = acquire a slot from the endpoint's shared limiter (which paces it), send it over
 aiohttp, settle the token estimate with the reply's ``usage``. Retries (this client's policy is
-the only one): 429 / 408 / 5xx / timeouts / connection resets / malformed bodies, waiting for the
-server's hint (Retry-After, retry-after-ms, x-ratelimit-reset-*) or exponential backoff with
-full jitter; never a permanent 4xx (400/401/403/404). A call that finally fails raises
-``ProviderError`` -- with no key, header or query string in its text.
+the only one): 429 / 408 / 5xx / timeouts / connection resets / malformed bodies / 200s with no
+text (:func:`reply_content`), waiting for the server's hint (Retry-After, retry-after-ms,
+x-ratelimit-reset-*) or exponential backoff with full jitter; never a permanent 4xx
+(400/401/403/404). A call that finally fails raises ``ProviderError`` -- with no key, header or
+query string in its text.
 
 An attempt that runs past every recent success (an adaptive deadline, :mod:`deadline`) gets a
 hedge once the limiter has room for one (:mod:`hedge`), and is abandoned and retried through the
 limiter at a multiple of that deadline: a server that holds a request for seconds before failing
 it no longer sets the run's tail. ``counters["hedges"]`` and ``counters["abandoned"]`` count them.
+
+An endpoint that gives no reply at all (attempts that time out or are abandoned, and nothing else)
+for ``SILENT_AFTER`` x ``timeout_s`` since its last reply fails the call at once, whatever retry
+budget is left, with :data:`SILENT` in its message (the run's breaker stops on it): a stalled server
+is declared dead within about 3 x ``timeout_s`` + the backoff cap of its last reply, not after
+``max_retries`` timeouts in a row (9 x 120 s by default).
 
 ``Completion.latency_s`` is the wall time the caller waited (pacing, retries and backoff included);
 ``attempts`` counts HTTP attempts.
@@ -19,6 +26,7 @@ it no longer sets the run's tail. ``counters["hedges"]`` and ``counters["abandon
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import functools
 import json
@@ -28,7 +36,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 
@@ -40,6 +48,9 @@ from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryab
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
 from shp_ray.providers.sim_replies import count_tokens
 
+SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
+SILENT_AFTER = 2.0  # x timeout_s of nothing but attempts without a reply: the endpoint is dead
+_SILENT_KINDS = ("timeout", "abandoned")  # no reply at all (an error status or a reset is a reply of sorts)
 _KEYLIKE = re.compile(r"(sk|key|tok)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
 
 
@@ -63,6 +74,20 @@ def safe_endpoint(base_url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+def url_auth(base_url: str) -> tuple[str, str]:
+    """``base_url`` without its user info, and that user info as an HTTP basic ``Authorization`` ("" if none).
+
+    A basic-auth proxy in front of an OpenAI-compatible server is reached as ``https://user:pw@host/v1``;
+    the credentials leave the URL here, so no error text or log line built from the URL can carry them.
+    """
+    parts = urlsplit(base_url)
+    if "@" not in parts.netloc:
+        return base_url, ""
+    user_pass = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    auth = "Basic " + base64.b64encode(user_pass.encode()).decode()
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])), auth
+
+
 def read_key(spec: ProviderSpec, endpoint: str) -> str:
     """The API key from the variable ``spec`` names ("" when it names none); a missing one is an error."""
     if not spec.api_key_env:
@@ -76,9 +101,12 @@ def read_key(spec: ProviderSpec, endpoint: str) -> str:
     return key
 
 
+_WHAT = {"empty": "an empty reply"}  # how a failed attempt's kind reads in its message
+
+
 @dataclass
 class _Attempt:
-    kind: str  # ok | http | timeout | abandoned | connection | malformed
+    kind: str  # ok | http | timeout | abandoned | connection | malformed | empty (a 200 with no text)
     status: int | None = None
     headers: dict[str, str] | None = None
     completion: tuple[str, Usage, str] | None = None  # content, usage, model
@@ -104,8 +132,15 @@ class OpenAICompatProvider:
             raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
         self.spec = spec
         self.endpoint = safe_endpoint(spec.base_url)
-        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        url, self._auth = url_auth(spec.base_url)
+        self._url = url.rstrip("/") + "/chat/completions"
         self._key = read_key(spec, self.endpoint)
+        if self._auth and self._key:  # two Authorization headers: refused before any call
+            raise ProviderError(
+                f"{self.endpoint}: the base URL carries credentials (user:password@, sent as HTTP basic auth) and "
+                f"{spec.api_key_env} holds an API key; keep one of them",
+                retryable=False,
+            )
         self.limits = RateLimits(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency, headroom=headroom)
         self.backoff = backoff or Backoff()
         self.rate_limit_budget_s = rate_limit_budget_s
@@ -114,6 +149,9 @@ class OpenAICompatProvider:
         self._session: aiohttp.ClientSession | None = None
         self._limiter: LimiterHandle | None = None
         self.counters: collections.Counter[str] = collections.Counter()
+        self.silent_after_s = SILENT_AFTER * spec.timeout_s
+        self._heard = -math.inf  # when the endpoint last replied (any status)
+        self._quiet_since: float | None = None  # when the attempts that got no reply began (since _heard)
         # The embedded llama.cpp server's latency is its own queue and the reply's length on a
         # shared CPU: abandoning there re-queues the same work, so it keeps the plain timeout.
         if deadline is True:
@@ -235,6 +273,9 @@ class OpenAICompatProvider:
                         self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
                     limiter.release(lease, outcome="error", est_tokens=est, wait_hint_s=hint)  # e.g. 503 + Retry-After
                     released = True
+                    if self._silent(result.kind, sent):
+                        why = f"{SILENT} for {SILENT_AFTER:g} x provider.timeout_s = {self.silent_after_s:g} s"
+                        raise self._fail(result, attempts, retryable=True, why=why)
                     if errors > self.spec.max_retries:
                         raise self._fail(result, attempts, retryable=True, why="retry budget exhausted")
                     wait = max(hint or 0.0, self.backoff.delay(errors - 1))
@@ -251,10 +292,18 @@ class OpenAICompatProvider:
                 if not released:
                     limiter.release(lease, outcome="cancelled", est_tokens=est)
 
+    def _silent(self, kind: str, sent: float) -> bool:
+        """An attempt sent at ``sent`` got no reply (``kind``): has the endpoint now been silent too long?"""
+        if kind not in _SILENT_KINDS:
+            return False
+        began = max(sent, self._heard)  # an attempt older than the last reply does not date the silence
+        self._quiet_since = began if self._quiet_since is None else min(self._quiet_since, began)
+        return time.monotonic() - self._quiet_since >= self.silent_after_s
+
     def _fail(self, result: _Attempt, attempts: int, *, retryable: bool, why: str = "") -> ProviderError:
         if retryable:
             self.counters["failed"] += 1
-        what = f"HTTP {result.status}" if result.status is not None else result.kind
+        what = f"HTTP {result.status}" if result.status is not None else _WHAT.get(result.kind, result.kind)
         detail = self._redact(result.detail)[:300]
         text = f"{self.endpoint}: {what} after {attempts} attempt(s)"
         text += f" ({why})" if why else ""
@@ -267,13 +316,14 @@ class OpenAICompatProvider:
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
         payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
+        if self._key or self._auth:
+            headers["Authorization"] = f"Bearer {self._key}" if self._key else self._auth
         try:
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
             async with session.post(self._url, json=payload, headers=headers, timeout=timeout) as resp:
                 body = await resp.read()
                 status, resp_headers = resp.status, dict(resp.headers)
+            self._heard, self._quiet_since = time.monotonic(), None
         except TimeoutError:
             return _Attempt("timeout", detail=f"no reply within {self.spec.timeout_s} s")
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
@@ -282,14 +332,35 @@ class OpenAICompatProvider:
             return _Attempt("http", status, resp_headers, detail=error_message(body))
         try:
             data = json.loads(body)
-            choice = data["choices"][0]
-            content = choice["message"].get("content") or ""
-            if not isinstance(content, str):
-                raise TypeError("content is not a string")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except ValueError as exc:
             return _Attempt("malformed", status, resp_headers, detail=f"malformed 200 body ({type(exc).__name__})")
+        content, missing = reply_content(data)
+        if content is None:  # paid for, but nothing to keep: retried like a 5xx, never returned (so never cached)
+            return _Attempt("empty", None, resp_headers, detail=f"a 200 reply with no text ({missing})")
         usage = _usage(data.get("usage"), request, content)
         return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
+
+
+def reply_content(data: Any) -> tuple[str | None, str]:
+    """The text of a ``chat.completion`` body's first choice, or (None, what is missing).
+
+    A reply without text (no choices, no message, a null, empty or blank content) is a failed
+    attempt, never a draft: stored, it would be an empty draft for good, as a rerun skips it.
+    """
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return None, "no choices"
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        return None, "no message"
+    content = message.get("content")
+    if content is None:
+        return None, "message.content is null"
+    if not isinstance(content, str):
+        return None, "message.content is not a string"
+    if not content.strip():
+        return None, "message.content is empty"
+    return content, ""
 
 
 def should_retry(status: int, headers: dict[str, str], detail: str) -> bool:

@@ -10,6 +10,7 @@ what the server saw, for tests to compare with what a client reports.
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import hashlib
 import json
@@ -23,7 +24,7 @@ from aiohttp import web
 from shp_ray.providers.sim_batch import SimBatch
 from shp_ray.providers.sim_batch_state import BatchStats
 from shp_ray.providers.sim_chat import BadChat, chat_completion, error_body, parse_chat
-from shp_ray.providers.sim_faults import FAULT_KINDS, draw_fault, draw_slow_fault, unit
+from shp_ray.providers.sim_faults import ALL_FAULT_KINDS, draw_fault, draw_slow_fault, empty_reply, unit
 from shp_ray.providers.sim_limits import Limits
 from shp_ray.providers.sim_replies import ReplyOptions
 
@@ -43,7 +44,7 @@ class SimStats:
     slow_faults: int = 0  # held, then failed with a 504
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     ok_by_request: dict[str, int] = field(default_factory=dict)  # request digest -> replies served (paid) for it
-    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAULT_KINDS, 0))
+    faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALL_FAULT_KINDS, 0))
     batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`sim_batch`)
     # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
     timeline: list[list[int]] = field(default_factory=list)
@@ -94,12 +95,20 @@ class SimApp:
             ratelimit_headers=options.ratelimit_headers,
         )
         self.seen: collections.Counter[str] = collections.Counter()
+        self.arrivals = 0  # chat requests admitted past the limits (faults_after counts these)
+        self.unstall = asyncio.Event()  # set on shutdown: the stalled requests end, unanswered
+        # What the requests said, for a test to read what a client sent (off unless keep_requests > 0).
+        self.received: collections.deque[list[tuple[str, str]]] = collections.deque(maxlen=options.keep_requests)
         self.stats = SimStats()
         self.batch = SimBatch(options, self.replies, self._authorised, self.stats.batch)
         self.app = web.Application(client_max_size=self.batch.client_max_size)
         self.app.router.add_post("/v1/chat/completions", self.chat)
         self.app.router.add_get("/v1/models", self.models)
         self.batch.register(self.app)
+        self.app.on_shutdown.append(self._unstall)
+
+    async def _unstall(self, app: web.Application) -> None:
+        self.unstall.set()
 
     async def models(self, request: web.Request) -> web.Response:
         names = self.o.models or ("sim-1",)
@@ -107,6 +116,9 @@ class SimApp:
         return web.json_response({"object": "list", "data": data})
 
     def _authorised(self, request: web.Request) -> bool:
+        if self.o.basic_auth:
+            token = base64.b64encode(self.o.basic_auth.encode()).decode()
+            return request.headers.get("Authorization", "") == f"Basic {token}"
         if not self.o.api_key_env:
             return True
         expected = os.environ.get(self.o.api_key_env, "")
@@ -127,6 +139,7 @@ class SimApp:
         except BadChat as exc:
             self.stats.http_4xx += 1
             return _error(exc.status, str(exc), exc.kind)
+        self.received.append(chat.messages)
 
         n_prompt = chat.prompt_tokens
         now = time.monotonic()
@@ -152,9 +165,17 @@ class SimApp:
             self.stats.slow_faults += 1
             await asyncio.sleep(hold)
             return _error(504, "upstream timed out (simulated slow fault)", "server_error")
+        self.arrivals += 1
         fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
+        if self.arrivals <= self.o.faults_after:
+            fault = None
         if fault is not None:
             self.stats.faults[fault] += 1
+        if fault == "stall":  # read, never answered: what only the client's own timeout ends
+            await self.unstall.wait()
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=500)
         delay = self.o.latency_s + self.o.jitter_s * unit(self.o.seed, "jitter", digest, nth)
         if fault == "slow":
             delay += self.o.slow_s
@@ -174,6 +195,8 @@ class SimApp:
                 headers=headers,
                 content_type="application/json",
             )
+        if fault == "empty":  # paid for (the quota is charged above) and useless
+            return web.json_response(empty_reply(reply, self.o.seed, digest, nth), headers=headers)
         self.stats.ok += 1
         self.stats.ok_by_request[digest] = self.stats.ok_by_request.get(digest, 0) + 1
         if request.transport is None or request.transport.is_closing():

@@ -1,7 +1,9 @@
 """The simulated server's injected faults, drawn deterministically.
 
 Kinds: ``500`` and ``503`` (an error reply), ``slow`` (an extra delay), ``drop`` (the connection
-closed without a reply) and ``malformed`` (a 200 whose JSON body is cut short). Whether the n-th
+closed without a reply) and ``malformed`` (a 200 whose JSON body is cut short) are the default mix;
+``empty`` (a 200 with no text: a null content, a blank one or no choices, in turn) and ``stall`` (the
+request is read and never answered) are drawn only when named. Whether the n-th
 arrival of a given request body faults, and how, is a function of (seed, body, n): a run is
 repeatable, and a retry of a faulted request can succeed.
 
@@ -16,7 +18,19 @@ import argparse
 import hashlib
 from collections.abc import Sequence
 
-FAULT_KINDS = ("500", "503", "slow", "drop", "malformed")
+FAULT_KINDS = ("500", "503", "slow", "drop", "malformed")  # the default mix
+NAMED_FAULT_KINDS = ("empty", "stall")  # only when named: they change what a default fault rate means
+ALL_FAULT_KINDS = FAULT_KINDS + NAMED_FAULT_KINDS
+EMPTY_SHAPES = ("null", "blank", "no-choices")  # how an ``empty`` fault's 200 carries no text
+
+
+def empty_reply(reply: dict, seed: int, digest: str, nth: int) -> dict:
+    """``reply`` (a ``chat.completion``) with its text taken away, in one of :data:`EMPTY_SHAPES` (drawn)."""
+    shape = EMPTY_SHAPES[int(unit(seed, "empty-shape", digest, nth) * len(EMPTY_SHAPES))]
+    if shape == "no-choices":
+        return {**reply, "choices": []}
+    content = None if shape == "null" else " \n"
+    return {**reply, "choices": [{**reply["choices"][0], "message": {"role": "assistant", "content": content}}]}
 
 
 def unit(*parts: object) -> float:

@@ -5,9 +5,10 @@ It serves ``/v1/chat/completions`` and ``/v1/models`` with deterministic replies
 sliding window (``rpm * window_s / 60`` requests per ``window_s`` seconds, so bursts of a whole
 minute's quota are refused as real providers do) answered with 429 + ``Retry-After`` /
 ``retry-after-ms`` / ``x-ratelimit-*``, and injected faults (500, 503, slow reply, dropped
-connection, malformed JSON 200 body) at a rate, and optionally *slow faults* (held 5-8 s, then a
-504). Faults are deterministic: the n-th arrival of a
-given request body faults or not as a function of (seed, body, n), so a retry can succeed.
+connection, malformed JSON 200 body; by name, a 200 with no text or a request never answered) at
+a rate, and optionally *slow faults* (held 5-8 s, then a 504). Faults are deterministic: the n-th
+arrival of a given request body faults or not as a function of (seed, body, n), so a retry can
+succeed.
 
 It also serves the Batch API (``/v1/files``, ``/v1/batches``; :mod:`sim_batch`): each line is
 answered exactly as ``/v1/chat/completions`` would answer its body, on the batch's own pace
@@ -34,7 +35,7 @@ from aiohttp import web
 
 from shp_ray.providers.batch_files import MAX_BYTES, MAX_LINES
 from shp_ray.providers.sim_app import SimApp
-from shp_ray.providers.sim_faults import FAULT_KINDS, parse_range, parse_share
+from shp_ray.providers.sim_faults import ALL_FAULT_KINDS, FAULT_KINDS, parse_range, parse_share
 from shp_ray.providers.sim_limits import RETRY_AFTER_STYLES
 
 
@@ -51,15 +52,18 @@ class SimOptions:
     window_kind: str = "sliding"  # sliding (a log of the last window_s) | fixed (resets at boundaries)
     count_rejected: bool = False  # a 429'd request still uses quota (punishes clients that hammer)
     fault_rate: float = 0.0
-    faults: tuple[str, ...] = FAULT_KINDS
+    faults: tuple[str, ...] = FAULT_KINDS  # or any of ALL_FAULT_KINDS (empty, stall: only when named)
+    faults_after: int = 0  # the first this many chat requests are never faulted (a preflight passes first)
     slow_s: float = 1.5  # extra delay of a "slow" fault
     slow_fault_rate: float = 0.0  # share of arrivals held for slow_fault_s, then failed (504)
     slow_fault_s: tuple[float, float] = (5.0, 8.0)  # the hold is uniform in this range, per request
     retry_after: str = "seconds"  # seconds (+ retry-after-ms) | http-date | ms | none
     ratelimit_headers: bool = True  # send x-ratelimit-{limit,remaining,reset}-{requests,tokens}
     api_key_env: str = ""  # if set, requests must carry "Bearer $value-of-that-env-var" (else 401)
+    basic_auth: str = ""  # if set, "user:password" requests must carry as HTTP basic auth (a proxy in front)
     models: tuple[str, ...] = ()  # if set, other models get 404; empty = any model is served
     approve_rate: float = 0.3
+    keep_requests: int = 0  # keep the messages of the last N chat requests answered live (SimServer.received)
     # The Batch API (/v1/files, /v1/batches): its own pace and faults, apart from the live limits above.
     batch_delay_s: float = 0.0  # how long each of validating, in_progress (before line 1) and finalizing lasts
     batch_lines_per_s: float | None = None  # lines answered per second per batch; None = as fast as it can
@@ -71,9 +75,11 @@ class SimOptions:
     batch_enqueued_tokens: int | None = None  # prompt tokens of running batches per model (more: the batch fails)
 
     def __post_init__(self) -> None:
-        bad = [f for f in self.faults if f not in FAULT_KINDS]
+        bad = [f for f in self.faults if f not in ALL_FAULT_KINDS]
         if bad:
-            raise ValueError(f"SimOptions.faults: unknown kind(s) {bad}; choose from {FAULT_KINDS}")
+            raise ValueError(f"SimOptions.faults: unknown kind(s) {bad}; choose from {ALL_FAULT_KINDS}")
+        if self.faults_after < 0:
+            raise ValueError(f"SimOptions.faults_after={self.faults_after} must be >= 0")
         if self.retry_after not in RETRY_AFTER_STYLES:
             raise ValueError(f"SimOptions.retry_after={self.retry_after!r}; choose from {RETRY_AFTER_STYLES}")
         if not 0.0 <= self.fault_rate <= 1.0:
@@ -97,6 +103,8 @@ class SimOptions:
             )
         if self.batch_lines_per_s is not None and self.batch_lines_per_s <= 0:
             raise ValueError(f"SimOptions.batch_lines_per_s={self.batch_lines_per_s} must be > 0 (or None)")
+        if self.keep_requests < 0:
+            raise ValueError(f"SimOptions.keep_requests={self.keep_requests} must be >= 0")
         if self.batch_max_lines < 1 or self.batch_max_bytes < 1:
             raise ValueError("SimOptions: batch_max_lines and batch_max_bytes must be >= 1")
         if self.batch_enqueued_tokens is not None and self.batch_enqueued_tokens < 1:
@@ -126,6 +134,11 @@ class SimServer:
     @property
     def stats(self) -> dict[str, Any]:
         return self.sim.stats.as_dict()
+
+    @property
+    def received(self) -> list[list[tuple[str, str]]]:
+        """The (role, content) messages of the last ``keep_requests`` chat requests, oldest first."""
+        return list(self.sim.received)
 
     def start(self) -> SimServer:
         self._thread = threading.Thread(target=self._run, name="shp-sim-server", daemon=True)
@@ -188,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window-kind", default="sliding", choices=("sliding", "fixed"))
     p.add_argument("--count-rejected", action="store_true", help="429'd requests use quota too")
     p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that get a fault")
-    p.add_argument("--faults", default=",".join(FAULT_KINDS), help=f"comma list of {','.join(FAULT_KINDS)}")
+    p.add_argument("--faults", default=",".join(FAULT_KINDS), help=f"comma list of {','.join(ALL_FAULT_KINDS)}")
+    p.add_argument("--faults-after", type=int, default=0, help="the first N chat requests are never faulted")
     p.add_argument("--slow", type=float, default=1.5, help="extra seconds of a 'slow' fault")
     p.add_argument("--slow-fault-rate", type=parse_share, default=0.0, help="share (0.01 or 1/120) held, then 504")
     p.add_argument("--slow-fault-s", type=parse_range, default=(5.0, 8.0), help="a slow fault's hold: LOW,HIGH s")
@@ -219,7 +233,8 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         host=args.host, port=args.port, seed=args.seed, latency_s=args.latency, jitter_s=args.jitter,
         rpm=args.rpm, tpm=args.tpm, window_s=args.window,
         window_kind=args.window_kind, count_rejected=args.count_rejected, fault_rate=args.fault_rate,
-        faults=tuple(f for f in args.faults.split(",") if f), slow_s=args.slow, retry_after=args.retry_after,
+        faults=tuple(f for f in args.faults.split(",") if f), faults_after=args.faults_after, slow_s=args.slow,
+        retry_after=args.retry_after,
         slow_fault_rate=args.slow_fault_rate, slow_fault_s=args.slow_fault_s,
         ratelimit_headers=not args.no_ratelimit_headers,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,

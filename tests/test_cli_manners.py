@@ -1,0 +1,126 @@
+"""How shp-sweep speaks to a person: Ctrl-C is one line and exit 130 with the completed trajectories kept,
+a mistyped key gets the nearest known one, --help lists the config groups and presets, Hydra's own hints
+reach the user unredacted."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from storage.parts import Store
+from storage.resume import done_scenarios
+from storage.verify import require_sound
+
+BIN = Path(sys.executable).parent
+SWEEP = str(BIN / "shp-sweep")
+
+
+def _responses(store: Path) -> int:
+    """Completed calls in the store's response cache (each is committed as it arrives)."""
+    try:
+        with sqlite3.connect(f"file:{store / '_cache' / 'responses.sqlite'}?mode=ro", uri=True, timeout=1) as db:
+            return db.execute("SELECT count(*) FROM responses").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SWEEP, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+@pytest.mark.integration
+def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
+    store = tmp_path / "store"
+    args = [
+        SWEEP, "provider=sim", "dataset.limit=8", "generation.max_rounds=3", "provider.sim_latency_s=0.3",
+        "generation.workers=1", "generation.concurrency=1", "generation.embedder=fake-hash", "report.enabled=false",
+        f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    sweep = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        # One trajectory at a time, 5 calls each (3 Writer + 2 Critic): 7 completed calls = the first
+        # trajectory done and the second under way.
+        deadline = time.monotonic() + 240
+        while _responses(store) < 7 and sweep.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sweep.poll() is None, "the sweep ended before it could be interrupted"
+        sweep.send_signal(signal.SIGINT)
+        stdout, stderr = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 130, stdout[-2000:] + stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    kept = done_scenarios(Store(store), next(p.name for p in (store / "rounds").iterdir()).split("=", 1)[1])
+    assert 1 <= len(kept) < 8
+    said = [line for line in stderr.splitlines() if line.startswith("interrupted:")]
+    assert said == [f"interrupted: {len(kept)} trajectories kept; run the same command to resume"], stderr[-3000:]
+    require_sound(Store(store))  # every part whole and verified: nothing half-written
+    leftovers = [p for p in store.rglob("*") if p.is_file() and (".partial" in p.name or p.name.startswith("_tmp"))]
+    assert leftovers == []
+
+
+def test_a_mistyped_key_gets_the_nearest_known_one(tmp_path) -> None:
+    out = _sweep("provider=sim", "halting.epss=0.1", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "did you mean `halting.eps`?" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    group = _sweep("provder=sim", cwd=tmp_path)
+    assert group.returncode == 1 and "did you mean `provider`?" in group.stderr, group.stderr
+    assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_help_lists_the_groups_and_presets_one_line_each(tmp_path) -> None:
+    out = _sweep("--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for preset in ("ablation7", "demo", "eps_k", "paper"):
+        [line] = [s for s in lines if s.strip().startswith(f"+sweep={preset} ")]
+        assert len(line.split("  ", 1)[-1].strip()) > 10  # a description, on the same line
+    for group in ("provider", "dataset", "judge", "prices", "generation", "halting", "replay", "store"):
+        assert any(s.strip().startswith(f"{group}") for s in lines), group
+    assert "provider=llama|openai|sim" in out.stdout.replace(" ", "")
+
+
+def test_hydras_hint_for_a_forgotten_multirun_flag_reaches_the_user_intact(tmp_path) -> None:
+    out = _sweep("provider=sim", "halting.eps=0.02,0.04", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "key=[value1,value2]" in out.stderr, out.stderr
+    assert "<redacted>" not in out.stderr
+    assert "--multirun" in out.stderr
+
+
+def test_the_redactor_still_hides_secrets_next_to_hints() -> None:
+    from storage.manifest import redact_text
+
+    hint = "1. To use it as a list, use key=[value1,value2]"
+    assert redact_text(hint) == hint
+    assert redact_text("http://h/v1?key=S3CRETPASS") == "http://h/v1?key=<redacted>"
+    assert redact_text("provider.key=S3CRETPASS") == "provider.key=<redacted>"
+    assert redact_text("Bearer abcdefgh12345") == "Bearer <redacted>"
+
+
+def test_each_command_names_its_own_flag(tmp_path, capsys) -> None:
+    import pyarrow as pa
+
+    import analysis
+    from analysis.errors import AnalysisError
+    from analysis.query import main as query
+    from storage.synthetic import SyntheticSpec, write_synthetic_store
+
+    write_synthetic_store(tmp_path, SyntheticSpec(n_trajectories=5, rounds=2))
+    other = Store(tmp_path).read("judgments")
+    other = other.set_column(other.schema.get_field_index("judge"), "judge", pa.array(["other"] * other.num_rows))
+    Store(tmp_path).write("judgments", other)  # two judges: which one gives IS must be chosen
+
+    assert query(["--store", str(tmp_path), "SELECT 1"]) == 2
+    said = capsys.readouterr().err
+    assert "several judges" in said and "choose one with --judge" in said and "judge=" not in said, said
+    with pytest.raises(AnalysisError, match="choose one with judge=$"):  # the Python API's own spelling
+        analysis.connect(tmp_path)
+    assert query(["--store", str(tmp_path), "--judge", "other", "SELECT count(*) AS n FROM judgments"]) == 0

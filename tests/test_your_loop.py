@@ -1,0 +1,169 @@
+"""Bring your own loop, end to end: the docs' tasks file (its own column names) and prompt preset (in a
+``--config-dir``) swept by ``shp-sweep`` against the simulated OpenAI-compatible server over real HTTP,
+with real Ray, the real embedding model and the Parquet store; the server's log of what it received is
+compared with the rendered templates. A malformed tasks file fails before any call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+import yaml
+from hydra import compose, initialize_config_module
+
+import conf.schema  # noqa: F401
+from conf.resolve import to_job
+from shp_ray.generation.datasets import DatasetError
+from shp_ray.generation.prompts import critic_messages, from_mapping, writer_messages
+from shp_ray.generation.tasks_file import FieldMap, TasksFile, load_tasks
+from shp_ray.providers.sim_server import SimServer
+from storage import Store
+from sweeps import job as sweep_job
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "your-loop"
+TASKS = EXAMPLE / "tasks.jsonl"
+FIELDS = FieldMap(id="qid", question="prompt_text", contexts="passages", answers="gold")
+MAX_ROUNDS = 3
+
+
+OVERRIDES = [
+    "provider=sim", "dataset=file", "dataset.fields.id=qid", "dataset.fields.question=prompt_text",
+    "dataset.fields.contexts=passages", "dataset.fields.answers=gold", "dataset.split=null", "prompts=my-loop",
+    f"generation.max_rounds={MAX_ROUNDS}", "report.enabled=false",
+]  # fmt: skip
+
+
+def sweep(url: str, tasks: Path, store: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The command of docs/your-loop.md, pointed at a running simulated server."""
+    args = [
+        "--config-dir", str(EXAMPLE / "conf"), *OVERRIDES, f"provider.base_url={url}", f"dataset.path={tasks}",
+        f"store.path={store}", *extra,
+    ]  # fmt: skip
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "shp-sweep"), *args],
+        capture_output=True, text=True, timeout=600, cwd=store.parent,
+        env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0"},
+    )  # fmt: skip
+
+
+def as_tuples(messages) -> tuple[tuple[str, str], ...]:
+    return tuple((role, content) for role, content in messages)
+
+
+def test_a_users_tasks_and_prompts_reach_the_server_as_rendered_templates(tmp_path):
+    store = tmp_path / "store"
+    prompts = from_mapping(yaml.safe_load((EXAMPLE / "conf" / "prompts" / "my-loop.yaml").read_text()))
+    tasks = {s.scenario_id: s for s in load_tasks(TasksFile(str(TASKS), FIELDS), ("topic",)).scenarios}
+    with SimServer(keep_requests=10_000, approve_rate=1.0) as sim:  # its Critic approves every question from some round
+        done = sweep(sim.base_url, TASKS, store)
+        assert done.returncode == 0, done.stdout + done.stderr
+        received = {as_tuples(m) for m in sim.received if any(r == "system" for r, _ in m)}  # not the preflight
+        assert "job " in done.stdout and "10/10 trajectories, 10 generated now" in done.stdout
+
+        # Every Writer and Critic request the server received is a template of my-loop.yaml rendered with a
+        # task's fields (its metadata column {topic} included), and every round of every task was asked.
+        rounds = Store(store).read("rounds", columns=["scenario_id", "round", "draft", "feedback"]).to_pylist()
+        assert len(rounds) == 10 * MAX_ROUNDS
+        by_key = {(r["scenario_id"], r["round"]): r for r in rounds}
+        expected = set()
+        for (sid, t), r in by_key.items():
+            s = tasks[sid]
+            prev = by_key.get((sid, t - 1), {"draft": "", "feedback": ""})
+            expected.add(writer_messages(s.question, s.contexts, t, prev["draft"], prev["feedback"], prompts, s.meta))
+            if t < MAX_ROUNDS:  # the last round's draft is not critiqued
+                expected.add(critic_messages(s.question, s.contexts, t, r["draft"], prompts, s.meta))
+        assert received == expected
+        moon = tasks["moon"]
+        first = writer_messages(moon.question, moon.contexts, 1, "", "", prompts, moon.meta)
+        assert first in received and first[0] == (
+            "system", "You are the Writer, a careful history tutor. Answer from the numbered passages only, in at most "
+            "two sentences, and end with a line 'Answer: <the short answer>'.",
+        )  # {topic} of that task, rendered  # fmt: skip
+
+        # The preset's approval marker is what the stored signal reads: the simulated Critic says APPROVED,
+        # which my-loop.yaml (approval: LGTM) does not take for an approval.
+        said_approved = [r["feedback"] for r in rounds if (r["feedback"] or "").startswith("APPROVED")]
+        assert said_approved, "the simulated Critic approves some of these questions at round 2"
+        signals = Store(store).read("signals", columns=["approved"])
+        assert not any(signals["approved"].to_pylist())
+        gens = Store(store).read("generations", columns=["prompt_version"])
+        assert gens["prompt_version"].to_pylist() == ["my-loop"]
+
+        # The same file resumes: nothing generated, nothing asked.
+        before = sim.stats["requests"]
+        again = sweep(sim.base_url, TASKS, store)
+        assert again.returncode == 0 and "0 generated now (0 paid calls)" in again.stdout, again.stderr
+        assert sim.stats["requests"] == before
+
+    # An edited file is a new generation (its content hash is in gen_id); the same file is the stored one.
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(TASKS.read_text().replace("Who wrote Hamlet?", "Who wrote the play Hamlet?"))
+    stored = set(Store(store).read("rounds", columns=["gen_id"])["gen_id"].to_pylist())
+    assert {gen_id_of(TASKS)} == stored and gen_id_of(edited) not in stored
+    assert pc.max(Store(store).read("results")["stop_round"]).as_py() <= MAX_ROUNDS
+
+
+def job_of(tasks: Path, *extra: str):
+    """The job of the same command, composed in-process (``--config-dir`` is Hydra's search path)."""
+    search = f"hydra.searchpath=[file://{EXAMPLE / 'conf'}]"
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[search, *OVERRIDES, f"dataset.path={tasks}", *extra])
+    return to_job(cfg)
+
+
+def gen_id_of(tasks: Path) -> str:
+    job, _ = sweep_job.with_tasks(job_of(tasks))
+    return job.generation.gen_id(job.provider.kind, job.provider.model)
+
+
+def test_a_bad_tasks_file_fails_with_file_line_before_any_call(tmp_path):
+    path, store = tmp_path / "tasks.jsonl", tmp_path / "store"
+    lines = TASKS.read_text().splitlines()
+    lines[3] = '{"qid": "moon", "prompt_text": "Who was'
+    path.write_text("\n".join(lines) + "\n")
+    with SimServer() as sim:
+        done = sweep(sim.base_url, path, store)
+        assert sim.stats["requests"] == 0  # not even the preflight call
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert f"shp-sweep: invalid tasks: {path}:4: not valid JSON" in done.stderr, out
+    assert "Traceback" not in out
+    assert not store.exists()  # nothing generated, no manifest row: not even the store folder
+
+
+@pytest.mark.parametrize(
+    "line, broken, said",
+    [
+        (6, '{"qid": "cap-fr", "prompt_text": "Again?", "passages": [], "gold": "x", "topic": "t"}',
+         "{path}:6: field 'qid': duplicate id 'cap-fr' (first at line 1)"),
+        (7, '{"qid": "hamlet", "prompt_text": 1600, "passages": [], "gold": "x", "topic": "t"}',
+         "{path}:7: field 'prompt_text' should be a non-empty string, got int"),
+        (2, '{"qid": "cap-jp", "prompt_text": "Capital?", "passages": [], "gold": "x"}',
+         "{path}:2: field 'topic' is missing (a prompt template uses {{topic}})"),
+    ],
+)  # fmt: skip
+def test_the_job_refuses_a_bad_tasks_file_before_it_writes(tmp_path, line, broken, said):
+    path, store = tmp_path / "tasks.jsonl", tmp_path / "store"
+    lines = TASKS.read_text().splitlines()
+    lines[line - 1] = broken
+    path.write_text("\n".join(lines) + "\n")
+    job = replace(job_of(path, "provider.base_url=http://127.0.0.1:9/v1"), store=str(store))
+    with pytest.raises(DatasetError) as err:
+        sweep_job.run(job, output_dir=tmp_path / "out", job_tag="t", config_snapshot={}, command="t")
+    assert str(err.value) == said.format(path=path)
+    assert not store.exists()
+
+
+def test_a_placeholder_naming_no_column_fails_before_the_job_writes(tmp_path):
+    store = tmp_path / "store"
+    job = job_of(TASKS, "prompts.critic.user='Round: {round} {draft} ({difficulty})'")
+    with pytest.raises(DatasetError, match=r"a prompt template uses \{difficulty\}, which names no metadata column"):
+        sweep_job.run(replace(job, store=str(store)), output_dir=tmp_path, job_tag="t", config_snapshot={}, command="t")
+    assert not store.exists()
