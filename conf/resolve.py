@@ -200,11 +200,7 @@ RULES: tuple[Rule, ...] = (
         "a local folder, or null (<job output dir>/report)",
     ),
     Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
-    Rule(
-        "store.cache_dir",
-        lambda v: v is None or (isinstance(v, str) and v.strip() != "" and "://" not in v),
-        "a local folder, or null (<store>/_cache)",
-    ),
+    Rule("store.cache_dir", *_nullable(lambda v: _text(v) and "://" not in v, "a local folder", "<store>/_cache")),
     Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),
     Rule("ray.num_cpus", *integer(1)),
     Rule(
