@@ -47,7 +47,7 @@ from shp_ray.policy import weights as weight_strategies
 from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
 from shp_ray.providers.prices import PriceTable, default_prices
-from storage.parts import Store, open_store
+from storage.parts import NoStore, Store, open_store
 
 __all__ = [  # what callers import from here (some defined in the modules above)
     "DEFAULT_DELTA",
@@ -133,9 +133,7 @@ def connect(
     ``prices`` prices the cost columns (default: the shipped table, ``shp_ray/data/prices.yaml``).
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
     """
-    store = open_store(store_root)  # an object store: credentials, endpoint and bucket checked first
-    if store.local and not Path(store.path).is_dir():
-        raise AnalysisError(f"no store at {store.path} (expected <root>/<table>/part-*.parquet)")
+    store = _open(store_root)
     if store.remote:
         store = store.snapshot()  # listed once: verification, footers and the views all use this listing
     require_sound(store)
@@ -206,7 +204,7 @@ def connect(
         if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
             stmts = build(unique_judgments=True)
         for i, stmt in enumerate(stmts):
-            if i == at and kept is not None and derived.attach_inputs(con, kept):
+            if i == at and kept is not None and derived.attach_inputs(con, kept, key):
                 inputs = "stored"
                 continue
             if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
@@ -222,6 +220,15 @@ def connect(
         raise
     _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch, inputs)
     return con
+
+
+def _open(store_root: str | Path) -> Store:
+    """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
+    holds no store is refused in one line, nothing created."""
+    try:
+        return open_store(store_root)
+    except NoStore as exc:
+        raise AnalysisError(str(exc)) from None
 
 
 def _inputs_at(statements: Sequence[str]) -> int:
@@ -267,7 +274,7 @@ def write_init_script(
     """Write ``<store>/views.sql`` so the plain DuckDB CLI opens the same views:
     ``duckdb -init <store>/views.sql``. Regenerate it after new parts arrive
     (a table that had no parts is an empty view in the script)."""
-    store = Store(store_root)
+    store = _open(store_root)
     if not store.local:
         raise AnalysisError(
             f"views.sql is written only for local stores, not {store.uri} (the plain DuckDB CLI reads s3:// only "

@@ -16,17 +16,20 @@ slice), another version of the code gives another key, and so a fresh computatio
 read-only and reads its table in place (a view named ``replay_inputs``): nothing is copied or decoded, where
 reading a Parquet copy back into a temp table took 0.3 s at 100k trajectories.
 
-The files live with the store's other caches (``<root>/_cache/derived``; for a store on object storage, this
-machine's folder for it): derived, never the only copy of anything; deleting them costs one computation.
-The most recently used are kept (:data:`KEEP_FILES`, :data:`KEEP_BYTES`, :data:`KEEP_FACTS`). A store whose
-folder cannot be written (a read-only mount) opens as before, with one warning: a hit is never required.
+The files live in this machine's folder for the store (:func:`storage.user_cache.reader_dir`: the user's cache
+directory, never the store, which a reader does not write): derived, never the only copy of anything; deleting
+them costs one computation. The most recently used are kept (:data:`KEEP_FILES`, :data:`KEEP_BYTES`,
+:data:`KEEP_FACTS`). A folder that cannot be written opens as before, with one warning: a hit is never required.
+
+A kept file is believed only after a check (:mod:`storage.kept`): replay_inputs is named with the sha256 of its
+bytes and holds the key it was computed for (its ``kept_key`` table), the facts carry their key and checksum.
+One that fails is discarded -- never read -- with one warning line, and computed again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import time
@@ -39,16 +42,17 @@ import duckdb
 
 from analysis import sql
 from storage import schemas
-from storage.cache import default_cache_dir
+from storage.kept import DERIVED_DIRNAME, KeptFileDamaged, KeptFiles, seal, unseal
 from storage.parts import TEMP_GRACE_S, Store
 from storage.schemas import TABLES
+from storage.user_cache import prune_gone, reader_dir
 
-FORMAT = 2  # bump when what a file holds changes in a way the key cannot see
+FORMAT = 3  # bump when what a file holds changes in a way the key cannot see
 KEEP_FILES = 16  # replay_inputs files kept, most recently used first (one per judge x scope x part set)
 KEEP_BYTES = 4 << 30  # ... and at most this much of them (the newest is always kept)
 KEEP_FACTS = 64  # facts files kept (a few hundred bytes each)
-DIRNAME = "derived"
-_INPUTS, _FACTS = "replay_inputs-{}.duckdb", "facts-{}.json"
+DIRNAME = DERIVED_DIRNAME
+_INPUTS, _INPUTS_EXT, _FACTS = "replay_inputs-{}", "duckdb", "facts-{}.json"
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
@@ -75,7 +79,8 @@ class DerivedCache:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.dir = default_cache_dir(store.uri) / DIRNAME
+        self.dir = reader_dir(store) / DIRNAME
+        self.kept = KeptFiles(self.dir)
         self.parts = listing(store)
 
     def key(self, texts: Iterable[str]) -> str:
@@ -92,20 +97,24 @@ class DerivedCache:
     # --- replay_inputs ---------------------------------------------------------------------------
 
     def inputs(self, key: str) -> Path | None:
-        """The stored replay_inputs under ``key`` (marked as used now), or None."""
-        path = self.dir / _INPUTS.format(key)
-        try:
-            os.utime(path)  # most recently used: what pruning keeps
-        except OSError:
-            return None
-        return path
+        """The kept replay_inputs under ``key`` whose bytes are those kept (marked as used now), or None."""
+        return self.kept.find(_INPUTS.format(key), _INPUTS_EXT)
 
-    def attach_inputs(self, con: duckdb.DuckDBPyConnection, path: Path) -> bool:
-        """Read replay_inputs from the kept file at ``path`` (attached read-only, a view over its table); False if
-        the file is gone (another process pruned it since): the caller builds it after all."""
+    def attach_inputs(self, con: duckdb.DuckDBPyConnection, path: Path, key: str) -> bool:
+        """Read replay_inputs from the kept file at ``path`` (attached read-only, a view over its table), if it
+        holds the key it was asked by; False if not (discarded) or if the file is gone (another process pruned
+        it since): the caller builds it after all."""
         try:
             con.execute(sql.query("kept_inputs", path=sql.quote(str(path))))
-        except duckdb.IOException:
+            kept = con.execute(sql.query("kept_inputs_key")).fetchall()
+        except duckdb.Error as exc:
+            con.execute(sql.query("kept_inputs_abandon"))
+            if path.exists():
+                self.kept.discard(path, f"cannot be read as kept inputs: {str(exc).splitlines()[0]}")
+            return False
+        if kept != [(key,)]:
+            con.execute(sql.query("kept_inputs_abandon"))
+            self.kept.discard(path, f"holds the inputs of key {kept[0][0] if kept else None!r}, not {key!r}")
             return False
         return True
 
@@ -114,16 +123,17 @@ class DerivedCache:
 
         Straight into the file: at 100k trajectories 1.0-1.2 s, where a temp table took 0.65 s and a copy of it
         0.5 s more.
-        Published by rename, whole or not at all, and only if no part arrived or left meanwhile (else the file
-        is this connection's alone: attached, then unlinked). False when the folder cannot take it (the caller
-        builds a temp table instead): said once per folder for a file system refusal, silently for an error of
-        the computation itself, which the caller's own build raises again.
+        Published by rename (named with the sha256 of its bytes, :mod:`storage.kept`), whole or not at all, and
+        only if no part arrived or left meanwhile (else the file is this connection's alone: attached, then
+        unlinked). False when the folder cannot take it (the caller builds a temp table instead): said once per
+        folder for a file system refusal, silently for an error of the computation itself, which the caller's
+        own build raises again.
         """
-        name = _INPUTS.format(key)
-        tmp = self.dir / f"_tmp-{uuid.uuid4().hex}-{name}"
+        stem = _INPUTS.format(key)
+        tmp = self.dir / f"_tmp-{uuid.uuid4().hex}-{stem}.{_INPUTS_EXT}"
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            con.execute(sql.query("keep_inputs", path=sql.quote(str(tmp)), select=select))
+            con.execute(sql.query("keep_inputs", path=sql.quote(str(tmp)), select=select, key=sql.quote(key)))
         except (OSError, duckdb.Error) as exc:
             con.execute(sql.query("keep_inputs_abandon"))
             with contextlib.suppress(OSError):
@@ -131,36 +141,35 @@ class DerivedCache:
             if isinstance(exc, OSError | duckdb.IOException | duckdb.PermissionException):
                 self._cannot_keep(exc)
             return False
-        final = self.dir / name
+        final = tmp
         if self._unchanged():
             try:
-                os.replace(tmp, final)
+                final = self.kept.publish(tmp, stem, _INPUTS_EXT)
             except OSError as exc:
-                final = tmp
                 self._cannot_keep(exc)
-            self._prune(_INPUTS.format("*"), KEEP_FILES)
-        else:
-            final = tmp
-        if not self.attach_inputs(con, final):
-            return False
+            self._prune(f"{_INPUTS.format('*')}.{_INPUTS_EXT}", KEEP_FILES)
+        attached = self.attach_inputs(con, final, key)
         if final == tmp:
             tmp.unlink(missing_ok=True)  # attached: readable until the connection closes, kept for no one else
-        return True
+        return attached
 
     # --- facts -----------------------------------------------------------------------------------
 
     def remember(self, key: str, compute: Callable[[], dict]) -> dict:
-        """The facts under ``key``: read back, or computed now (``compute``, which may raise) and kept."""
+        """The facts under ``key``: read back (if they are what was kept under it), or computed now (``compute``,
+        which may raise) and kept."""
         path = self.dir / _FACTS.format(key)
         try:
-            facts = json.loads(path.read_text(encoding="utf-8"))
-            os.utime(path)
+            facts = unseal(path.read_text(encoding="utf-8"), key)
+            self.kept.mark_used(path)
             return facts
-        except (OSError, ValueError):
-            pass  # none yet (or unreadable): compute
+        except FileNotFoundError:
+            pass  # none yet: compute
+        except (OSError, KeptFileDamaged) as exc:
+            self.kept.discard(path, str(exc))
         facts = compute()
         if self._unchanged():
-            text = json.dumps(facts, sort_keys=True)
+            text = seal(key, facts)
             self._publish(path.name, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
             self._prune(_FACTS.format("*"), KEEP_FACTS)
         return facts
@@ -189,22 +198,11 @@ class DerivedCache:
             )  # fmt: skip
 
     def _prune(self, pattern: str, keep_files: int) -> None:
-        """Remove all but the most recently used files matching ``pattern`` (by count and by bytes)."""
-        files = []
-        for path in self.dir.glob(pattern):
-            try:
-                st = path.stat()
-            except OSError:
-                continue  # another process pruned it
-            files.append((st.st_mtime, st.st_size, path))
-        files.sort(reverse=True)
+        """Remove all but the most recently used files matching ``pattern``, a killed writer's temp files, and
+        the folders of stores that are gone (:func:`storage.user_cache.prune_gone`)."""
+        self.kept.prune(pattern, keep_files, KEEP_BYTES)
         for tmp in self.dir.glob("_tmp-*"):  # a killed writer's (a live one's is younger than this)
             with contextlib.suppress(OSError):
                 if time.time() - tmp.stat().st_mtime > TEMP_GRACE_S:
                     tmp.unlink()
-        total = 0
-        for i, (_, size, path) in enumerate(files):
-            total += size
-            if i > 0 and (i >= keep_files or total > KEEP_BYTES):
-                with contextlib.suppress(OSError):  # a file this process may not remove stays: pruning is best effort
-                    path.unlink(missing_ok=True)
+        prune_gone()

@@ -176,6 +176,7 @@ def refresh(
     ``batch``: replay_inputs carries the batch calls' lists (the cost columns read them)."""
     if not has_families(policies):
         con.execute(sql.create("replay", sql.query("replay_core_only")))
+        con.execute(sql.create("replay_scores", sql.replay_scores_sql(families=False)))
         return
     have = {r[0] for r in con.execute(sql.query("relation_names")).fetchall()}
     if "family_inputs" not in have:
@@ -192,3 +193,4 @@ def refresh(
     outcomes = [k for k, f in FAMILIES.items() if f.outcomes]
     con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes, batch), table=materialize))
     con.execute(sql.create("replay", sql.query("replay_with_families")))
+    con.execute(sql.create("replay_scores", sql.replay_scores_sql(families=True)))  # a family's returned round

@@ -28,7 +28,7 @@ from analysis import sql
 from analysis.errors import AnalysisError, require_sound
 from analysis.sandbox import new_connection
 from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
-from storage.parts import Store
+from storage.parts import Store, open_store
 from storage.schemas import ADDED_COLUMNS, SIGNALS
 
 _ROUND_COLUMNS = [
@@ -125,7 +125,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
 
 def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
     """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all)."""
-    store = store_root if isinstance(store_root, Store) else Store(store_root)
+    store = store_root if isinstance(store_root, Store) else open_store(store_root)  # no store: refused
     require_sound(store)
     report = SignalsReport()
     skip = _stored_keys(store) if missing_only else None
@@ -140,7 +140,7 @@ def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsRepor
 
 def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
     """Recompute the signals of every stored row from its rounds; count rows that differ (NULL = NULL)."""
-    store = store_root if isinstance(store_root, Store) else Store(store_root)
+    store = store_root if isinstance(store_root, Store) else open_store(store_root)  # no store: refused
     require_sound(store)
     report = SignalsReport()
     stored = store.read("signals")

@@ -256,6 +256,33 @@ def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str | None, str], 
     return out
 
 
+def paired_tests(
+    x: np.ndarray, base: np.ndarray, seed: int = 0, n_resamples: int = 2000
+) -> tuple[dict[str, object], np.ndarray]:
+    """The paired tests of ``x`` against ``base`` over the pairs where both are known, and those differences:
+    n, means, mean difference with its bootstrap 95% CI, t-test, Wilcoxon, d_z."""
+    keep = ~(np.isnan(x) | np.isnan(base))
+    x, base = x[keep], base[keep]
+    diff = x - base
+    t, p_t = paired_t(diff)
+    w, p_w = wilcoxon(diff)
+    lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
+    tests: dict[str, object] = {
+        "n": int(len(diff)),
+        "mean": float(np.mean(x)) if len(x) else math.nan,
+        "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
+        "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
+        "ci95_low": lo,
+        "ci95_high": hi,
+        "t": t,
+        "p_t": p_t,
+        "wilcoxon_w": w,
+        "p_wilcoxon": p_w,
+        "d_z": cohens_dz(diff),
+    }
+    return tests, diff
+
+
 def compare_policies(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
 ) -> list[dict[str, object]]:
@@ -272,29 +299,8 @@ def compare_policies(
             "is": (a["final_is"], a["baseline_is"]),
         }
         for metric, (x, base) in series.items():
-            keep = ~(np.isnan(x) | np.isnan(base))
-            x, base = x[keep], base[keep]
-            diff = x - base
-            t, p_t = paired_t(diff)
-            w, p_w = wilcoxon(diff)
-            lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
-            row: dict[str, object] = {
-                "gen_id": gen,
-                "split": split,
-                "policy": policy,
-                "metric": metric,
-                "n": int(len(diff)),
-                "mean": float(np.mean(x)) if len(x) else math.nan,
-                "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
-                "mean_diff": float(np.mean(diff)) if len(diff) else math.nan,
-                "ci95_low": lo,
-                "ci95_high": hi,
-                "t": t,
-                "p_t": p_t,
-                "wilcoxon_w": w,
-                "p_wilcoxon": p_w,
-                "d_z": cohens_dz(diff),
-            }
+            tests, diff = paired_tests(x, base, seed, n_resamples)
+            row: dict[str, object] = {"gen_id": gen, "split": split, "policy": policy, "metric": metric, **tests}
             if metric == "is":
                 tost = tost_noninferiority(diff, delta)
                 row.update({"tost_delta": delta, "tost_p": tost.p, "is_lower95": tost.lower95})

@@ -5,6 +5,7 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
     policies, replay_core, replay, family_*, policy_summary   the replay (policy_summary per split: scenario_splits)
+    scores_raw, scores, replay_scores, score_summary          the user's scores at each policy's stop
     prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
@@ -315,5 +316,10 @@ def build_statements(
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
         sql.create("scenario_splits", sql.query("scenario_splits")),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
+        # the user's scores (shp_ray.policy.scorers): empty views over a store without a scores table
+        sql.create("scores_raw", sql.narrowed(source(sources, "scores", gen_id), gen_id, scenario_ids)),
+        sql.create("scores", sql.query("scores")),
+        sql.create("replay_scores", sql.replay_scores_sql(families=False)),
+        sql.create("score_summary", sql.score_summary_sql(delta)),
     ]
     return stmts

@@ -1,4 +1,5 @@
-"""The user's inputs in the config: a tasks file (``dataset=file``) and a prompt preset (``prompts``).
+"""The user's inputs in the config: a tasks file (``dataset=file``), a prompt preset (``prompts``) and a scorer
+(``score``).
 
 Cheap checks only, like the rest of :mod:`conf.resolve`: the tasks file is read (and checked line by
 line) by the job, before any call; here its settings and the preset's templates are checked.
@@ -11,7 +12,23 @@ from omegaconf import DictConfig, OmegaConf
 from conf import schema
 from conf.errors import ConfigError
 from shp_ray.generation.prompts import PromptError, PromptSet, check_fields, from_mapping
+from shp_ray.generation.score_config import KINDS, ScoreConfigError, ScoreSpec, build
 from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap, TasksFile
+
+SCORES = ("none", *KINDS)  # score=none: no scorer (EM/F1 in the signals, as before)
+
+
+def resolve_scores(section: DictConfig) -> tuple[ScoreSpec, ...]:
+    """The scorer of every stored draft, built now (a bad pattern, or a target that does not import, fails here,
+    before any call); () for score=none. Scores are measurements: they never enter gen_id."""
+    spec = ScoreSpec(**{k: section[k] for k in schema.SCORE_KEYS})
+    if spec.kind == "none":
+        return ()
+    try:
+        build(spec)
+    except ScoreConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return (spec,)
 
 
 def resolve_tasks(section: DictConfig) -> TasksFile | None:

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import plan, schema
 from conf.errors import ConfigError
-from conf.inputs import resolve_prompts, resolve_tasks
+from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
@@ -182,6 +182,7 @@ RULES: tuple[Rule, ...] = (
     Rule("generation.concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("score.kind", *one_of(SCORES)),  # its name, pattern, target: checked by building it (resolve_scores)
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
@@ -336,7 +337,10 @@ def to_job(cfg: DictConfig) -> JobSpec:
     generation = _guard(
         "generation",
         lambda: GenerationConfig(
-            **values(cfg.generation, schema.GENERATION_KEYS), **values(cfg.judge, schema.JUDGE_KEYS), prompts=prompts
+            **values(cfg.generation, schema.GENERATION_KEYS),
+            **values(cfg.judge, schema.JUDGE_KEYS),
+            prompts=prompts,
+            scores=resolve_scores(cfg.score),
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):

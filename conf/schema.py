@@ -18,7 +18,8 @@ registered here as the group's options, ``shp_ray/data/prompts``; a preset of yo
 ``<dir>/prompts/``), judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
 registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
-in ``sweeps/sweep/``.
+in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
+stored draft (``shp_ray.generation.score_config``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import DATASETS
 from shp_ray.generation.prompts import PRESETS, PromptSet, preset
+from shp_ray.generation.score_config import KINDS as SCORE_KINDS
+from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap
 from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
@@ -71,6 +74,7 @@ JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic", "entropy", "gain")}
 WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
+SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -159,6 +163,11 @@ HaltingConf = derive(
     doc="The base cascade parameters of every replayed policy (max_rounds null = generation.max_rounds).",
 )
 WeightsConf = derive("WeightsConf", exposed(WeightsSpec, WEIGHTS_KEYS))
+ScoreConf = derive(  # kind: none | hotpot | exact | contains | regex | python | tests
+    "ScoreConf",
+    exposed(ScoreSpec, SCORE_KEYS, changed={"kind": (str, MISSING)}),
+    doc="A scorer run on every stored draft (the scores table): a measurement, never part of gen_id.",
+)
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
     "ModelPriceConf",
@@ -270,6 +279,7 @@ class Config:
     prompts: PromptsConf = MISSING
     judge: JudgeConf = MISSING
     prices: PricesConf = MISSING
+    score: ScoreConf = MISSING
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)
@@ -299,6 +309,8 @@ def register() -> None:
         cs.store(group="prompts", name=name, node=prompts_node(preset(name)))
     cs.store(group="judge", name="lexical", node=JudgeConf(kind="lexical"))
     cs.store(group="judge", name="llm", node=JudgeConf(kind="llm"))
+    for name in ("none", *SCORE_KINDS):
+        cs.store(group="score", name=name, node=ScoreConf(kind=name))
     # The price table is data (shp_ray/data/prices.yaml), read here into the group's default option.
     cs.store(group="prices", name="default", node=prices_node(default_prices()))
 

@@ -7,7 +7,7 @@ timeout instead of failing. Caches live on the local disk (SQLite cannot sit
 on object storage): by default ``<store root>/_cache`` for a local store --
 a folder DuckDB's ``<table>/*.parquet`` globs never see -- and, for a store on
 object storage, a folder of this machine named by the store
-(:func:`storage.objectstore.state_dir`, logged once): not shared across machines.
+(:func:`storage.user_cache.remote_dir`, logged once): not shared across machines.
 
 The caches hold plain records (a dict, stored as sorted JSON text) under a
 string key; they know nothing of the objects the records come from. What goes
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from storage import objectstore
+from storage import user_cache
 from storage.write_fault import writing
 
 RESPONSES_FILE = "responses.sqlite"
@@ -39,10 +39,12 @@ CACHE_DIRNAME = "_cache"
 
 
 def default_cache_dir(store_root: str | Path) -> Path:
-    """``<root>/_cache`` for a local store; ``~/.cache/shp-ray/stores/<hash>`` for an object-store URI."""
+    """Where the generation writer keeps its caches: ``<root>/_cache`` for a local store;
+    ``~/.cache/shp-ray/stores/<hash>`` for an object-store URI. A reader records nowhere here
+    (:mod:`storage.user_cache`)."""
     text = str(store_root)
     if "://" in text and not text.startswith("file://"):
-        return objectstore.state_dir(text)
+        return user_cache.remote_dir(text)
     return Path(text.removeprefix("file://")).resolve() / CACHE_DIRNAME
 
 

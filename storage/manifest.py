@@ -105,15 +105,11 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
 
 
-def write_manifest(
-    store: Store, run_id: str, config: dict[str, object], seeds: dict[str, object], command: str = ""
+def manifest_row(
+    run_id: str, config: dict[str, object], seeds: dict[str, object], command: str = ""
 ) -> dict[str, object]:
-    """Write one manifest row (atomically, its own part); returns the row."""
-    import pyarrow as pa
-
-    from storage.schemas import MANIFESTS
-
-    row = {
+    """One ``manifests`` row: the config and command redacted, the code's commit and package versions."""
+    return {
         "run_id": run_id,
         "created_at": datetime.now(UTC),
         "git_commit": git_commit(),
@@ -122,5 +118,16 @@ def write_manifest(
         "packages_json": json.dumps(package_versions(), sort_keys=True),
         "config_json": json.dumps(redact(config), sort_keys=True, default=str),
     }
+
+
+def write_manifest(
+    store: Store, run_id: str, config: dict[str, object], seeds: dict[str, object], command: str = ""
+) -> dict[str, object]:
+    """Write one manifest row (atomically, its own part); returns the row."""
+    import pyarrow as pa
+
+    from storage.schemas import MANIFESTS
+
+    row = manifest_row(run_id, config, seeds, command)
     store.write("manifests", pa.Table.from_pylist([row], schema=MANIFESTS))
     return row

@@ -18,12 +18,9 @@ tell whether the store can be used -- the endpoint answers, the bucket exists --
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -35,9 +32,6 @@ REQUEST_TIMEOUT_S = 60.0
 CHECK_TIMEOUT_S = 10.0
 _KEY_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 _ENDPOINT_VARS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the service-specific one wins, as in the SDKs
-
-_log = logging.getLogger("shp_ray.store")
-_said: set[str] = set()  # stores whose local state folder was logged (once per process)
 
 
 class ObjectStoreError(ValueError):
@@ -173,20 +167,3 @@ def bounded(call: Callable[[], None], shown: str, timeout_s: float) -> None:
     said = " ".join(str(exc).split())
     said = said if len(said) <= 300 else said[:297] + "..."
     raise ObjectStoreError(f"{shown}: {endpoint_shown()} refused or failed: {said}") from None
-
-
-def state_dir(uri: str) -> Path:
-    """The folder on THIS machine for a remote store's side files (SQLite caches, the verified-parts
-    record, generation locks), which cannot live in an object store: ``$XDG_CACHE_HOME/shp-ray/stores/<hash>``
-    (``~/.cache`` without it); the hash is of the endpoint and the URI, so two servers' ``s3://b/p`` differ."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(f"{endpoint_shown()}|{uri.rstrip('/')}".encode()).hexdigest()[:16]
-    folder = base / "shp-ray" / "stores" / key
-    if uri not in _said:
-        _said.add(uri)
-        _log.info(
-            "store %s is on object storage: its response and judge caches, verified-parts record and generation "
-            "locks are kept on this machine in %s (not shared with other machines)",
-            uri, folder,
-        )  # fmt: skip
-    return folder

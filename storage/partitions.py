@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 PARTITION_BY: dict[str, str] = {
     "rounds": "gen_id",
     "signals": "gen_id",
+    "scores": "gen_id",
     "failures": "gen_id",
     "results": "gen_id",
     "scenarios": "dataset",

@@ -39,13 +39,14 @@ from storage import objectstore, partitions
 from storage.part_rules import value_problems
 
 # Re-exported: the root checks lived here, and callers import them from here.
-from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, check_root
+from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, _redact_uri, check_root
 from storage.schemas import ADDED_COLUMNS, TABLES, with_added_columns
 from storage.verified_record import record_written
 from storage.write_fault import WriteFailed, writing
 
 __all__ = [
-    "PROBE_PREFIX", "HashingSink", "Store", "StoreError", "StoreUnusable", "WriteFailed", "check_root", "open_store",
+    "PROBE_PREFIX", "HashingSink", "NoStore", "Store", "StoreError", "StoreUnusable", "WriteFailed", "check_root",
+    "open_store",
 ]  # fmt: skip
 
 PART_GLOB = "*.parquet"
@@ -61,14 +62,38 @@ class StoreError(ValueError):
 
 def open_store(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
     """The store at ``root``, for reading; on object storage, checked first (:class:`StoreUnusable`, one
-    line, before any other call): credentials set, the endpoint answering, the bucket there."""
+    line, before any other call): credentials set, the endpoint answering, the bucket there. A root that holds
+    no store -- missing, a file, or a folder with no table folder in it (``rounds/``, ``manifests/`` ...: a
+    sweep makes them) -- is :class:`NoStore`, and nothing is created for it."""
     store = Store(root)
+    found: list[bool] = []
     if store.remote and objectstore.is_object_store(store.uri):
         try:
             objectstore.check(store.fs, store.path, store.uri, timeout_s=timeout_s)
+            objectstore.bounded(lambda: found.append(_holds_tables(store)), store.uri, timeout_s)
         except objectstore.ObjectStoreError as exc:
             raise StoreUnusable(str(exc)) from None
+    else:
+        found.append(_holds_tables(store))
+    if not found[0]:
+        raise NoStore(
+            f"no store at {_redact_uri(store.uri) if store.remote else store.path}: it holds no table folder "
+            "(rounds/, judgments/, manifests/ ...: expected <root>/<table>/part-*.parquet); nothing was read or created"
+        )
     return store
+
+
+class NoStore(StoreUnusable):
+    """A root that holds no store: said in one line; a reader creates nothing for it."""
+
+
+def _holds_tables(store: Store) -> bool:
+    """Whether the root is a folder with a table folder in it (an empty one is an empty store)."""
+    try:
+        infos = store.fs.get_file_info(pafs.FileSelector(store.path, allow_not_found=True))
+    except (OSError, ValueError):  # a file, or a folder that cannot be listed
+        return False
+    return any(i.type == pafs.FileType.Directory and i.base_name in TABLES for i in infos)
 
 
 def part_digest(path: str) -> str | None:

@@ -13,6 +13,9 @@
   computed once from the round's row and the previous one (shp_ray.policy.round_signals), so
   opening a store reads no embedding. Derived: rebuilt from ``rounds`` by ``shp-query --signals``;
   a store without it (or with another ``signals_version``) is replayed from the embeddings.
+- ``scores``:      one row per (round, score name): the value a scorer gave the round's draft (a user's
+  notion of a right answer: ``shp_ray.policy.scorers``), or the error it raised. Its own table, so
+  parts written before scorers stay sound and a store without it replays as before.
 
 A table gains columns over time (:data:`ADDED_COLUMNS`): a part written before a column existed stays
 sound without it, and every reader reads it as the value such a part means -- the call modes of a store
@@ -186,6 +189,18 @@ SIGNALS = pa.schema(
     ]
 )
 
+SCORES = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("round", pa.int32()),
+        ("score", pa.string()),  # the score's name, e.g. "em", "f1", "regex", a python scorer's keys
+        ("value", pa.float64()),  # NULL: the scorer raised (``error`` says what)
+        ("error", pa.string()),
+        ("scorer", pa.string()),  # which scorer wrote it (shp_ray.policy.scorers.Scorer.identity)
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "scenarios": SCENARIOS,
     "generations": GENERATIONS,
@@ -196,6 +211,7 @@ TABLES: dict[str, pa.Schema] = {
     "results": RESULTS,
     "feedback_embeddings": FEEDBACK_EMBEDDINGS,
     "signals": SIGNALS,
+    "scores": SCORES,
 }
 
 # How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports nothing).
@@ -258,6 +274,7 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
         "answer_em": (0.0, 1.0, False),
         "answer_f1": (0.0, 1.0, False),
     },
+    "scores": {"round": (1, None, False), "value": (None, None, False)},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -270,6 +287,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "results": ("run_id", "policy", "gen_id", "scenario_id"),
     "feedback_embeddings": ("embedder", "text_hash", "embedding"),
     "signals": ("gen_id", "scenario_id", "round", "approved", "signals_version"),
+    "scores": ("gen_id", "scenario_id", "round", "score", "scorer"),
 }
 
 

@@ -1,9 +1,11 @@
 """The record of verified parts: a part is read for verification once, then believed until it changes.
 
-A sound part is recorded by (path, size, mtime) in ``<cache dir>/verified-parts.jsonl``
-(``<root>/_cache`` for a local store) and is not read again until one of them changes;
-:meth:`Store.write` records the parts it writes (their values were checked before writing, their
-hash taken while writing). ``--verify --recheck`` ignores the record (a flip by the disk itself
+A sound part is recorded by (path, size, mtime) in ``verified-parts.jsonl`` and is not read again until one
+of them changes. Two records are read: the generation writer's, in the store's own cache folder
+(``<root>/_cache``: :meth:`Store.write` records the parts it writes -- their values were checked before
+writing, their hash taken while writing), and this machine's reader's, in the user's cache directory
+(:mod:`storage.user_cache`): a reader (``analysis.connect``, ``shp-query --verify``) records what it
+verified there, never in the store it reads. ``--verify --recheck`` ignores both (a flip by the disk itself
 changes neither size nor mtime). Entries carry :data:`CHECKS_VERSION`: when the checks change, every
 recorded verification is redone. The record is best effort -- a part it misses is simply verified.
 """
@@ -11,7 +13,6 @@ recorded verification is redone. The record is best effort -- a part it misses i
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.cache import default_cache_dir
+from storage.kept import append_lines
 from storage.part_rules import part_summary
 from storage.schemas import TABLES
+from storage.user_cache import reader_dir
 
 if TYPE_CHECKING:  # storage.parts records what it writes through this module: a type-only import back
     from storage.parts import Store
@@ -43,54 +46,45 @@ def record_mtime(store: Store, info: pafs.FileInfo) -> int | None:
     return info.mtime_ns // 1_000_000_000 * 1_000_000_000
 
 
-def _record_file(store: Store) -> Path:
+def _writer_file(store: Store) -> Path:
     return default_cache_dir(store.uri) / VERIFIED_FILE
 
 
-def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int]:
-    """Recorded sound parts (last line per part wins) and the number of lines read."""
-    try:
-        text = _record_file(store).read_text()
-    except OSError:
-        return {}, 0
+def _reader_file(store: Store) -> Path:
+    return reader_dir(store) / VERIFIED_FILE
+
+
+def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """Recorded sound parts (the writer's record, then this reader's; last line per part wins) and the number
+    of lines of each record, this reader's and the writer's (what :func:`rewrite_record` may shorten)."""
     out: dict[str, dict[str, Any]] = {}
-    lines = text.splitlines()
-    for line in lines:
+    counts: dict[Path, int] = {}
+    writer, reader = _writer_file(store), _reader_file(store)  # one file for a remote store: read once
+    for path in (writer, reader):
         try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a torn line of a concurrent writer: that part is simply verified again
-        if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
-            out[entry["key"]] = entry
-    return out, len(lines)
+            lines = path.read_text().splitlines() if path not in counts else []
+        except OSError:
+            lines = []
+        counts.setdefault(path, len(lines))
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn line of a concurrent writer: that part is simply verified again
+            if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
+                out[entry["key"]] = entry
+    return out, counts[reader], counts[writer]
 
 
 def append_record(store: Store, entries: Iterable[dict[str, Any]]) -> None:
-    """Append lines in one ``write`` (O_APPEND: concurrent jobs do not interleave); best effort."""
-    data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
-    if not data:
-        return
-    path = _record_file(store)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass  # a read-only store: verification is simply not remembered
+    """Record parts a reader verified (in this reader's record); best effort."""
+    append_lines(_reader_file(store), entries)
 
 
-def rewrite_record(store: Store, live: dict[str, dict[str, Any]]) -> None:
-    """Replace the record by ``live`` (dropping the lines of parts long gone); best effort."""
-    path = _record_file(store)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    try:
-        tmp.write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in live.values()))
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+def rewrite_record(store: Store, live: dict[str, dict[str, Any]], *, writer: bool = False) -> None:
+    """Replace this reader's record (``writer``: the generation writer's, in the store) by ``live``, dropping the
+    lines of parts long gone; best effort."""
+    append_lines(_writer_file(store) if writer else _reader_file(store), live.values(), replace=True)
 
 
 def record_entry(
@@ -116,6 +110,6 @@ def record_written(store: Store, table: str, path: str, data: pa.Table) -> None:
     try:
         info = store.fs.get_file_info(path)
         entry = record_entry(store, table, info, data.num_rows, "sha256 ok", part_summary(table, data))
-        append_record(store, [entry])
+        append_lines(_writer_file(store), [entry])
     except Exception:  # noqa: BLE001 - best effort: an unrecorded part is verified by its first reader
         pass

@@ -116,16 +116,23 @@ def _cross_check(store: Store, checks: list[PartCheck]) -> list[PartCheck]:
 
 
 def verify_store(
-    store: Store, tables: Iterable[str] | None = None, *, use_record: bool = True, remember: bool = True
+    store: Store,
+    tables: Iterable[str] | None = None,
+    *,
+    use_record: bool = True,
+    remember: bool = True,
+    writer: bool = False,
 ) -> list[PartCheck]:
     """Check every part of ``tables`` (default: all); parts recorded as sound and unchanged are not read.
 
     ``use_record=False`` reads every part again (``--recheck``); ``remember`` records newly verified
-    sound parts. Parts that vanish while checked (a compaction finishing) are left out.
+    sound parts (in this reader's record, never the store's). ``writer``: the caller is the generation writer,
+    which may also shorten its own record in the store. Parts that vanish while checked (a compaction
+    finishing) are left out.
     """
     every = tables is None
     tables = [t for t in (tables or TABLES) if t in TABLES]
-    record, lines = load_record(store) if use_record else ({}, 0)
+    record, lines, writer_lines = load_record(store) if use_record else ({}, 0, 0)
     checks: list[PartCheck] = []
     new: list[dict[str, Any]] = []
     live: dict[str, dict[str, Any]] = {}
@@ -151,12 +158,14 @@ def verify_store(
         rewrite_record(store, live)  # drop the lines of parts long gone (compacted, quarantined)
     elif remember:
         append_record(store, new)
+    if writer and use_record and every and writer_lines > 2 * len(live) + 256:
+        rewrite_record(store, live, writer=True)
     return checks
 
 
-def require_sound(store: Store, tables: Iterable[str] | None = None) -> list[PartCheck]:
-    """The checks of every part, or :class:`DamagedStore` naming each damaged one."""
-    checks = verify_store(store, tables)
+def require_sound(store: Store, tables: Iterable[str] | None = None, *, writer: bool = False) -> list[PartCheck]:
+    """The checks of every part, or :class:`DamagedStore` naming each damaged one (``writer``: verify_store)."""
+    checks = verify_store(store, tables, writer=writer)
     damaged = [c for c in checks if not c.ok]
     if damaged:
         raise DamagedStore(store, damaged)

@@ -2,19 +2,23 @@
 
 ``--verify`` lists every damaged part and every part without a checksum, and exits 1 if a part is
 damaged; ``--quarantine`` moves the damaged parts aside (:mod:`storage.quarantine`) and exits 0
-once the store is sound again.
+once the store is sound again. Both check the files a reader keeps for the store too (:mod:`storage.kept`, in
+this machine's folder for it, :mod:`storage.user_cache`): a damaged one is named (exit 1), and removed by
+``--quarantine`` (it is derived: the next open computes it again).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import TextIO
 
+from storage.cache import default_cache_dir
+from storage.kept import DERIVED_DIRNAME, KeptFiles
 from storage.part_check import NO_CHECKSUM, PartCheck
-from storage.parts import StoreUnusable, open_store
+from storage.parts import Store, StoreUnusable, open_store
 from storage.quarantine import QUARANTINE_DIR, quarantine
+from storage.user_cache import reader_dir
 from storage.verify import display, shown, verify_store
 
 
@@ -25,14 +29,12 @@ def _status(c: PartCheck) -> str:
 def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: TextIO | None = None) -> int:
     """``shp-query --store S --verify`` (exit 1 if a part is damaged) / ``--quarantine`` (exit 0 once repaired)."""
     out = out or sys.stdout
-    try:
-        store = open_store(root)  # an object store: credentials, endpoint and bucket checked first
+    try:  # an object store: credentials, endpoint and bucket checked first; a root with no store refused
+        store = open_store(root)
     except StoreUnusable as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
-    if store.local and not Path(store.path).is_dir():
-        print(f"shp-query: no store at {store.path} (expected <root>/<table>/part-*.parquet)", file=sys.stderr)
-        return 2
+    kept_damaged = _check_kept(store, recheck=recheck, discard=do_quarantine, out=out)
     t0 = time.perf_counter()
     checks = verify_store(store, use_record=not recheck)
     took = time.perf_counter() - t0
@@ -55,7 +57,10 @@ def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: T
         )
     if do_quarantine:
         if not damaged:
-            print("nothing to quarantine: every part is sound", file=out)
+            print(
+                f"nothing to quarantine: every part is sound{' (damaged kept files removed)' * bool(kept_damaged)}",
+                file=out,
+            )
             return 0
         for q in quarantine(store, checks):
             print(
@@ -73,7 +78,29 @@ def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: T
             file=out,
         )
         return 0
-    if damaged:
+    if damaged or kept_damaged:
         print(f"repair: shp-query --store {shown(store)} --quarantine", file=out)
         return 1
     return 0
+
+
+def _check_kept(store: Store, *, recheck: bool, discard: bool, out: TextIO) -> int:
+    """Check the files kept for ``store`` (``recheck``: every one hashed again); name each damaged one (and
+    remove it: ``discard``). The number damaged."""
+    checks = KeptFiles(reader_dir(store) / DERIVED_DIRNAME).check_all(recheck=recheck)
+    damaged = [c for c in checks if c.problem is not None]
+    for c in damaged:
+        print(f"DAMAGED {c.path} [kept file]: {c.problem}", file=out)
+        if discard:
+            c.path.unlink(missing_ok=True)
+            print(f"removed {c.path} (derived: the next open computes it again)", file=out)
+    if checks:
+        print(
+            f"{len(checks)} kept files checked ({sum(c.cached for c in checks)} unchanged since verified, not read "
+            f"again); {len(damaged)} damaged (never read: discarded and computed again at the next open)",
+            file=out,
+        )
+    old = default_cache_dir(store.uri) / DERIVED_DIRNAME
+    if not store.remote and old.is_dir() and any(old.iterdir()):
+        print(f"note: {old} holds files kept by an older version, never read now: remove the folder", file=out)
+    return len(damaged)

@@ -7,7 +7,8 @@ a kill before the rounds part means the trajectory is regenerated -- from the
 response cache, paying nothing. The rounds' ``signals`` come right after the
 rounds: derived data, so a kill between the two loses nothing (the reader
 computes missing signals from the embeddings; ``shp-query --signals rebuild``
-stores them).
+stores them). Its ``scores`` come last, measurements of the stored drafts that ``shp-import --rescore``
+computes again if a kill lost them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from storage.parts import Store
 from storage.resume import column_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 
-_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals")
+_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals", "scores")
 
 
 def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:

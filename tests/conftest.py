@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
+
+# What reading a store records (verified parts, kept derived files: storage.user_cache) goes to the user's cache
+# directory; the suite's goes to a folder of its own, removed at exit (set before any Ray worker or subprocess
+# starts, so they inherit it). Not named shp-*: no_shp_temp_leftovers watches those.
+os.environ["SHP_RAY_CACHE"] = tempfile.mkdtemp(prefix="shp_ray_cache-")
+atexit.register(shutil.rmtree, os.environ["SHP_RAY_CACHE"], True)
 
 
 def _shp_temp_entries(tmp: str) -> set[str]:

@@ -36,6 +36,7 @@ def set_aws_env(mp: pytest.MonkeyPatch, endpoint: str, cache_home: str) -> tuple
     mp.setenv("AWS_REGION", "us-east-1")
     mp.setenv("AWS_ENDPOINT_URL", endpoint)
     mp.setenv("XDG_CACHE_HOME", cache_home)  # the remote store's local side files
+    mp.delenv("SHP_RAY_CACHE", raising=False)  # (which it would take before XDG_CACHE_HOME)
     bucket = f"shp-{uuid.uuid4().hex[:10]}"
     fs = pafs.S3FileSystem(
         access_key="AKIDTESTING", secret_key=SECRET, endpoint_override=endpoint, allow_bucket_creation=True

@@ -174,6 +174,12 @@ BAD_SETTINGS = [
     (["dataset.limit=100000", "judge=llm"], "dataset.limit"),
     # URL credentials are basic auth: with an API key too, the request would carry two Authorization headers
     (["provider=openai", "provider.base_url=https://user:pw@proxy.example/v1"], "provider.base_url"),
+    (["score=python"], "score.target"),
+    (["score=python", "score.target=no_such_module_here:score"], "score.target"),
+    (["score=python", "score.target=shp_ray.policy.scorers:no_such_function"], "score.target"),
+    (["score=regex", "score.pattern='Answer: (.+)'"], "score.pattern"),  # no named group to extract
+    (["score=regex", "score.pattern='(?P<answer>'"], "score.pattern"),
+    (["score=tests"], "score.kind"),  # the code loop's scorer: not built yet, and it says so
 ]
 
 
@@ -275,6 +281,9 @@ FREE_KEYS = {
     "progress",
     "allow_partial",  # a bool: Hydra's type check is the whole rule
     "allow_large",  # a bool: what it allows is checked in to_job (conf.plan.oversized)
+    "score.name",  # strings (Hydra's type check); the scorer they build is checked in conf.inputs.resolve_scores
+    "score.pattern",
+    "score.target",
 }
 
 
@@ -292,12 +301,13 @@ def _schema_keys(kind: type, prefix: str = "") -> set[str]:
 def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
-    keys -= {"provider", "dataset", "judge", "prices", "prompts"}  # group nodes: their options' keys are listed below
+    keys -= {"provider", "dataset", "judge", "prices", "prompts", "score"}  # group nodes: their options' keys below
     for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
     keys |= _schema_keys(conf.schema.PricesConf, "prices.")
     keys |= _schema_keys(conf.schema.FileDatasetConf, "dataset.") | _schema_keys(conf.schema.PromptsConf, "prompts.")
+    keys |= _schema_keys(conf.schema.ScoreConf, "score.")
     return keys
 
 

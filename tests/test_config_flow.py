@@ -113,6 +113,23 @@ FLOWS: dict[str, Flow] = {
     "judge.batch": flow(
         "judge.kind=llm", "judge.batch=true", where=lambda j: j.generation.judge_batch, expected=True, base=SIM
     ),
+    # score: the scorer GenerationConfig.scores runs on every stored draft
+    "score.kind": flow("score.kind=hotpot", where=lambda j: [s.kind for s in j.generation.scores], expected=["hotpot"]),
+    "score.name": flow(
+        "score.name=right", where=lambda j: j.generation.scores[0].name, expected="right", base=("score=exact",)
+    ),
+    "score.pattern": flow(
+        "score.pattern='is (?P<answer>.+)'",
+        where=lambda j: j.generation.scores[0].pattern,
+        expected="is (?P<answer>.+)",
+        base=("score=regex", "score.pattern='(?P<answer>.+)'"),
+    ),
+    "score.target": flow(
+        "score.target=shp_ray.policy.scorers:contains",
+        where=lambda j: j.generation.scores[0].target,
+        expected="shp_ray.policy.scorers:contains",
+        base=("score=python", "score.target=shp_ray.policy.scorers:hotpot"),
+    ),
     # generation: GenerationConfig
     "generation.max_rounds": flow(
         "generation.max_rounds=4",

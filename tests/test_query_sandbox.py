@@ -36,6 +36,7 @@ from shp_ray.policy.table import family_policies, standard_policies
 from storage.parts import Store
 from storage.schemas import TABLES
 from storage.synthetic import SyntheticSpec, write_synthetic_store
+from storage.user_cache import reader_dir
 
 SECRET = "TOP-SECRET-CANARY-7f3a"  # in every file outside the store; must never be printed
 CACHED = "CACHED-RESPONSE-CANARY-2b9c"  # in <store>/_cache: beside the tables, not a part
@@ -299,7 +300,7 @@ def test_the_lock_down_settings(places) -> None:
         "python_enable_replacements": "false",
         "allowed_configs": "[]",
     }
-    assert Path(kept).parent == places["store"] / "_cache" / "derived"
+    assert Path(kept).parent == reader_dir(Store(places["store"])) / "derived"  # the user's cache, not the store
     # the table folders and the spill folder: not the store root, not its views.sql or _cache
     assert sorted(allowed) == sorted([f"{places['store']}/{t}/" for t in TABLES] + [f"{spill}/"])
 
@@ -369,11 +370,14 @@ def test_object_store_roots_are_locked_down_too(places, root, monkeypatch) -> No
     assert sorted(allowed) == sorted([f"{store.uri}/{t}/" for t in TABLES] + [f"{spill}/"])
 
 
-def test_a_mock_uri_store_through_the_cli(places, capsys) -> None:
-    """A whole non-local store (pyarrow's in-memory mock filesystem, empty) through shp-query."""
-    root = "mock:///sandbox-store"
-    assert main(["--store", root, "--format", "csv", "SELECT count(*) AS n FROM replay"]) == 0
-    assert capsys.readouterr().out.split() == ["n", "0"]
+def test_a_uri_store_through_the_cli(places, capsys) -> None:
+    """A URI root through shp-query: pyarrow's in-memory mock filesystem holds no store (refused in one line,
+    nothing created); the sandbox of a file:// store refuses every probe."""
+    assert main(["--store", "mock:///sandbox-store", "--format", "csv", "SELECT count(*) AS n FROM replay"]) == 2
+    assert capsys.readouterr().err.startswith("shp-query: no store at mock:")
+    root = f"file://{places['store']}"
+    assert main(["--store", root, "--format", "csv", "SELECT count(*) AS n FROM scenarios"]) == 0
+    assert capsys.readouterr().out.split()[0] == "n"
     before = snapshot(places["outside"])
     for sql, code in (
         ("SELECT * FROM read_text('/proc/self/environ')", 1),

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
+from analysis.db import AnalysisError
 from analysis.gain_fit import fit_gain_model
 from analysis.query import main as shp_query
 from analysis.report import write_report
@@ -33,6 +34,7 @@ from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.policy.table import family_policies, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from storage import compact
+from storage.manifest import new_run_id, write_manifest
 from storage.parts import Store, StoreUnusable, open_store
 from storage.schemas import TABLES
 from storage.verify import verify_store
@@ -315,13 +317,18 @@ def test_a_missing_bucket_is_one_line(s3, capsys) -> None:
 
 
 def test_every_table_has_a_source_on_s3(s3) -> None:
-    """A fresh store: every view exists (typed, empty) though no table has a part yet."""
+    """A fresh store (its run's manifest, no other part yet): every view exists (typed, empty). A prefix with no
+    object at all holds no store: refused in one line."""
     _, bucket = s3
     uri = f"s3://{bucket}/empty"
     Store(uri).write("failures", pa.Table.from_pylist([], schema=TABLES["failures"]))  # writes nothing
+    with pytest.raises(AnalysisError, match=f"no store at s3://{bucket}/empty: it holds no table folder"):
+        analysis.connect(uri)
+    write_manifest(Store(uri), new_run_id(), {}, {})  # what a sweep writes first
     con = analysis.connect(uri)
-    for table in ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings"):
+    for table in ("scenarios", "generations", "failures", "results", "feedback_embeddings"):
         assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM manifests").fetchall() == [(1,)]
     con.close()
 
 

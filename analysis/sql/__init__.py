@@ -324,6 +324,22 @@ def policy_summary_sql(delta: float) -> str:
     return query("policy_summary", shares=shares, t95=t95_sql("n_is - 1"), delta=double(delta))
 
 
+def replay_scores_sql(families: bool) -> str:
+    """Every stored score at each policy's stop and the baseline's, with the oracle of each score
+    (replay_scores.sql). ``families``: the family rows too (family_replay, returning selected_round)."""
+    rows = (
+        "UNION ALL SELECT policy, gen_id::VARCHAR, scenario_id, stop_round, selected_round, reason, "
+        "operational_tokens, depth FROM family_replay"
+    )
+    stops = query("replay_scores_stops", families=rows if families else "")
+    return query("replay_scores", stops=stops)
+
+
+def score_summary_sql(delta: float) -> str:
+    """Per (gen_id, policy, score): the paired difference against fixed_k{depth} (needs tost_plan_sql)."""
+    return query("score_summary", t95=t95_sql("n_paired - 1"), delta=double(delta))
+
+
 # --- the other stopping families (analysis.family_replay runs them) ------------------------------------
 
 

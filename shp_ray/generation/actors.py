@@ -35,6 +35,7 @@ from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.lockstep import LockstepProvider, open_lockstep
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.records import trajectory_rows
+from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from storage.parts import Store
@@ -202,8 +203,9 @@ class TrajectoryWorker:
         finally:
             if self.lockstep is not None:
                 await self.lockstep.leave.remote(scenario.scenario_id)
+        scorers = [build_scorer(s) for s in self.cfg.scores]  # import-cached: cheap per trajectory
         rows = trajectory_rows(
-            result, self.gen_id, self.dim, embedder_name(self.cfg.embedder), self.cfg.prompts.approval
+            result, self.gen_id, self.dim, embedder_name(self.cfg.embedder), self.cfg.prompts.approval, scorers
         )
         await self.writer.add_trajectory.remote(rows, scenario.scenario_id)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)

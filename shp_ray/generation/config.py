@@ -14,6 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from shp_ray.generation.prompts import PromptSet, preset
+from shp_ray.generation.score_config import ScoreSpec
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
@@ -47,6 +48,8 @@ class GenerationConfig:
     # The content hash of a user's tasks file (dataset=file): an edited file is a new generation.
     # "" for the shipped datasets, whose gen_ids predate it.
     tasks_hash: str = ""
+    # scorers run on every draft as it is stored (the ``scores`` table); measurements, not in gen_id
+    scores: tuple[ScoreSpec, ...] = ()
 
     def __post_init__(self) -> None:
         _int("max_rounds", self.max_rounds, 1)

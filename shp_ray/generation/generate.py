@@ -37,6 +37,7 @@ from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
 from shp_ray.generation.records import trajectory_rows
 from shp_ray.generation.run_summary import GenerationSummary, count_progress, generation_row, record_abort
+from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.generation.services import (
     DEFAULT_FACTORY,
     CachedChat,
@@ -110,7 +111,7 @@ def generate(
     store = Store(store_root)
     recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
     store.sweep_temp(min_age_s=TEMP_GRACE_S)
-    require_sound(store)  # resume reads the store: a damaged part is named, never half-believed
+    require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
     with writing(cache):
         cache.mkdir(parents=True, exist_ok=True)
@@ -198,6 +199,7 @@ async def _run_local(
     services = LocalServices(chat, batcher, judge)
     dim = embedder.dim
     writer = StoreWriter(store, dim, cfg.flush_every)
+    scorers = [build_scorer(s) for s in cfg.scores]  # a python scorer is imported once, before any trajectory
     writer.add("generations", [generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
     # Batch mode: every trajectory in flight at once (each waits in the lockstep, at no cost).
     limit = asyncio.Semaphore(cfg.workers * cfg.concurrency if lockstep is None else max(1, lockstep.lanes))
@@ -211,7 +213,8 @@ async def _run_local(
             finally:
                 if lockstep is not None:
                     lockstep.leave()
-            writer.add_trajectory(trajectory_rows(result, summary.gen_id, dim, embedder.name, cfg.prompts.approval))
+            rows = trajectory_rows(result, summary.gen_id, dim, embedder.name, cfg.prompts.approval, scorers)
+            writer.add_trajectory(rows)
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0
             count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())

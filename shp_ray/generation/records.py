@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
@@ -15,6 +15,7 @@ from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.loop import TrajectoryResult
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import trajectory_signals
+from shp_ray.policy.scorers import Scorer, score_rows, task_of
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
 from shp_ray.policy.weights import uniform
@@ -36,13 +37,19 @@ def scenario_row(scn: Scenario) -> dict[str, object]:
 
 
 def trajectory_rows(
-    result: TrajectoryResult, gen_id: str, dim: int, embedder: str, approval: str = APPROVAL
+    result: TrajectoryResult,
+    gen_id: str,
+    dim: int,
+    embedder: str,
+    approval: str = APPROVAL,
+    scorers: Sequence[Scorer] = (),
 ) -> dict[str, list[dict[str, object]]]:
-    """Rows of rounds, their signals, judgments, failures and the scenario for one trajectory.
+    """Rows of rounds, their signals and scores, judgments, failures and the scenario for one trajectory.
 
     A failed trajectory has no rounds (only its failure rows): the store holds
     whole trajectories or none. ``embedder``: the name the generations row records; ``approval``: the
-    prompt preset's approval marker (what the stored ``approved`` signal reads in a critique).
+    prompt preset's approval marker (what the stored ``approved`` signal reads in a critique);
+    ``scorers``: what scores each draft (a scorer that raises records the error on its rows).
     """
     sid = result.scenario.scenario_id
     rounds, judgments = [], []
@@ -87,6 +94,9 @@ def trajectory_rows(
             )
     now = datetime.now(UTC)
     signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder}, approval)
+    scn = result.scenario
+    task = task_of(sid, scn.question, scn.ground_truth, scn.references, scn.meta)
+    scores = score_rows(scorers, gen_id, [(task, r["round"], r["draft"]) for r in rounds])
     failures = [
         {
             "gen_id": gen_id,
@@ -103,6 +113,7 @@ def trajectory_rows(
         "scenarios": [scenario_row(result.scenario)],
         "rounds": rounds,
         "signals": signals,
+        "scores": scores,
         "judgments": judgments,
         "failures": failures,
     }

@@ -1,0 +1,102 @@
+"""Which scorers a run computes: a :class:`ScoreSpec` per scorer, built into :class:`shp_ray.policy.scorers.Scorer`.
+
+    kind=hotpot                                   em, f1 (HotpotQA's metrics)
+    kind=exact | contains [name=...]              one score named ``name`` (default: the kind)
+    kind=regex pattern='Answer: (?P<answer>.+)'   the named group ``answer`` against the gold answers
+    kind=python target=package.module:function    the user's ``(task, draft) -> dict[str, float]``
+    kind=tests                                    the code loop's test runner (issue 27): not built yet
+
+A new kind is one factory in :data:`KINDS` (``KINDS["tests"] = build_tests`` is where the code loop's
+scorer goes). Scores are measurements of stored drafts: they never enter a generation's id, and
+``shp-import --rescore`` computes them again for a stored generation with no model call.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shp_ray.policy import scorers
+from shp_ray.policy.scorers import Scorer
+
+
+class ScoreConfigError(ValueError):
+    """A score spec that cannot be built (unknown kind, a bad pattern, a target that does not load): one line
+    that starts with the config key (``score.target: ...``)."""
+
+
+@dataclass(frozen=True)
+class ScoreSpec:
+    kind: str = "hotpot"
+    name: str = ""  # the stored name of an exact / contains / regex score (default: the kind)
+    pattern: str = ""  # regex: a pattern with the named group ``answer``
+    target: str = ""  # python: ``package.module:function``
+
+
+def load_target(target: str) -> Callable[..., object]:
+    """The function ``package.module:function`` names (imported now, so a typo fails before any work)."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ScoreConfigError(f"score.target: {target!r} is not package.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module's own error on import
+        raise ScoreConfigError(f"score.target: {target!r}: cannot import {module_name!r} ({exc})") from None
+    fn = module
+    for part in attr.split("."):
+        fn = getattr(fn, part, None)
+        if fn is None:
+            raise ScoreConfigError(f"score.target: {target!r}: {module_name!r} has no {attr!r}")
+    if not callable(fn):
+        raise ScoreConfigError(f"score.target: {target!r} is not callable")
+    return fn  # type: ignore[return-value]
+
+
+def _python(spec: ScoreSpec) -> Scorer:
+    if not spec.target:
+        raise ScoreConfigError("score.target: score=python needs score.target=package.module:function")
+    return Scorer("python", load_target(spec.target), f"python:{spec.target}")  # type: ignore[arg-type]
+
+
+def _regex(spec: ScoreSpec) -> Scorer:
+    if not spec.pattern:
+        raise ScoreConfigError("score.pattern: score=regex needs a pattern with a named group (?P<answer>...)")
+    try:
+        return scorers.regex_scorer(spec.pattern, spec.name or "regex")
+    except Exception as exc:  # re.error or the missing group
+        raise ScoreConfigError(f"score.pattern: {spec.pattern!r}: {exc}") from None
+
+
+def _tests(spec: ScoreSpec) -> Scorer:
+    raise ScoreConfigError(
+        "score.kind: score=tests (run the task's unit tests on a code draft) is the code loop's scorer, not built yet"
+    )
+
+
+KINDS: dict[str, Callable[[ScoreSpec], Scorer]] = {
+    "hotpot": lambda spec: scorers.builtin("hotpot"),
+    "exact": lambda spec: scorers.builtin("exact", spec.name),
+    "contains": lambda spec: scorers.builtin("contains", spec.name),
+    "regex": _regex,
+    "python": _python,
+    "tests": _tests,
+}
+
+
+def build(spec: ScoreSpec) -> Scorer:
+    factory = KINDS.get(spec.kind)
+    if factory is None:
+        raise ScoreConfigError(f"score.kind: unknown kind {spec.kind!r}; known: {', '.join(KINDS)}")
+    return factory(spec)
+
+
+def parse(text: str) -> ScoreSpec:
+    """A spec from its command-line form: ``hotpot``, ``exact[:NAME]``, ``contains[:NAME]``, ``regex:PATTERN``,
+    ``python:package.module:function``."""
+    kind, _, arg = text.partition(":")
+    if kind == "regex":
+        return ScoreSpec(kind, pattern=arg)
+    if kind == "python":
+        return ScoreSpec(kind, target=arg)
+    return ScoreSpec(kind, name=arg)

@@ -1,0 +1,100 @@
+"""``shp-import``: trajectories your loop already produced, into a store, replayed like generated ones."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from shp_ray.generation.config import DEFAULT_EMBEDDER
+from shp_ray.generation.score_config import ScoreConfigError, parse
+from shp_ray.importer.ingest import READERS, ImportRequest, ImportResult, import_traces
+from shp_ray.importer.rescore import rescore
+from shp_ray.importer.traces import TraceError
+from storage.parts import StoreError
+
+SCHEMA = """\
+one trajectory per line (--format jsonl; --format parquet: the same keys as columns, one row each):
+  {"id": "q1",                                  required, unique in the file
+   "question": "...",                           optional
+   "answers": "Paris" | ["Paris", ...],         optional: the gold answer(s) scorers compare with
+   "rounds": [{"draft": "...",                  required, rounds 1..T in order
+               "feedback": "...",               optional: the critique of this draft ("" = none)
+               "tokens": {"writer_prompt": 0, "writer_completion": 0,
+                          "critic_prompt": 0, "critic_completion": 0},   optional (0 if absent)
+               "scores": {"name": 1.0},         optional: scores the loop already measured
+               "embedding": [0.1, ...]}]}       optional: computed with --embedder when absent
+  any other top-level key is kept as the scenario's metadata.
+--format openai-chat: {"id", "question"?, "answers"?, "calls": [{"agent": "writer"|"critic",
+  "request": {"messages": [...]}, "response": <chat.completion with choices and usage>}, ...]}
+  (writer and critic calls alternate, writer first; round t = the t-th writer call and the critic after it).
+
+--score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
+(?P<answer>...)), python:package.module:function (your (task, draft) -> dict[str, float]).
+
+The generation's id is the file's content hash: importing the same file again adds nothing.
+A file that does not validate fails with file:line and writes nothing."""
+
+
+def _report(res: ImportResult, path: str, store: str) -> None:
+    if not res.added:
+        print(f"{path} is already in {store} as generation {res.gen_id}: nothing added")
+        return
+    print(
+        f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {store} "
+        f"as generation {res.gen_id} (kind imported; {res.embedded} embeddings computed)"
+    )
+    _report_scores(res.failed)
+
+
+def _report_scores(failed: dict[str, tuple[int, int]]) -> None:
+    for name, (bad, total) in sorted(failed.items()):
+        share = f" ({bad / total:.1%})" if bad else ""
+        print(f"score {name}: {total} rounds scored, {bad} failed{share}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="shp-import",
+        description="Import a loop's existing trajectories into a store as one generation of kind `imported`, "
+        "which every policy, ablation cell and stopping family then replays.",
+        epilog=SCHEMA,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("path", nargs="?", help="the file of trajectories")
+    ap.add_argument("--store", required=True, help="store root (created if absent)")
+    ap.add_argument("--format", choices=tuple(READERS), default="jsonl", help="the file's shape (default: jsonl)")
+    ap.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="embeds drafts given without an embedding")
+    ap.add_argument("--score", action="append", default=[], metavar="SPEC", help="a scorer to run on every draft")
+    ap.add_argument("--rescore", metavar="GEN_ID", help="instead: run --score on a stored generation's drafts")
+    args = ap.parse_args(argv)
+    if (args.path is None) == (args.rescore is None):
+        ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
+    try:
+        specs = tuple(parse(s) for s in args.score)
+        if args.rescore is not None:
+            if not specs:
+                ap.error("--rescore needs at least one --score")
+            rows = rescore(args.store, args.rescore, specs)
+            failed: dict[str, tuple[int, int]] = {}
+            for r in rows:
+                bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
+                failed[r["score"]] = (bad + (r["error"] is not None), total + 1)  # type: ignore[index]
+            print(f"scored generation {args.rescore}: {len(rows)} new score rows (no model call)")
+            _report_scores(failed)
+            return 0
+        command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
+        request = ImportRequest(args.path, args.store, args.format, args.embedder, specs, command)
+        _report(import_traces(request), args.path, args.store)
+        return 0
+    except (TraceError, ScoreConfigError, StoreError, OSError, TimeoutError) as exc:
+        print(f"shp-import: {exc}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,60 @@
+"""Scores computed again for a stored generation, with no model call: its drafts and tasks are in the store.
+
+The scores of a generation are measurements of its stored drafts, so they never enter its id: a scorer added
+later (or fixed) scores the same drafts here. Keys already stored by the same scorer are not written again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from shp_ray.generation.score_config import ScoreSpec, build
+from shp_ray.policy.scorers import Task, score_rows
+from storage.parts import Store, StoreError
+from storage.schemas import SCORES
+
+
+def tasks_of(store: Store) -> dict[str, Task]:
+    """Every stored scenario as a scorer's task: gold answers = ground truth first, then the other references."""
+    out = {}
+    for r in store.read(
+        "scenarios", columns=["scenario_id", "question", "ground_truth", "references", "meta_json"]
+    ).to_pylist():
+        gold = [r["ground_truth"]] if r["ground_truth"] is not None else []
+        gold += [x for x in r["references"] or [] if x not in gold]
+        meta = json.loads(r["meta_json"]) if r["meta_json"] else {}
+        out[r["scenario_id"]] = Task(r["scenario_id"], r["question"] or "", tuple(gold), meta)
+    return out
+
+
+def rescore(store_root: str, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
+    """Score every stored round of ``gen_id`` with ``specs`` and store the new rows; returns them."""
+    scorers = [build(s) for s in specs]
+    store = Store(store_root)
+    parts = store.parts("rounds", gen_id)
+    rounds = [
+        r
+        for part in parts
+        for r in store.read_part("rounds", part, columns=["gen_id", "scenario_id", "round", "draft"]).to_pylist()
+        if r["gen_id"] == gen_id
+    ]
+    if not rounds:
+        raise StoreError(f"no rounds of generation {gen_id!r} in {store.uri}")
+    stored = {
+        (r["scenario_id"], r["round"], r["scorer"])
+        for part in store.parts("scores", gen_id)
+        for r in store.read_part("scores", part, columns=["gen_id", "scenario_id", "round", "scorer"]).to_pylist()
+        if r["gen_id"] == gen_id
+    }
+    tasks = tasks_of(store)
+    rows = []
+    for scorer in scorers:
+        todo = [r for r in rounds if (r["scenario_id"], r["round"], scorer.identity) not in stored]
+        items = [(tasks.get(r["scenario_id"]) or Task(r["scenario_id"]), r["round"], r["draft"]) for r in todo]
+        rows += score_rows([scorer], gen_id, items)
+    if rows:
+        store.write("scores", pa.Table.from_pylist(rows, schema=SCORES), SCORES)
+    return rows

@@ -1,0 +1,48 @@
+"""Scores computed as a sweep stores its drafts: the simulated server over real HTTP, real Ray, the real
+embedder, the store and DuckDB. The scorer is a ``python`` target (HotpotQA's own metrics loaded by name), so
+its values at each policy's stop must equal the replay's EM/F1 of the same drafts."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_module
+
+import analysis
+import conf.schema  # noqa: F401
+from analysis.score_stats import compare_scores
+from conf.resolve import to_job
+from storage import Store
+from sweeps import job as sweep_job
+from sweeps.job import snapshot
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path):
+    store = tmp_path / "store"
+    overrides = ["provider=sim", "dataset.limit=4", "generation.max_rounds=3", f"store.path={store}",
+                 "score=python", "score.target=shp_ray.policy.scorers:hotpot"]  # fmt: skip
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    job = to_job(cfg)
+    done = sweep_job.run(job, output_dir=tmp_path / "a", job_tag="t", config_snapshot=snapshot(cfg), command="t")
+    assert (done.generated, done.failed) == (4, 0)
+    scores = Store(store).read("scores")
+    assert scores.num_rows == 2 * 4 * 3  # em and f1 of every round
+    assert set(scores["scorer"].to_pylist()) == {"python:shp_ray.policy.scorers:hotpot"}
+    con = analysis.connect(store)
+    try:
+        by_replay = con.execute(
+            "SELECT r.policy, avg(r.final_em), avg(r.final_em - r.baseline_em) FROM replay r GROUP BY r.policy"
+        ).fetchall()
+        by_score = con.execute(
+            "SELECT policy, mean_value, delta, n_paired, share_failed FROM score_summary WHERE score = 'em'"
+        ).fetchall()
+        stats = compare_scores(con, n_resamples=100)
+    finally:
+        con.close()
+    summary = {p: (m, d, n, f) for p, m, d, n, f in by_score}
+    assert {p for p, *_ in by_replay} <= set(summary) and "oracle_em" in summary
+    for policy, mean_em, delta_em in by_replay:
+        assert summary[policy][:2] == pytest.approx((mean_em, delta_em)) and summary[policy][2:] == (4, 0.0)
+    assert {(r["policy"], r["score"]) for r in stats} >= {("fixed_k1", "em"), ("shp", "f1")}
