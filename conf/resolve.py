@@ -194,12 +194,9 @@ RULES: tuple[Rule, ...] = (
         "a list of integers >= 0",
     ),
     Rule("report.delta", *number(0, 1, lo_open=True, hi_open=True)),  # a margin on IS, which is in [0, 1]
-    Rule(
-        "report.out",
-        lambda v: v is None or (isinstance(v, str) and v != "" and "://" not in v),
-        "a local folder, or null (<job output dir>/report)",
-    ),
+    Rule("report.out", *_nullable(lambda v: _text(v) and "://" not in v, "a local folder", "<job output dir>/report")),
     Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
+    Rule("store.cache_dir", *_nullable(lambda v: _text(v) and "://" not in v, "a local folder", "<store>/_cache")),
     Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),
     Rule("ray.num_cpus", *integer(1)),
     Rule(
@@ -397,4 +394,5 @@ def to_job(cfg: DictConfig) -> JobSpec:
         allow_large=cfg.allow_large,
         dry_run=cfg.dry_run,
         prices=resolve_prices(cfg.prices),
+        cache_dir=cfg.store.cache_dir,
     )

@@ -261,6 +261,9 @@ class ReplayConf:
 @dataclass
 class StoreConf:
     path: str = "runs/store"  # a local path or any pyarrow filesystem URI
+    # The response and judge caches (SQLite: a local folder). null = <store>/_cache (an object store: a
+    # folder of this machine). Elsewhere, a store on a full disk still keeps every reply already paid for.
+    cache_dir: str | None = None
 
 
 @dataclass

@@ -60,3 +60,4 @@ class JobSpec:
     prices: PriceTable  # what the replay's cost columns are priced with
     allow_large: bool = False  # a plan beyond conf.plan's soft bounds was asked for by name
     dry_run: bool = False  # print the plan, make no call
+    cache_dir: str | None = None  # the response and judge caches; None: <store>/_cache

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from storage import user_cache
+from storage.write_fault import writing
 
 RESPONSES_FILE = "responses.sqlite"
 JUDGMENTS_FILE = "judgments.sqlite"
@@ -90,9 +91,10 @@ class _SqliteKV:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn = open_sqlite(self.path)
         schema = f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
-        when_free(lambda: self._conn.execute(schema))
+        with writing(self.path):  # a full disk: one line naming the file, before any call is paid
+            self._conn = open_sqlite(self.path)
+            when_free(lambda: self._conn.execute(schema))
         self.hits = 0
         self.misses = 0
 
@@ -107,9 +109,10 @@ class _SqliteKV:
         return json.loads(row[0])
 
     def put(self, key: str, record: dict) -> None:
-        """Store ``record`` under ``key``; a key already present keeps its first record."""
+        """Store ``record`` under ``key``; a key already present keeps its first record. A record that cannot
+        be kept (a full disk) is :class:`~storage.write_fault.WriteFailed`: the caller must not use it unkept."""
         text = json.dumps(record, sort_keys=True, ensure_ascii=False)
-        with self._lock:
+        with self._lock, writing(self.path):
             # INSERT OR IGNORE: two actors racing on the same key keep the first answer.
             self._conn.execute(
                 f"INSERT OR IGNORE INTO {self.table} (key, value, created) VALUES (?, ?, ?)",

@@ -91,6 +91,7 @@ def _merge(store: Store, table: str, sources: list[str]) -> tuple[str, str, int]
                 part = with_added_columns(table, part, fill=False).select(schema.names)
                 writer.write_table(part.cast(schema))
                 rows += part.num_rows
+        sink.check()  # a write the file refused (a full disk) fails the merge: its temp is never renamed
     final = f"{folder}/part-{stem}.sha256-{sink.sha.hexdigest()[:HASH_HEX]}.parquet"
     return tmp, final, rows
 

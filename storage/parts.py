@@ -23,6 +23,7 @@ leaves nothing a reader lists.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -41,8 +42,12 @@ from storage.part_rules import value_problems
 from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, _redact_uri, check_root
 from storage.schemas import ADDED_COLUMNS, TABLES, with_added_columns
 from storage.verified_record import record_written
+from storage.write_fault import WriteFailed, writing
 
-__all__ = ["PROBE_PREFIX", "HashingSink", "NoStore", "Store", "StoreError", "StoreUnusable", "check_root", "open_store"]
+__all__ = [
+    "PROBE_PREFIX", "HashingSink", "NoStore", "Store", "StoreError", "StoreUnusable", "WriteFailed", "check_root",
+    "open_store",
+]  # fmt: skip
 
 PART_GLOB = "*.parquet"
 TMP_PREFIX = "_tmp-"
@@ -104,12 +109,24 @@ class HashingSink:
 
     def __init__(self, raw: object) -> None:
         self.raw, self.sha, self.size = raw, hashlib.sha256(), 0
+        self.error: OSError | None = None  # the raw file's first write error: raised by check() after the write
 
     def write(self, data: bytes) -> int:
         self.sha.update(data)
         self.size += len(data)
-        self.raw.write(data)  # type: ignore[attr-defined]
+        if self.error is None:
+            # Kept, not raised: an exception raised back through pyarrow's C++ writer left CPython's AST
+            # recursion counter off (a later ast.parse -- pytest importing a module -- failed, CPython 3.11.7).
+            try:
+                self.raw.write(data)  # type: ignore[attr-defined]
+            except OSError as exc:
+                self.error = exc
         return len(data)
+
+    def check(self) -> None:
+        """Raise the write error the file met, if any."""
+        if self.error is not None:
+            raise self.error
 
     def tell(self) -> int:
         return self.size
@@ -232,25 +249,40 @@ class Store:
                 out.write(buf.getvalue())
             record_written(self, name, final, table)
             return final
-        self.fs.create_dir(folder, recursive=True)
         tmp = f"{folder}/{TMP_PREFIX}{stem}.partial"
-        if self.local:
-            with open(tmp, "wb") as fh:
-                sink = HashingSink(fh)
-                pq.write_table(table, sink, **options)
-                fh.flush()
-                os.fsync(fh.fileno())
-        else:
-            with self.fs.open_output_stream(tmp) as out:
-                sink = HashingSink(out)
-                pq.write_table(table, sink, **options)
-        final = self._part_name(folder, stem, sink)
-        if self.local:
-            os.replace(tmp, final)
-        else:
-            self.fs.move(tmp, final)
+        try:
+            with writing(folder):  # a full disk: one line naming the folder, and no temp file left
+                self.fs.create_dir(folder, recursive=True)
+                if self.local:
+                    with open(tmp, "wb") as fh:
+                        sink = HashingSink(fh)
+                        pq.write_table(table, sink, **options)
+                        sink.check()
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                else:
+                    with self.fs.open_output_stream(tmp) as out:
+                        sink = HashingSink(out)
+                        pq.write_table(table, sink, **options)
+                        sink.check()
+                final = self._part_name(folder, stem, sink)
+                if self.local:
+                    os.replace(tmp, final)
+                else:
+                    self.fs.move(tmp, final)
+        except BaseException:
+            self._discard(tmp)
+            raise
         record_written(self, name, final, table)
         return final
+
+    def _discard(self, tmp: str) -> None:
+        """Remove a temp file a failed write left (if there is one; best effort: the sweep gets it later)."""
+        with contextlib.suppress(OSError):
+            if self.local:
+                os.unlink(tmp)
+            else:
+                self.fs.delete_file(tmp)
 
     @staticmethod
     def _part_name(folder: str, stem: str, sink: HashingSink) -> str:
@@ -263,9 +295,14 @@ class Store:
                 out.write(data)
             return
         tmp = f"{path}.{TMP_PREFIX}w"
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(data)
-        self.fs.move(tmp, path)
+        try:
+            with writing(path):
+                with self.fs.open_output_stream(tmp) as out:
+                    out.write(data)
+                self.fs.move(tmp, path)
+        except BaseException:
+            self._discard(tmp)
+            raise
 
     def _folders(self, name: str, partition: object = _ALL) -> list[str]:
         """The folders that hold ``name``'s parts: the table folder and its partition folders (only the

@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 import conf.schema  # noqa: F401  (registers the config tree)
 from conf.resolve import ConfigError, to_job
 from conf.spec import JobSpec
+from shp_ray.generation.cluster import RayUnavailable
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.llama import EmbeddedLLMError
@@ -114,7 +115,7 @@ def main(cfg: DictConfig) -> dict:
         said = redact_text(str(exc))
         log.error("invalid tasks: %s", said)
         raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
-    except (GenerationAborted, EmbeddedLLMError, sweep_job.JobFailed) as exc:
+    except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     except KeyboardInterrupt:
         _interrupted(job)

@@ -39,6 +39,7 @@ from storage.parts import Store, StoreUnusable, check_root
 from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
 from storage.verify import DamagedStore, require_sound
+from storage.write_fault import write_failure
 from sweeps.prepare_families import prepare_families
 
 log = logging.getLogger("shp_ray.sweep")
@@ -136,6 +137,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
                 job.generation,
                 job.store,
                 ep.spec,
+                cache_dir=job.cache_dir,
                 ray_address=job.ray_address,
                 num_cpus=job.num_cpus,
                 progress=job.progress,
@@ -156,9 +158,9 @@ def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge
 
     if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
-    cache = default_cache_dir(job.store)
-    lease = generation_lease(cache, gen_id, Store(job.store).uri, ray_address=job.ray_address)
+    lease = generation_lease(default_cache_dir(job.store), gen_id, Store(job.store).uri, ray_address=job.ray_address)
     with lease, endpoint(job) as ep:
+        cache = job.cache_dir or default_cache_dir(job.store)
         return judge_stored(job.store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
 
 
@@ -250,6 +252,20 @@ def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
 
 
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
+    """Generate what is missing, replay, record, report. A file that could not be written (a full disk)
+    is one :class:`JobFailed` line naming it, with the trajectories the store kept."""
+    try:
+        return _run(job, output_dir=output_dir, job_tag=job_tag, config_snapshot=config_snapshot, command=command)
+    except Exception as exc:
+        if (fault := write_failure(exc)) is None:
+            raise
+        ran = with_tasks(job)[0] if job.tasks is not None else job  # a tasks file's hash is in its gen_id
+        gen_id = ran.generation.gen_id(ran.provider.kind, ran.provider.model)
+        kept = len(done_scenarios(Store(job.store), gen_id))
+        raise JobFailed(f"{fault}; {fault.advice}: {kept} trajectories kept") from None
+
+
+def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
     from analysis import connect, costs, html_report, sql
     from analysis.report import write_report
 
@@ -263,7 +279,6 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
         require_sound(store)  # every part the job reads is checked before it is believed (each once: recorded)
     except DamagedStore as exc:
         raise JobFailed(str(exc)) from None
-    write_manifest(store, run_id, config_snapshot, {"generation.seed": job.generation.seed}, command)
     summary = ensure_generation(job, scenarios, run_id, command)
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     label = judge_label(job.generation, job.provider)
@@ -286,6 +301,9 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
     con = connect(job.store, delta=job.report.delta, **scope)
     try:
         table = con.sql(sql.query("sweep_replay_rows")).to_arrow_table()
+        # The job's manifest row comes with the rows it describes: a job that failed (Ray refused to
+        # start, scenarios lost) records none.
+        write_manifest(store, run_id, config_snapshot, {"generation.seed": job.generation.seed}, command)
         store.write("results", result_rows(table, job, run_id, job_tag, label, weights))
         result = JobResult(
             run_id=run_id,

@@ -145,6 +145,7 @@ BAD_SETTINGS = [
     (["report.delta=nan"], "report.delta"),
     (["report.out=s3://bucket/report"], "report.out"),
     (["store.path=' '"], "store.path"),
+    (["store.cache_dir=s3://bucket/cache"], "store.cache_dir"),  # SQLite needs a local folder
     (["ray.num_cpus=0"], "ray.num_cpus"),
     (["ray.address=somewhere"], "ray.address"),
     (["ray.address=head:99999"], "ray.address"),

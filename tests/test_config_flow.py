@@ -204,6 +204,7 @@ FLOWS: dict[str, Flow] = {
     "report.out": flow("report.out=elsewhere/report", where=lambda j: j.report.out, expected="elsewhere/report"),
     # where the job stores and runs
     "store.path": flow("store.path=elsewhere/store", where=lambda j: j.store, expected="elsewhere/store"),
+    "store.cache_dir": flow("store.cache_dir=elsewhere/cache", where=lambda j: j.cache_dir, expected="elsewhere/cache"),
     "ray.address": flow("ray.address=auto", where=lambda j: j.ray_address, expected="auto"),
     "ray.num_cpus": flow("ray.num_cpus=1", where=lambda j: j.num_cpus, expected=1),
     "progress": flow("progress=true", where=lambda j: j.progress, expected=True),
@@ -303,12 +304,13 @@ def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_pa
     monkeypatch.setattr(sweep_job, "preflight", lambda spec, watchdog: None)
     job = job_of(
         "provider=openai", "provider.base_url=http://127.0.0.1:9/v1", f"store.path={tmp_path / 'store'}",
-        "ray.address=auto", "ray.num_cpus=1", "progress=false",
+        "ray.address=auto", "ray.num_cpus=1", "progress=false", f"store.cache_dir={tmp_path / 'cache'}",
     )  # fmt: skip
     sweep_job.ensure_generation(job, load_scenarios(job.dataset, split=job.split, limit=1), "run-1", "t")
     lease, call = calls
     assert lease == {"lease_address": "auto"}
     assert (call["ray_address"], call["num_cpus"], call["progress"]) == ("auto", 1, False)
+    assert call["cache_dir"] == str(tmp_path / "cache")
     assert call["cfg"] == job.generation and call["spec"] == job.provider and call["store"] == job.store
 
 

@@ -24,8 +24,18 @@ from typing import Any
 from shp_ray.generation.config import DEFAULT_RAY_CPUS
 
 
+class RayUnavailable(RuntimeError):
+    """Ray did not start here, or the cluster ``ray.address`` names could not be joined; says which."""
+
+
 def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> bool:
-    """Start Ray quietly (or join ``address``); returns True if this call started it."""
+    """Start Ray quietly (or join ``address``); returns True if this call started it.
+
+    No address (or ``local``) starts a Ray of this process's own, even when a cluster is recorded on
+    the machine (``ray start --head`` leaves one in Ray's temp folder, which ``ray.init()`` would join,
+    and then refuse ``num_cpus``): a run joins a cluster only when ``ray.address`` names it (``auto``,
+    ``host:port``, ``ray://``).
+    """
     import ray
 
     if ray.is_initialized():
@@ -36,10 +46,16 @@ def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> b
     # GCS's memory stays flat however many calls a long generation makes.
     os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", "10000")
     kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, **kwargs)
+    joining = bool(address) and address != "local"
+    try:
+        if joining:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(address="local", num_cpus=num_cpus, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"ray.address={address}: could not join the cluster" if joining else "Ray did not start on this machine"
+        raise RayUnavailable(f"{where}: {said}") from None
     return True
 
 

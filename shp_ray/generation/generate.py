@@ -20,6 +20,7 @@ raises :class:`~shp_ray.generation.guard.GenerationAborted`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
@@ -52,6 +53,7 @@ from storage.manifest import new_run_id, write_manifest
 from storage.parts import TEMP_GRACE_S, Store
 from storage.resume import done_scenarios, failed_scenarios
 from storage.verify import require_sound
+from storage.write_fault import WriteFailed, writing
 from storage.writer import StoreWriter
 
 log = logging.getLogger("shp_ray.batch")
@@ -111,7 +113,10 @@ def generate(
     store.sweep_temp(min_age_s=TEMP_GRACE_S)
     require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
     cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
-    cache.mkdir(parents=True, exist_ok=True)
+    with writing(cache):
+        cache.mkdir(parents=True, exist_ok=True)
+    for opened in (ResponseCache(cache / RESPONSES_FILE), JudgeCache(cache / JUDGMENTS_FILE)):
+        opened.close()  # opened here first: a cache that cannot be written is said before any call is paid
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
     skip = done_scenarios(store, gen_id)
     if not cfg.retry_failed:
@@ -121,17 +126,22 @@ def generate(
     summary = GenerationSummary(
         run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), judge_label(cfg, provider_spec)
     )
-    write_manifest(
-        store,
-        summary.run_id,
-        {"generation": cfg.to_dict(), "provider": asdict(provider_spec), "store": store.uri, "gen_id": gen_id},
-        {"seed": cfg.seed},
-        command,
-    )
     start = time.perf_counter()
     pending = _pending(scenarios, skip, summary)
+    first = next(pending, None)  # nothing to generate: no Ray, no model load
+    # Ray first: a run whose Ray does not start records no manifest row.
+    ray_here = backend == "ray" and first is not None and start_ray(ray_address, num_cpus)
+    if first is not None:
+        pending = itertools.chain([first], pending)
     breaker = Breaker(provider_spec, watchdog)
     try:
+        write_manifest(
+            store,
+            summary.run_id,
+            {"generation": cfg.to_dict(), "provider": asdict(provider_spec), "store": store.uri, "gen_id": gen_id},
+            {"seed": cfg.seed},
+            command,
+        )
         with Progress(total, progress) as prog:
             local = (pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker)
             if backend == "local":
@@ -147,6 +157,11 @@ def generate(
         if provider_spec.batch and (told := still_running(cache)):
             log.warning("%s", told)
         raise
+    finally:
+        if ray_here:
+            import ray
+
+            ray.shutdown()
     summary.elapsed_s = time.perf_counter() - start
     if breaker.tripped:
         record_abort(store, gen_id, breaker.tripped)
@@ -189,6 +204,8 @@ async def _run_local(
     # Batch mode: every trajectory in flight at once (each waits in the lockstep, at no cost).
     limit = asyncio.Semaphore(cfg.workers * cfg.concurrency if lockstep is None else max(1, lockstep.lanes))
 
+    faults: list[WriteFailed] = []  # the store or a cache could not be written: the run stops
+
     async def one(scn: Scenario) -> None:
         try:
             try:
@@ -202,6 +219,8 @@ async def _run_local(
             summary.failed += 1 if result.failed else 0
             count_progress(summary, prog, chat.stats.snapshot(), chat.http_429())
             breaker.observe(failure_outcome(result.fatal), summary.paid_calls)
+        except WriteFailed as fault:
+            faults.append(fault)
         finally:
             limit.release()
 
@@ -211,7 +230,7 @@ async def _run_local(
     for scn in pending:
         await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
         breaker.check_endpoint()
-        if breaker.tripped:
+        if breaker.tripped or faults:
             limit.release()
             break
         summary.submitted += 1
@@ -221,11 +240,16 @@ async def _run_local(
         task.add_done_callback(tasks.discard)
     if lockstep is not None and unstarted:
         lockstep.expect(-unstarted)  # stopped early: lanes that never started hold no batch back
+    # A write fault stops new trajectories but lets those in flight finish: each reply they pay for is
+    # kept in the response cache, so the rerun pays for none of them again.
     while tasks and not breaker.tripped:
         await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:  # stopped early: in-flight trajectories are dropped whole, never half-written
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    if faults:
+        await batcher.close()
+        raise faults[0]
     writer.flush()
     summary.generation_s = time.perf_counter() - t0
     await batcher.close()

@@ -36,6 +36,7 @@ from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.table import Policy, random_stop_round
 from shp_ray.policy.weights import uniform
 from shp_ray.providers.base import ChatRequest, Completion
+from storage.write_fault import write_failure
 
 
 class Services(Protocol):
@@ -92,6 +93,10 @@ class TrajectoryResult:
 
 
 def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
+    """The scenario's failure row; a cache that cannot be written is the run's fault, not the scenario's:
+    raised, so the run stops before it pays for a reply it cannot keep."""
+    if (fault := write_failure(exc)) is not None:
+        raise fault from None
     # str(exc) of our providers never carries a key or headers (ProviderError's contract).
     return Failure(
         scn.scenario_id, t, stage, type(exc).__name__, str(exc)[:2000],

@@ -25,6 +25,7 @@ from typing import Any
 
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.guard import GenerationAborted
+from storage.write_fault import WriteFailed, write_failure
 
 log = logging.getLogger("shp_ray.generation")
 
@@ -59,6 +60,7 @@ class WorkerPool:
         self.resubmitted = 0  # scenarios run again because their worker died
         self.lost = 0  # workers that died
         self.replacements_left = 2 * size if max_replacements is None else max_replacements
+        self.fault: WriteFailed | None = None  # the first write fault a run reported
         ids = nodes()
         for i in range(max(size, len(ids))):
             self._spawn(ids[i % len(ids)])
@@ -109,6 +111,12 @@ class WorkerPool:
                 self._lose(worker, exc)
                 self.retry.append(scn)
                 self.resubmitted += 1
+            except ray.exceptions.RayTaskError as exc:
+                # The store or a cache could not be written: the run takes no new scenario; those in
+                # flight finish (every reply they pay for is cached), then the run raises ``fault``.
+                if (fault := write_failure(exc)) is None:
+                    raise
+                self.fault = self.fault or fault
         return outs
 
     def _lose(self, worker: _Worker, exc: BaseException) -> None:

@@ -29,6 +29,7 @@ from shp_ray.generation.run_summary import GenerationSummary, count_progress, ge
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.shared_limiter import forget_limiter
 from storage.parts import Store
+from storage.write_fault import write_failure
 
 
 def run_ray(
@@ -117,7 +118,7 @@ def run_ray(
 
         def more() -> Scenario | None:
             nonlocal lanes
-            scn = None if breaker.tripped else next(pending, None)
+            scn = None if breaker.tripped or pool.fault else next(pending, None)  # type: ignore[union-attr]
             if scn is not None:
                 summary.submitted += 1
                 lanes -= 1
@@ -132,6 +133,8 @@ def run_ray(
             poll()
         if lockstep is not None and lanes > 0:
             ray.get(lockstep.expect.remote(-lanes))  # stopped early: lanes that never started hold nothing back
+        if pool.fault is not None:
+            raise pool.fault
         if breaker.tripped:  # stop issuing calls: in-flight trajectories are dropped whole, never half-written
             pool.kill_all()
         summary.rows = ray.get(writer.flush.remote())
@@ -156,6 +159,11 @@ def run_ray(
             pool.kill_all()
         if writer is not None:
             summary.rows = ray.get(writer.flush.remote())
+        raise
+    except Exception as exc:
+        # The store or a cache could not be written (a full disk): stop here, one line, not Ray's traceback.
+        if (fault := write_failure(exc)) is not None:
+            raise fault from None
         raise
     finally:
         if pool is not None:
