@@ -23,6 +23,7 @@ import pytest
 
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.prompts import PromptSet
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim_server import SimServer
 from storage.parts import Store
@@ -97,7 +98,8 @@ def test_a_sweep_on_two_nodes_into_s3_survives_a_node_kill_and_ends_exact(aws, c
 
     # Exact: the rows equal the same generation run in one process against a fresh simulated server.
     (gen,) = Store(uri).read("generations").to_pylist()
-    cfg = GenerationConfig(**json.loads(gen["config_json"])["generation"])
+    stored = json.loads(gen["config_json"])["generation"]
+    cfg = GenerationConfig(**{**stored, "prompts": PromptSet(**stored["prompts"])})
     scenarios = load_scenarios("hotpotqa", split="test", limit=N)
     with SimServer(latency_s=0.0) as ref_sim:
         spec = ProviderSpec(kind="sim", base_url=ref_sim.base_url, model=gen["model"])
