@@ -45,6 +45,10 @@ KEYS: dict[str, tuple[str, ...]] = {
     "judgments": ("judge", "judge_key"),
     "signals": ("gen_id", "scenario_id", "round", "signals_version"),
 }
+# Columns two copies may differ in and still be one row: a round's d_t is recomputed from the embeddings when a
+# lost trajectory is generated again, and the embedding model's float32 rounding depends on the micro-batch a
+# draft lands in (<= 2e-7 seen), so the regenerated signals beside the surviving ones differ in the last bits only.
+NOISE: dict[str, dict[str, float]] = {"signals": {"distance": 1e-5}}  # table -> column -> tolerance
 VIEWS = {"rounds": "round_parts", "judgments": "judgments_raw", "signals": "signals_raw"}  # what reads each
 _COPIES = "_uniqueness_copies"  # the rows of the keys found twice, registered while they are compared
 _PART = "__filename"  # the part a row came from (pyarrow's scanner fills it)
@@ -95,6 +99,14 @@ def _copies(
     con.register(_COPIES, rows)
     try:
         copies = sql.with_added_values(f"SELECT * FROM {_COPIES}", added(table))  # an older part means the default
+        for column, tolerance in NOISE.get(table, {}).items():
+            copies = sql.query(
+                "copies_within_tolerance",
+                copies=copies,
+                keys=", ".join(keys),
+                column=column,
+                tolerance=sql.double(tolerance),
+            )
         found = con.execute(
             sql.query(
                 "contradicting_copies",

@@ -49,4 +49,4 @@ def test_the_report_says_when_a_run_is_frozen(tmp_path) -> None:
     assert "## Revision dynamics: did the loop revise?" in md
     assert "| 100% | 0% | 1.00 |" in md  # round-1 approval 100%, none revised, one distinct draft each
     assert "**Frozen dynamics in g**" in md and "no evidence about when to stop" in md
-    assert (tmp_path / "report" / "dynamics.csv").read_text().startswith("gen_id,")
+    assert (tmp_path / "report" / "dynamics.csv").read_text().startswith("split,gen_id,")

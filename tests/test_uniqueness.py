@@ -139,3 +139,15 @@ def test_a_signals_part_contradicting_another_is_refused_naming_both(store, caps
     row = signals.filter(pc.equal(signals["round"], 2)).slice(0, 1)
     second = st.write("signals", _with(row, "distance", 1.5))
     _refused(store, "signals", [first, second], capsys)
+
+
+def test_signals_regenerated_with_float_noise_in_d_t_are_one_row(base, store) -> None:
+    # A lost trajectory generated again beside its surviving signals: the embedding model's float32 rounding
+    # depends on the micro-batch, so d_t may differ in its last bits; that is the same row, not a contradiction.
+    st = Store(store)
+    signals = st.read("signals")
+    rows = signals.filter(pc.equal(signals["round"], 2)).slice(0, 2)
+    noisy = pc.add(rows["distance"], pa.scalar(2e-7))
+    again = st.write("signals", rows.set_column(rows.schema.get_field_index("distance"), "distance", noisy))
+    _same(_summary(store), base[1])
+    assert _name(again) not in _view(store, "signals_raw")[0]  # nothing but copies: left out
