@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -89,7 +92,7 @@ def test_signals_check_finds_no_difference(store, capsys) -> None:
     assert line["different_rows"] == 0 and line["checked_rows"] == len(_stored(store))
 
 
-def test_recomputed_approvals_equal_the_stored_ones(store, tmp_path) -> None:
+def test_recomputed_approvals_equal_the_stored_ones(store, tmp_path, capsys) -> None:
     plain = tmp_path / "plain"
     shutil.copytree(store, plain)
     shutil.rmtree(plain / "signals")
@@ -100,6 +103,16 @@ def test_recomputed_approvals_equal_the_stored_ones(store, tmp_path) -> None:
     finally:
         con.close()
     assert computed == _stored(store)
+
+    cli = str(Path(sys.executable).parent / "duckdb")  # the plain DuckDB CLI over views.sql reads the same
+    assert Path(cli).exists(), "the duckdb CLI is not installed (pyproject dev extras)"
+    assert query_main(["--store", str(plain), "--write-init"]) == 0
+    q = "SELECT gen_id, count(*) FILTER (WHERE approved) FROM round_signals GROUP BY ALL ORDER BY ALL"
+    out = subprocess.run([cli, "-init", str(plain / "views.sql"), "-csv", "-noheader", "-c", q],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0 and "Error" not in out.stderr, out.stderr
+    want = {g: sum(a for (gi, _, _), a in computed.items() if gi == g) for g in (LGTM, OLD)}
+    assert out.stdout.strip().splitlines()[-2:] == [f"{g},{n}" for g, n in sorted(want.items())]
 
     report = signals_store.build(plain)  # shp-query --signals rebuild
     assert report.built == 60
