@@ -21,6 +21,7 @@ from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
 from analysis.stats import detectable_margins
 from analysis.views import DEFAULT_DELTA, deepest
+from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
 
@@ -53,9 +54,10 @@ def trajectories_from_signals(rows: Iterable[tuple]) -> list[Trajectory]:
     return [Trajectory(s, tuple(r), gen_id=g) for (g, s), r in out.items()]
 
 
-def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
+def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table, approval: str = APPROVAL) -> None:
     """(Re)fill the ``round_signals`` table of ``con`` from ``signals`` (SIGNAL_COLUMNS; approval read
-    from each critique by the SQL regex, the way a store without stored signals is read), and the
+    from each critique by the SQL regex of the marker ``approval``, the way a store without stored signals
+    is read), and the
     replay's inputs and views over them (their round columns follow the deepest trajectory)."""
     try:
         table = signals.select(SIGNAL_COLUMNS.names).cast(SIGNAL_COLUMNS)
@@ -63,7 +65,7 @@ def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
         raise AnalysisError(f"signals do not match {SIGNAL_COLUMNS.names}: {exc}") from None
     con.register("signals_input", table)
     try:
-        select = sql.query("signals_input", approved_regex=sql.quote(sql.APPROVED_REGEX))
+        select = sql.query("signals_input", approved_regex=sql.quote(sql.approval_regex(approval)))
         con.execute(sql.create("round_signals", select, table=True))
     finally:
         con.unregister("signals_input")
@@ -77,17 +79,22 @@ def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table) -> None:
 
 
 def connect_signals(
-    signals: pa.Table, policies: Iterable[Policy] | None = None, *, delta: float = DEFAULT_DELTA
+    signals: pa.Table,
+    policies: Iterable[Policy] | None = None,
+    *,
+    delta: float = DEFAULT_DELTA,
+    approval: str = APPROVAL,
 ) -> duckdb.DuckDBPyConnection:
     """The replay over given per-round signals (no store): the same SQL as :func:`analysis.connect`.
 
     ``signals`` has SIGNAL_COLUMNS (one row per round; distance NaN/NULL at
     round 1). Property tests feed hypothesis trajectories through it, and the
-    benchmark times the replay apart from the one-time store scan.
+    benchmark times the replay apart from the one-time store scan. ``approval``: the marker an approving
+    critique starts with (its prompt preset's).
     """
     con = new_connection()
     con.execute(policies_sql(default_policies() if policies is None else policies))
-    load_signals(con, signals)
+    load_signals(con, signals, approval)
     for stmt in (
         sql.t95_table_sql(),
         sql.tost_plan_sql(detectable_margins()),

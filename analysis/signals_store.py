@@ -15,6 +15,7 @@ project writes whole trajectories; compaction merges whole parts).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 from analysis import sql
 from analysis.errors import AnalysisError, require_sound
 from analysis.sandbox import new_connection
+from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
 from storage.parts import Store, open_store
 from storage.schemas import ADDED_COLUMNS, SIGNALS
@@ -61,11 +63,25 @@ def _key(table: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(table["gen_id"], table["scenario_id"], "\x1f")
 
 
-def _lookups(store: Store) -> tuple[dict[str, str | None], dict[str, str]]:
+def _lookups(store: Store) -> tuple[dict[str, str | None], dict[str, str], dict[str, str]]:
+    """scenario_id -> gold answer; gen_id -> embedder; gen_id -> approval marker (approval_marker)."""
     scenarios = store.read("scenarios", columns=["scenario_id", "ground_truth"]).to_pydict()
     gold = dict(zip(scenarios["scenario_id"], scenarios["ground_truth"], strict=True))
-    gens = store.read("generations", columns=["gen_id", "embedder"]).to_pydict()
-    return gold, dict(zip(gens["gen_id"], gens["embedder"], strict=True))
+    gens = store.read("generations", columns=["gen_id", "embedder", "config_json"]).to_pydict()
+    markers = {g: approval_marker(c) for g, c in zip(gens["gen_id"], gens["config_json"], strict=True)}
+    return gold, dict(zip(gens["gen_id"], gens["embedder"], strict=True)), markers
+
+
+def approval_marker(config_json: str | None) -> str:
+    """A generation's approval marker: its prompt preset's (``generation.prompts.approval`` in the
+    generations row's config_json), APPROVED when it names none (an older store, an import)."""
+    try:
+        config = json.loads(config_json or "{}")
+    except ValueError:
+        return APPROVAL
+    prompts = (config.get("generation") or {}).get("prompts") if isinstance(config, dict) else None
+    marker = prompts.get("approval") if isinstance(prompts, dict) else None
+    return marker if isinstance(marker, str) and marker else APPROVAL
 
 
 def _stored_keys(store: Store) -> set[str]:
@@ -79,7 +95,7 @@ def _stored_keys(store: Store) -> set[str]:
 
 def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int]]:
     """Per rounds part: the signals of its trajectories (those not in ``skip``) and how many it holds."""
-    gold, embedder = _lookups(store)
+    gold, embedder, markers = _lookups(store)
     stored = pa.array(sorted(skip), pa.string()) if skip else None  # built once for every part
     for part in store.parts("rounds"):
         if stored is not None:  # read the keys first: a part whose trajectories all have signals costs no embedding
@@ -117,6 +133,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
                 critic_prompt_tokens=c["critic_prompt_tokens"],
                 writer_mode=c["writer_mode"],
                 critic_mode=c["critic_mode"],
+                approval=markers,
             )
         except ValueError as exc:
             raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None

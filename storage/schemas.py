@@ -172,7 +172,7 @@ SIGNALS = pa.schema(
         ("round", pa.int32()),
         ("draft_hash", pa.string()),
         ("distance", pa.float64()),  # d_t; NULL at round 1
-        ("approved", pa.bool_()),  # f_t starts with APPROVED
+        ("approved", pa.bool_()),  # f_t starts with its generation's approval marker (APPROVED)
         ("writer_tokens", pa.int64()),  # prompt + completion
         ("critic_tokens", pa.int64()),
         ("has_answer_line", pa.bool_()),

@@ -50,12 +50,10 @@ from shp_ray.policy.scoring import METRICS, check_weights
 
 REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
 
-# Python's str.isspace() characters: approved() strips them before matching.
+# Python's str.isspace() characters: approved() strips them before matching (approval_text.py).
 _PY_SPACE = (
     r"\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
 )
-APPROVED_REGEX = rf"^[{_PY_SPACE}]*(?i:approved)"
-
 # shp_ray.policy.answer in RE2 terms: Python's \w is a Unicode letter, digit or "_", its \s the _PY_SPACE set.
 _PY_WORD = r"\p{L}\p{N}_"
 ARTICLES_REGEX = rf"(^|[^{_PY_WORD}])(a|an|the)([^{_PY_WORD}]|$)"
@@ -212,6 +210,7 @@ def signals_from_rounds_sql(rounds: str, dim: int) -> str:
         rounds=rounds,
         dim=int(dim),
         approved_regex=quote(APPROVED_REGEX),
+        markers=approval_markers_sql(),
         answers=answers_sql(rounds),
     )
 
@@ -381,6 +380,7 @@ def family_replay_sql(outcome_kinds: Iterable[str] = (), batch: bool = False) ->
 
 # The builders that live beside this module: a store's tables as sources, the replay's (its inputs' round
 # columns, the cascade's CASE chains, the cost columns).
+from analysis.sql.approval_text import APPROVED_REGEX, approval_markers_sql, approval_regex  # noqa: E402, F401
 from analysis.sql.cost_text import cost_columns_sql  # noqa: E402
 from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
 from analysis.sql.source_text import (  # noqa: E402, F401

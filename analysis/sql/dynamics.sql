@@ -1,6 +1,6 @@
 -- Revision dynamics per generation: does the loop revise at all? A run whose Critic approves at
 -- round 1 and whose Writer repeats its draft tells nothing about any stopping policy.
--- approved: the critique f_t starts with APPROVED (round_signals).
+-- approved: the critique f_t starts with its generation's approval marker, APPROVED by default (round_signals).
 -- round1_approval_rate: share of trajectories whose round-1 critique approved;
 -- share_revised: share whose draft changes after round 1 (some later draft differs from draft 1);
 -- mean_distinct_drafts: distinct drafts per trajectory (1 = frozen).

@@ -60,14 +60,15 @@ def trajectory_signals(
     critic_prompt_tokens: Sequence[int] | None = None,
     writer_mode: Sequence[str] | None = None,
     critic_mode: Sequence[str] | None = None,
-    approval: str = APPROVAL,
+    approval: str | Mapping[str, str] = APPROVAL,
 ) -> dict[str, list[object]]:
     """The ``signals`` columns of rounds sorted by (gen_id, scenario_id, round), each trajectory whole.
 
     ``gold``: scenario_id -> its gold answer (None: unknown, EM/F1 NULL); ``embedder``: gen_id -> the
     generation's embedder. The prompt tokens and call modes are copied as given (None: not given, NULL,
-    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker. Raises
-    ValueError on rounds that are not 1..T in order per trajectory.
+    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker, or gen_id ->
+    its generation's (a gen_id not in it: APPROVED). Raises ValueError on rounds that are not 1..T in order
+    per trajectory.
     """
     n = len(rounds)
     g, sc, t = np.asarray(gen_id, dtype=object), np.asarray(scenario_id, dtype=object), np.asarray(rounds)
@@ -85,6 +86,7 @@ def trajectory_signals(
             f"scenario_id={scenario_id[i]!r} has round {rounds[i]} where round {expected[i]} was expected"
         )
     distances = consecutive_distances(embeddings, first)
+    markers = approval if isinstance(approval, Mapping) else {gi: approval for gi in set(gen_id)}
     answers = [answer_scores(d or "", gold.get(s)) for d, s in zip(drafts, scenario_id, strict=True)]
     return {
         "gen_id": list(gen_id),
@@ -92,7 +94,7 @@ def trajectory_signals(
         "round": list(rounds),
         "draft_hash": list(draft_hash),
         "distance": [None if f else float(d) for f, d in zip(first, distances, strict=True)],
-        "approved": [approved(f, approval) for f in feedback],
+        "approved": [approved(f, markers.get(gi, APPROVAL)) for gi, f in zip(gen_id, feedback, strict=True)],
         "writer_tokens": list(writer_tokens),
         "critic_tokens": list(critic_tokens),
         "has_answer_line": [a[0] for a in answers],
