@@ -65,6 +65,32 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
     assert leftovers == []
 
 
+def test_a_ctrl_c_that_a_library_swallows_is_still_heard() -> None:
+    """What ``shp-sweep`` relies on when Ray, asyncio or a callback loses the KeyboardInterrupt on its way up."""
+    import asyncio
+
+    from shp_ray.generation import interrupt
+
+    async def swallows() -> str:
+        try:
+            signal.raise_signal(signal.SIGINT)  # delivered to this thread, handled before it returns
+            await asyncio.sleep(0)
+        except BaseException:  # noqa: BLE001 - the library that loses the interrupt
+            return "swallowed"
+        return "not interrupted"
+
+    before = signal.getsignal(signal.SIGINT)
+    with interrupt.listening():
+        assert asyncio.run(swallows()) == "swallowed"
+        assert interrupt.requested()
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()  # what the generation loops ask each time they wake
+    assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
+    with interrupt.listening():
+        assert not interrupt.requested()  # the next job starts unasked
+        interrupt.check()
+
+
 def test_a_mistyped_key_gets_the_nearest_known_one(tmp_path) -> None:
     out = _sweep("provider=sim", "halting.epss=0.1", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
     assert out.returncode == 1
