@@ -1,11 +1,12 @@
 """Ctrl-C, heard wherever the driver's main thread happens to be when it comes.
 
 Python turns SIGINT into a ``KeyboardInterrupt`` raised at whatever line the main thread runs next,
-and a library on that line may lose it: Ray's blocking calls turn it into a status of their own,
-``asyncio.run`` turns it into a task's cancellation, a ``__del__`` or callback prints and drops it.
-A lost Ctrl-C let a sweep run to its end and exit 0. So while :func:`listening`, every SIGINT is also
-recorded here: the generation loops ask :func:`check` each round of their wait, and the app asks
-:func:`requested` once the job returned, and both treat a recorded Ctrl-C as one, swallowed or not.
+and a library on that line may lose it: ``asyncio.run`` turns it into a task's cancellation, which a
+coroutine that catches it loses (the job then runs to its end and exits 0); a ``__del__`` or callback
+prints and drops it. So while :func:`listening`, every SIGINT is also recorded here: the generation
+loops ask :func:`check` each time they wake, the app asks :func:`requested` once the job returned,
+and both treat a recorded Ctrl-C as one, swallowed or not. A process started with SIGINT ignored (a
+background job of a script, ``nohup``) keeps ignoring it, as every Unix program does.
 """
 
 from __future__ import annotations
