@@ -32,6 +32,7 @@ from conf.spec import JobSpec
 from shp_ray.generation.cluster import RayUnavailable
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
+from shp_ray.generation.interrupt import listening, requested
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
@@ -110,7 +111,8 @@ def main(cfg: DictConfig) -> dict:
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
     try:
         snap = sweep_job.snapshot(cfg)
-        result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
+        with listening():  # every Ctrl-C recorded: one a library swallows still ends the job (exit 130)
+            result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
         said = redact_text(str(exc))
         log.error("invalid tasks: %s", said)
@@ -118,6 +120,8 @@ def main(cfg: DictConfig) -> dict:
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     except KeyboardInterrupt:
+        _interrupted(job)
+    if requested():  # the Ctrl-C was swallowed on its way up: the job ran on, but the user asked to stop
         _interrupted(job)
     print(
         f"\njob {tag}: {result.trajectories}/{result.scenarios} trajectories, "

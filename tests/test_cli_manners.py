@@ -4,11 +4,13 @@ reach the user unredacted."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,20 @@ def _responses(store: Path) -> int:
         return 0
 
 
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT handled as in a terminal's foreground job, here and in the processes started in the block.
+
+    A test runner started in the background (``nohup pytest &`` from a script) ignores SIGINT and its
+    children inherit that: the sweep then rightly ignores the test's Ctrl-C and runs to its end.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets a handler to SIG_DFL
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SWEEP, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
@@ -42,7 +58,8 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
         "generation.workers=1", "generation.concurrency=1", "generation.embedder=fake-hash", "report.enabled=false",
         f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
     ]  # fmt: skip
-    sweep = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    with _interruptible():
+        sweep = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         # One trajectory at a time, 5 calls each (3 Writer + 2 Critic): 7 completed calls = the first
         # trajectory done and the second under way.
@@ -63,6 +80,39 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
     require_sound(Store(store))  # every part whole and verified: nothing half-written
     leftovers = [p for p in store.rglob("*") if p.is_file() and (".partial" in p.name or p.name.startswith("_tmp"))]
     assert leftovers == []
+
+
+def test_a_ctrl_c_that_a_library_swallows_is_still_heard() -> None:
+    """What ``shp-sweep`` relies on when Ray, asyncio or a callback loses the KeyboardInterrupt on its way up."""
+    import asyncio
+
+    from shp_ray.generation import interrupt
+
+    async def swallows() -> str:
+        try:
+            signal.raise_signal(signal.SIGINT)  # delivered to this thread, handled before it returns
+            await asyncio.sleep(0)
+        except BaseException:  # noqa: BLE001 - the library that loses the interrupt
+            return "swallowed"
+        return "not interrupted"
+
+    with _interruptible():
+        before = signal.getsignal(signal.SIGINT)
+        with interrupt.listening():
+            assert asyncio.run(swallows()) == "swallowed"
+            assert interrupt.requested()
+            with pytest.raises(KeyboardInterrupt):
+                interrupt.check()  # what the generation loops ask each time they wake
+        assert signal.getsignal(signal.SIGINT) is before  # the previous handler is back
+        with interrupt.listening():
+            assert not interrupt.requested()  # the next job starts unasked
+            interrupt.check()
+    outer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupt.listening():  # started in the background: a Ctrl-C is not ours to take
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_a_mistyped_key_gets_the_nearest_known_one(tmp_path) -> None:

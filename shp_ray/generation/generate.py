@@ -32,6 +32,7 @@ from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
+from shp_ray.generation.interrupt import check as check_interrupt
 from shp_ray.generation.lockstep import LockstepProvider, lockstep_local, still_running
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
@@ -229,6 +230,7 @@ async def _run_local(
     unstarted = lockstep.lanes if lockstep is not None else 0
     for scn in pending:
         await limit.acquire()  # bounded in flight: the iterator is pulled only as slots free up
+        check_interrupt()  # a Ctrl-C that became a swallowed cancellation still stops the run
         breaker.check_endpoint()
         if breaker.tripped or faults:
             limit.release()
@@ -244,6 +246,7 @@ async def _run_local(
     # kept in the response cache, so the rerun pays for none of them again.
     while tasks and not breaker.tripped:
         await asyncio.wait(set(tasks), return_when=asyncio.FIRST_COMPLETED)
+        check_interrupt()
     for task in tasks:  # stopped early: in-flight trajectories are dropped whole, never half-written
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

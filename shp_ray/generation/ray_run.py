@@ -22,6 +22,7 @@ from shp_ray.generation.cluster import driver_node, live_nodes, on_node, start_r
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.guard import Breaker
+from shp_ray.generation.interrupt import check as check_interrupt
 from shp_ray.generation.node_services import ClusterServices, start_services
 from shp_ray.generation.pool import WorkerPool
 from shp_ray.generation.progress import Progress
@@ -126,6 +127,7 @@ def run_ray(
 
         t0 = time.perf_counter()
         while not breaker.tripped:  # bounded in flight; wake each second for progress
+            check_interrupt()  # a Ctrl-C that a blocking Ray call swallowed still stops the run
             pool.fill(more)
             if not pool.in_flight:
                 break
