@@ -19,8 +19,9 @@ from analysis.cascade_udf import register_udfs
 from analysis.errors import AnalysisError
 from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
+from analysis.sources import fields
 from analysis.stats import detectable_margins
-from analysis.views import DEFAULT_DELTA, deepest
+from analysis.views import DEFAULT_DELTA, deepest, score_statements
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
 
@@ -94,6 +95,7 @@ def connect_signals(
         sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
         sql.create("replay", sql.query("replay_core_only")),
         sql.create("scenario_splits", sql.query("scenario_splits_unknown")),  # no scenarios here: split NULL
+        *score_statements(sql.empty_select(fields("scores")), delta),  # no scores here: policy_summary's NULL
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
     ):
         con.execute(stmt)
