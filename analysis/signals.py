@@ -21,7 +21,7 @@ from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
 from analysis.sources import fields
 from analysis.stats import detectable_margins
-from analysis.views import DEFAULT_DELTA, deepest
+from analysis.views import DEFAULT_DELTA, deepest, score_statements
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -102,12 +102,8 @@ def connect_signals(
         sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
         sql.create("replay", sql.query("replay_core_only")),
         sql.create("scenario_splits", sql.query("scenario_splits_unknown")),  # no scenarios here: split NULL
+        *score_statements(sql.empty_select(fields("scores")), delta),  # no scores here: policy_summary's NULL
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
-        # no store, so no user scores: the score views exist (set_policies redefines replay_scores) and are empty
-        sql.create("scores_raw", sql.empty_select(fields("scores"))),
-        sql.create("scores", sql.query("scores")),
-        sql.create("replay_scores", sql.replay_scores_sql(families=False)),
-        sql.create("score_summary", sql.score_summary_sql(delta)),
     ):
         con.execute(stmt)
     return con

@@ -5,7 +5,8 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     feedback_embeddings, round_parts, judgments_raw, signals_raw
     judgments, round_signals, answers, rounds, trajectories   per round / per trajectory
     policies, replay_core, replay, family_*, policy_summary   the replay (policy_summary per split: scenario_splits)
-    scores_raw, scores, replay_scores, score_summary          the user's scores at each policy's stop
+    scores_raw, scores, replay_scores, replay_score_map,      the user's scores at each policy's stop (and in
+    score_summary                                             policy_summary's scores map)
     prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
@@ -315,12 +316,21 @@ def build_statements(
         sql.create("replay", sql.query("replay_core_only")),
         *(family_replay.statements(policies, dim, materialize) if with_families else []),
         sql.create("scenario_splits", sql.query("scenario_splits")),
+        # the user's scores (shp_ray.policy.scorers): empty views over a store without a scores table
+        *score_statements(sql.narrowed(source(sources, "scores", gen_id), gen_id, scenario_ids), delta),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
         sql.create("sweep_summary", sql.sweep_summary_view_sql(delta)),
-        # the user's scores (shp_ray.policy.scorers): empty views over a store without a scores table
-        sql.create("scores_raw", sql.narrowed(source(sources, "scores", gen_id), gen_id, scenario_ids)),
-        sql.create("scores", sql.query("scores")),
-        sql.create("replay_scores", sql.replay_scores_sql(families=False)),
-        sql.create("score_summary", sql.score_summary_sql(delta)),
     ]
     return stmts
+
+
+def score_statements(scores: str, delta: float) -> list[str]:
+    """The views of the user's scores over the relation ``scores`` (rows of the scores table): before
+    policy_summary, whose ``scores`` map reads score_summary (needs replay_core, scenario_splits, tost_plan)."""
+    return [
+        sql.create("scores_raw", scores),
+        sql.create("scores", sql.query("scores")),
+        sql.create("replay_scores", sql.replay_scores_sql(families=False)),
+        sql.create("replay_score_map", sql.query("replay_score_map")),
+        sql.create("score_summary", sql.score_summary_sql(delta)),
+    ]

@@ -12,9 +12,11 @@ import math
 import sys
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import analysis
+from analysis.report_cells import fetch_dicts
 from analysis.score_stats import compare_scores
 from shp_ray.importer.cli import main
 from shp_ray.policy.reference import replay
@@ -255,13 +257,36 @@ def test_a_python_scorer_that_raises_records_the_round_and_goes_on(tmp_path, mon
     assert main([path, "--store", str(store), "--score", "python:flaky_scorer:score"]) == 0
     out = capsys.readouterr().out
     assert "score length: 12 rounds scored, 4 failed (33.3%)" in out
+    scenarios = Store(store).read("scenarios")  # t0 and t1 stored under dev too: a split of their own, 'dev+test'
+    Store(store).write("scenarios", scenarios.slice(0, 2).set_column(2, "split", pa.array(["dev", "dev"])))
     con = analysis.connect(store)
     try:
         share = con.sql("SELECT DISTINCT share_failed FROM score_summary WHERE score = 'named'").fetchall()
         errors = con.sql("SELECT DISTINCT round, error FROM scores WHERE error IS NOT NULL").fetchall()
+        summary = fetch_dicts(con, "SELECT split, policy, scores FROM policy_summary")
+        per_score = fetch_dicts(con, "SELECT * FROM score_summary")
+        shp = con.sql("SELECT split, scores['named'].delta FROM policy_summary WHERE policy = 'shp'").fetchall()
+        wide = con.execute(  # replay_score_map: replay_scores' values, one map per replay row
+            "SELECT count(*), count(*) FILTER (WHERE m.scores['named'].final IS NOT DISTINCT FROM s.final_value"
+            " AND m.scores['named'].baseline IS NOT DISTINCT FROM s.baseline_value), count(DISTINCT m.policy)"
+            " FROM replay_score_map m JOIN replay_scores s USING (policy, gen_id, scenario_id) WHERE s.score = 'named'"
+        ).fetchone()
+        ((n_replay,),) = con.execute("SELECT count(DISTINCT policy) FROM replay").fetchall()
     finally:
         con.close()
     assert share == [(pytest.approx(1 / 3),)] and errors == [(2, "ValueError: cannot parse")]
+    # policy_summary's scores map: score_summary's row of the same split and policy, for every score
+    want = {(r["split"], r["policy"], r["score"]): r for r in per_score}
+    assert {r["split"] for r in summary} == {"dev+test", "test"} and len(shp) == 2
+    for row in summary:
+        assert set(row["scores"]) == {"length", "named"}
+        for name, got in row["scores"].items():
+            w = want[(row["split"], row["policy"], name)]
+            assert got == {"mean": w["mean_value"], "baseline": w["mean_baseline_value"], "delta": w["delta"],
+                           "delta_lower95": w["delta_lower95"], "n_paired": w["n_paired"],
+                           "non_inferior": w["non_inferior"], "share_failed": w["share_failed"]}  # fmt: skip
+    assert sum(r["scores"]["length"]["n_paired"] for r in summary if r["policy"] == "fixed_k3") == 4
+    assert wide[0] == wide[1] == 4 * wide[2] and wide[2] == n_replay + 2  # + oracle_length, oracle_named
     sys.modules.pop("flaky_scorer", None)
 
 

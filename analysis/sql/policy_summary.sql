@@ -12,6 +12,9 @@
 -- every call were batch; the evaluation), NULL when any trajectory's is NULL (an unpriced model): avg() alone
 -- would skip them and report the priced rest as the whole.
 -- split: the scenarios' split (scenario_splits.sql): a store holding dev and test gives a row per split.
+-- scores: the user's scores (score_summary.sql's row of the same gen_id, split and policy) as a map from the score's
+-- name to {mean, baseline, delta, delta_lower95, n_paired, non_inferior, share_failed}, e.g.
+-- scores['pass'].delta; NULL where the generation has no scores.
 WITH agg AS (
     SELECT r.gen_id, sp.split, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
            count(*) AS n,
@@ -48,11 +51,19 @@ WITH agg AS (
     SELECT gen_id, split, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
            tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
     FROM bound
+), scored AS (
+    SELECT gen_id, split, policy,
+           map_from_entries(list((score, {'mean': mean_value, 'baseline': mean_baseline_value, 'delta': delta,
+                                          'delta_lower95': delta_lower95, 'n_paired': n_paired,
+                                          'non_inferior': non_inferior, 'share_failed': share_failed})
+                                 ORDER BY score)) AS scores
+    FROM score_summary GROUP BY gen_id, split, policy
 )
 SELECT b.* EXCLUDE (mean_em, mean_f1, delta_em, delta_f1, share_answer_line),
        $delta AS margin, b.delta_is_lower95 > -$delta AS non_inferior,
        b.mean_em, b.mean_f1, b.delta_em, b.delta_f1, b.share_answer_line,
-       p.tost_power, p.n_needed, p.degenerate, b.n_is < p.n_needed AS underpowered
+       p.tost_power, p.n_needed, p.degenerate, b.n_is < p.n_needed AS underpowered, s.scores
 FROM bound b
 LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.split IS NOT DISTINCT FROM b.split AND p.policy = b.policy
+LEFT JOIN scored s ON s.gen_id = b.gen_id::VARCHAR AND s.split IS NOT DISTINCT FROM b.split AND s.policy = b.policy
 ORDER BY b.gen_id, b.split, b.policy
