@@ -87,8 +87,9 @@ def test_a_plan_past_the_gates_asks_for_confirm(tmp_path, overrides, said):
     assert not (tmp_path / "store").exists()
 
 
-def test_the_demo_plan_is_under_the_gates():
-    plan, job = _plan_of("+sweep=demo", "dry_run=true")
+def test_the_demo_plan_is_under_the_gates(tmp_path):
+    # a store of its own: the checkout's runs/demo/store holds the demo's trajectories once `make demo` has run
+    plan, job = _plan_of("+sweep=demo", "dry_run=true", f"store.path={tmp_path / 'store'}")
     assert plan.calls == 4 * (3 + 2) + 1  # writer x3, critic x2 per question, one preflight
     assert plan.seconds is not None and plan.seconds < 600
     from sweeps.plan import gate
