@@ -21,6 +21,7 @@ PACKAGES = ("shp_ray", "storage", "analysis", "conf", "sweeps", "hydra_plugins")
 ROOMS = (
     ("shp_ray.policy", "policy"),
     ("shp_ray.providers", "providers"),
+    ("shp_ray.sandbox", "sandbox"),
     ("storage", "storage"),
     ("shp_ray.generation", "generation"),
     ("analysis", "analysis"),
@@ -33,11 +34,12 @@ ROOMS = (
 MAY_IMPORT = {
     "policy": set(),
     "providers": set(),
+    "sandbox": set(),
     "storage": set(),
-    "generation": {"policy", "providers", "storage"},
+    "generation": {"policy", "providers", "storage", "sandbox"},
     "analysis": {"policy", "providers", "storage"},
-    "conf": {"policy", "providers", "generation", "analysis"},
-    "apps": {"policy", "providers", "storage", "generation", "analysis", "conf"},
+    "conf": {"policy", "providers", "sandbox", "generation", "analysis"},
+    "apps": {"policy", "providers", "sandbox", "storage", "generation", "analysis", "conf"},
 }
 # The policy package is pure: the standard library and numpy, nothing that reaches a disk,
 # a network, a model or a process pool.
