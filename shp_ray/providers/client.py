@@ -46,7 +46,7 @@ from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
-from shp_ray.providers.sim_replies import count_tokens
+from shp_ray.providers.tokens import count_tokens
 
 SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
 SILENT_AFTER = 2.0  # x timeout_s of nothing but attempts without a reply: the endpoint is dead
