@@ -1,0 +1,169 @@
+"""The trusted first program of every sandbox run: it confines itself, then runs the program it was given.
+
+It is never imported: ``process.run_program`` starts it as a script (``python -I -S -B bootstrap.py CONFIG``)
+in a new session, with an empty environment, in the run's fresh temp dir. Everything that would need a
+``preexec_fn`` in the parent (unsafe there: Ray actors are threaded) happens here, in a single-threaded
+interpreter, before one line of untrusted code runs:
+
+1. new namespaces: a network namespace (no interface but a down loopback: nothing to connect to) and a PID
+   namespace (when its first process ends, the kernel kills every process left in it: nothing outlives the
+   run, not even a process that left the session with ``setsid``). As root they are unshared directly;
+   otherwise inside a new user namespace, where the machine allows one.
+2. a fork: the *keeper* (PID 1 of the new namespace) forks the *runner* and waits for it, reaping orphans.
+3. the runner sets the resource limits, drops to a uid of its own (as root: one uid per run, so
+   RLIMIT_NPROC, which root ignores, counts exactly this run's processes, and the file system's permissions
+   keep it out of everything that is not world-writable), forbids new privileges (no setuid binary helps),
+   closes the status pipe and runs the program with ``__name__ == "__main__"``.
+
+Two JSON lines go to the parent through the status pipe (fd given in CONFIG; the program never holds it):
+the protections that are active, and how the runner ended (exit code or signal, its CPU seconds).
+A step that fails where the config requires it ends the run before the program starts ("setup" line).
+"""
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+SHARED_DIRS = (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock")  # world-writable: a private tmpfs over each
+MB = 1 << 20
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    status = cfg["status_fd"]
+
+    def tell(**fields) -> None:
+        os.write(status, (json.dumps(fields) + "\n").encode())
+
+    with open(cfg["program"], encoding="utf-8") as fh:  # read while still privileged
+        program = compile(fh.read(), "main.py", "exec")
+    libc = ctypes.CDLL(None, use_errno=True)
+    root = os.geteuid() == 0
+    active = ["session", "empty_env", "tempdir", "rlimits", *_namespaces(libc, root, cfg["namespaces"])]
+    if cfg["namespaces"] == "require" and not {"netns", "pidns"} <= set(active):
+        tell(setup="the namespaces were required and could not be created")
+        os._exit(70)
+    uid = cfg["uid_base"] + os.getpid() if root else None  # unique among live runs: the pid is
+    if uid is not None:
+        active += ["uid", "nproc"]
+    elif not root:
+        active.append("nproc_shared")  # RLIMIT_NPROC counts every process of the calling user
+    active.append("no_new_privs")
+    tell(protections=active, uid=uid if uid is not None else os.getuid())
+    keeper = os.fork()
+    if keeper:
+        _, st = os.waitpid(keeper, 0)
+        os._exit(os.waitstatus_to_exitcode(st) & 0xFF)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the parent's kill reaches the keeper, and so the namespace
+    if {"pidns", "mountns"} <= set(active):  # a /proc of the namespace: the machine's other processes unseen
+        libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    runner = os.fork()
+    if runner == 0:
+        _run(program, cfg, libc, uid, tell)
+    _keep(runner, tell)
+
+
+def _namespaces(libc, root: bool, mode: str) -> list[str]:
+    """Unshare the network and PID namespaces if allowed; the names of those that hold."""
+    if mode == "off":
+        return []
+    got = []
+    if not root:
+        if libc.unshare(CLONE_NEWUSER) != 0:
+            return []
+        got.append("userns")
+    for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWPID, "pidns")):
+        if libc.unshare(flag) == 0:
+            got.append(name)
+    # A mount namespace of its own, every mount in it private first (else a mount would reach the machine's
+    # namespace), then an empty small tmpfs over each world-writable dir: nothing written there survives.
+    if libc.unshare(CLONE_NEWNS) == 0 and libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0:
+        got.append("mountns")
+        dirs = [d for d in SHARED_DIRS if os.path.isdir(d)]
+        opts = b"size=4m,nr_inodes=256,mode=1777"
+        if all(libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0 for d in dirs):
+            got.append("private_tmp")
+    return got
+
+
+def _keep(runner: int, tell) -> None:
+    """The keeper: wait for the runner (reaping any orphan meanwhile), say how it ended, and end; as PID 1 of
+    the namespace its end takes every process left there with it."""
+    while True:
+        try:
+            pid, st, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            tell(setup="the keeper lost its runner")
+            os._exit(70)
+        if pid == runner:
+            break
+    code = os.waitstatus_to_exitcode(st)
+    tell(returncode=code, cpu_s=round(usage.ru_utime + usage.ru_stime, 3))
+    os._exit(code & 0xFF)
+
+
+def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
+    """The runner: limits, the uid of the run, no new privileges, then the program (never returns)."""
+    lim = cfg["limits"]
+    for which, value in (
+        (resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 1)),  # SIGXCPU, then SIGKILL a second later
+        (resource.RLIMIT_AS, (lim["memory_mb"] * MB,) * 2),
+        (resource.RLIMIT_FSIZE, (lim["file_mb"] * MB,) * 2),
+        (resource.RLIMIT_NOFILE, (64, 64)),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_NPROC, (lim["processes"],) * 2),
+    ):
+        resource.setrlimit(which, value)
+    if uid is not None:
+        # The interpreter's own files may sit where the run's uid cannot search (a root-only home): its
+        # import path is reopened now, while privileged, and reached through this process's own fds.
+        _reopen_import_path()
+        os.chown(".", uid, uid)  # the temp dir is the run's own
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        if os.getuid() != uid or os.geteuid() != uid:
+            tell(setup="the uid drop did not hold")
+            os._exit(70)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        tell(setup="no_new_privs could not be set")
+        os._exit(70)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # set after the uid change, which clears it
+    os.close(cfg["status_fd"])
+    del libc
+    exec(program, {"__name__": "__main__", "__builtins__": __builtins__})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # never back into main(): this process is not the keeper
+
+
+def _reopen_import_path() -> None:
+    """sys.path and every imported package's __path__ through fds opened now, while privileged."""
+    moved = {p: f"/proc/self/fd/{os.open(p, os.O_PATH | os.O_DIRECTORY)}" for p in sys.path if os.path.isdir(p)}
+    sys.path[:] = list(moved.values())
+    sys.path_importer_cache.clear()
+    for module in list(sys.modules.values()):
+        paths = getattr(module, "__path__", None)
+        if isinstance(paths, list):
+            paths[:] = [_moved(p, moved) for p in paths]
+
+
+def _moved(path: str, moved: dict[str, str]) -> str:
+    for old, new in moved.items():
+        if path == old or path.startswith(old + "/"):
+            return new + path[len(old) :]
+    return path
+
+
+if __name__ == "__main__":
+    main()
