@@ -53,13 +53,13 @@ def main() -> None:
     if cfg["namespaces"] == "require" and not {"netns", "pidns"} <= set(active):
         tell(setup="the namespaces were required and could not be created")
         os._exit(70)
-    uid = cfg["uid_base"] + os.getpid() if root else None  # unique among live runs: the pid is
+    uid = cfg["uid_base"] + os.getpid() if root else None  # unique among live runs, as this pid is
     if uid is not None:
         active += ["uid", "nproc"]
     elif not root:
         active.append("nproc_shared")  # RLIMIT_NPROC counts every process of the calling user
-    active.append("no_new_privs")
-    tell(protections=active, uid=uid if uid is not None else os.getuid())
+    active += ["no_caps", "no_new_privs"]
+    tell(protections=active, uid=uid)  # a uid of its own, or None: then the parent never sweeps by uid
     keeper = os.fork()
     if keeper:
         _, st = os.waitpid(keeper, 0)
@@ -116,7 +116,7 @@ def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
     """The runner: limits, the uid of the run, no new privileges, then the program (never returns)."""
     lim = cfg["limits"]
     for which, value in (
-        (resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 1)),  # SIGXCPU, then SIGKILL a second later
+        (resource.RLIMIT_CPU, (lim["cpu_s"],) * 2),  # hard = soft: SIGKILL at the limit, no SIGXCPU to ignore
         (resource.RLIMIT_AS, (lim["memory_mb"] * MB,) * 2),
         (resource.RLIMIT_FSIZE, (lim["file_mb"] * MB,) * 2),
         (resource.RLIMIT_NOFILE, (64, 64)),
@@ -135,6 +135,9 @@ def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
         if os.getuid() != uid or os.geteuid() != uid:
             tell(setup="the uid drop did not hold")
             os._exit(70)
+    if not _drop_capabilities(libc):  # in a user namespace of its own the runner still held every one
+        tell(setup="the capabilities could not be dropped")
+        os._exit(70)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         tell(setup="no_new_privs could not be set")
         os._exit(70)
@@ -145,6 +148,13 @@ def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # never back into main(): this process is not the keeper
+
+
+def _drop_capabilities(libc) -> bool:
+    """capset(2) with empty effective, permitted and inheritable sets (version 3: two 32-bit words each)."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()
+    return libc.capset(header, data) == 0
 
 
 def _reopen_import_path() -> None:

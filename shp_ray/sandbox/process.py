@@ -35,7 +35,7 @@ class Limits:
     """What one candidate run may use (docs/sandbox.md lists which protections hold where)."""
 
     wall_s: float = 10.0  # the parent kills the group after this
-    cpu_s: int = 5  # RLIMIT_CPU of each process: SIGXCPU, then SIGKILL a second later
+    cpu_s: int = 5  # RLIMIT_CPU of each process (soft = hard: SIGKILL when it is used up)
     memory_mb: int = 512  # RLIMIT_AS of each process in the run
     file_mb: int = 4  # RLIMIT_FSIZE: a larger write fails
     processes: int = 8  # RLIMIT_NPROC of the run's uid: the runner and at most 7 more (a fork bomb stops here)
@@ -55,7 +55,7 @@ class ProcessResult:
     stderr: str
     wall_s: float
     timed_out: bool  # the parent killed it at the wall limit
-    cpu_exceeded: bool = False  # ended by its CPU limit (SIGXCPU, or the SIGKILL after it)
+    cpu_exceeded: bool = False  # ended by its CPU limit
     cpu_s: float = 0.0  # CPU seconds of the program's own process
     protections: tuple[str, ...] = ()  # what held for this run (docs/sandbox.md names each)
     setup_error: str = ""  # the sandbox could not be set up: the program never ran
@@ -84,15 +84,21 @@ def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> P
             _kill_group(proc.pid)  # whatever it left behind in its group, on every way out
             proc.wait()
         status = _read_status(status_r)
-        if "pidns" not in status.get("protections", ()) and status.get("uid"):
-            _sweep_uid(status["uid"])  # no namespace took the stragglers with it: every process of its uid
+        # A keeper that ended on its own took its PID namespace with it before the bootstrap was reaped; one
+        # killed with the group does that a moment later, and without the namespace nothing does: so then
+        # every process of the run's uid is killed here, until none is left.
+        clean = "pidns" in status.get("protections", ()) and not timed_out and proc.returncode >= 0
+        if not clean and (status.get("uid") or 0) >= UID_BASE:  # never the caller's own uid
+            _sweep_uid(status["uid"])
         return _result(proc, status, out, err, time.monotonic() - start, timed_out, limits)
 
 
 def _result(proc, status: dict, out: str, err: str, wall: float, timed_out: bool, limits: Limits) -> ProcessResult:
     code = status.get("returncode", proc.returncode)
     cpu = float(status.get("cpu_s", 0.0))
-    cpu_hit = code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu >= limits.cpu_s)
+    # The kernel kills at the limit (SIGXCPU if a caller's hard limit ever exceeds the soft one); rusage
+    # rounds, so a kill within 50 ms of the limit counts as the limit's.
+    cpu_hit = code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu >= limits.cpu_s - 0.05)
     setup = status.get("setup", "")
     if not setup and "protections" not in status:
         setup = "the bootstrap ended before it confined the run"
@@ -186,8 +192,8 @@ def _kill_group(pgid: int) -> None:
 
 
 def _sweep_uid(uid: int) -> None:
-    """Kill every process whose real uid is the run's (the fallback where no PID namespace held)."""
-    for _ in range(5):
+    """Kill every process whose real uid is the run's, until none is left (a dying one is waited for)."""
+    for _ in range(500):
         found = []
         for entry in filter(str.isdigit, os.listdir("/proc")):
             try:
