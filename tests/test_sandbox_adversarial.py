@@ -89,6 +89,13 @@ def test_a_wrong_function_is_a_wrong_answer_example_by_example():
     assert [r.ok for r in visible.examples] == [False, True, True]
 
 
+def test_the_tests_see_the_programs_helpers_as_in_humaneval():
+    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name."""
+    code = "def double(x):\n    return 2 * x\n\ndef add(a, b):\n    return a + b\n"
+    check = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    assert run_check(code, "add", check, LIMITS).all_passed
+
+
 def test_one_slow_example_fails_alone_at_its_alarm():
     slow = _code("""
         import time

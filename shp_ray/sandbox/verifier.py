@@ -107,10 +107,16 @@ def main() -> None:
     if not b["callable"](fn):
         verdict("missing_function", f"no function named {spec['entry_point']!r}")
     if spec["mode"] == "check":
-        test_ns = {"__name__": "tests", "__builtins__": b}  # builtins the candidate's code never holds
+        # HumanEval runs prompt + completion + tests as one program, and some tests call the prompt's helpers
+        # (HumanEval/32 poly, /38 encode_cyclic, /50 encode_shift) or the function by its name (/33): the tests
+        # start from the candidate's names, then define their own `check` over any the candidate made, under
+        # builtins the candidate's code never holds.
+        guarded = checked(fn)
+        test_ns = b["dict"](ns)
+        test_ns.update({"__name__": "tests", "__builtins__": b, spec["entry_point"]: guarded})
         try:
             exec(compile(spec["test"], "tests.py", "exec"), test_ns)
-            test_ns["check"](checked(fn))
+            test_ns["check"](guarded)
         except BaseException as exc:
             restore()
             verdict(klass(exc), describe(exc))
