@@ -11,8 +11,8 @@ docs/sandbox.md says which protection holds where.
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -72,7 +72,7 @@ def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> P
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                [sys.executable, *PYTHON_FLAGS, str(BOOTSTRAP), json.dumps(cfg)],
+                [sys.executable, *PYTHON_FLAGS, str(BOOTSTRAP), repr(cfg)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 cwd=work, env={}, start_new_session=True, pass_fds=(status_w,),
             )  # fmt: skip
@@ -180,8 +180,8 @@ def _read_status(fd: int) -> dict:
     status: dict = {}
     for line in data.decode(errors="replace").splitlines():
         try:
-            status.update(json.loads(line))
-        except ValueError:
+            status.update(ast.literal_eval(line))
+        except (ValueError, SyntaxError, TypeError):
             continue
     return status
 

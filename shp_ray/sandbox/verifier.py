@@ -9,10 +9,9 @@ data: no class in its type's MRO may be defined in Python, except a few standard
 an object whose ``__eq__`` says yes to anything is a wrong answer, not a pass.
 """
 
+import _signal as signal  # the C module: `signal` imports enum (~10 ms a run)
 import builtins
-import collections
 import os
-import signal
 import sys
 
 HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type()), not a builtin type
@@ -27,7 +26,11 @@ def main() -> None:
     saved = dict(builtins.__dict__)
     b = dict(saved)  # the harness's own builtins, never the candidate's
     flags, mro_of = type.__dict__["__flags__"].__get__, type.__dict__["__mro__"].__get__
-    trusted = {collections.Counter: dict(vars(collections.Counter))}
+    trusted = {}  # standard classes a value may have, as they were before the candidate ran
+    if "Counter" in spec["code"]:  # (collections costs ~15 ms to import; code that never names it gets none)
+        from collections import Counter
+
+        trusted[Counter] = dict(vars(Counter))
 
     def restore() -> None:
         builtins.__dict__.clear()
