@@ -366,3 +366,7 @@ def test_namespaces_required_run_or_refuse_but_never_run_unconfined():
 def test_bad_limits_are_refused_with_one_line():
     with pytest.raises(ValueError, match="Limits.namespaces"):
         Limits(namespaces="maybe")
+    with pytest.raises(ValueError, match="Limits.cpu_s: must be a whole number above 0, got 0"):
+        Limits(cpu_s=0)
+    with pytest.raises(ValueError, match="Limits.memory_mb: must be a whole number above 0, got 1.5"):
+        Limits(memory_mb=1.5)

@@ -112,17 +112,36 @@ def _keep(runner: int, tell) -> None:
 
 
 def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
-    """The runner: limits, the uid of the run, no new privileges, then the program (never returns)."""
+    """The runner: confined by :func:`_confine`, then the program (never returns)."""
+    try:
+        failed = _confine(cfg, libc, uid)
+    except (OSError, ValueError) as exc:  # e.g. a file system that refuses chown: never run unconfined
+        failed = f"{type(exc).__name__}: {exc}"
+    if failed:
+        tell(setup=failed)
+        os._exit(70)
+    os.close(cfg["status_fd"])
+    del libc
+    exec(program, {"__name__": "__main__", "__builtins__": __builtins__})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # never back into main(): this process is not the keeper
+
+
+def _confine(cfg: dict, libc, uid: int | None) -> str:
+    """Limits, the uid of the run, no capabilities, no new privileges; what failed, or ""."""
     lim = cfg["limits"]
     for which, value in (
-        (resource.RLIMIT_CPU, (lim["cpu_s"],) * 2),  # hard = soft: SIGKILL at the limit, no SIGXCPU to ignore
-        (resource.RLIMIT_AS, (lim["memory_mb"] * MB,) * 2),
-        (resource.RLIMIT_FSIZE, (lim["file_mb"] * MB,) * 2),
-        (resource.RLIMIT_NOFILE, (64, 64)),
-        (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_NPROC, (lim["processes"],) * 2),
+        (resource.RLIMIT_CPU, lim["cpu_s"]),  # hard = soft: SIGKILL at the limit, no SIGXCPU to ignore
+        (resource.RLIMIT_AS, lim["memory_mb"] * MB),
+        (resource.RLIMIT_FSIZE, lim["file_mb"] * MB),
+        (resource.RLIMIT_NOFILE, 64),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NPROC, lim["processes"]),
     ):
-        resource.setrlimit(which, value)
+        hard = resource.getrlimit(which)[1]  # never above what the caller may have (lowering always works)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
     if uid is not None:
         # The interpreter's own files may sit where the run's uid cannot search (a root-only home): its
         # import path is reopened now, while privileged, and reached through this process's own fds.
@@ -132,21 +151,13 @@ def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
         os.setgid(uid)
         os.setuid(uid)
         if os.getuid() != uid or os.geteuid() != uid:
-            tell(setup="the uid drop did not hold")
-            os._exit(70)
+            return "the uid drop did not hold"
     if not _drop_capabilities(libc):  # in a user namespace of its own the runner still held every one
-        tell(setup="the capabilities could not be dropped")
-        os._exit(70)
+        return "the capabilities could not be dropped"
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        tell(setup="no_new_privs could not be set")
-        os._exit(70)
+        return "no_new_privs could not be set"
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # set after the uid change, which clears it
-    os.close(cfg["status_fd"])
-    del libc
-    exec(program, {"__name__": "__main__", "__builtins__": __builtins__})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # never back into main(): this process is not the keeper
+    return ""
 
 
 def _drop_capabilities(libc) -> bool:

@@ -44,6 +44,10 @@ class Limits:
     namespaces: str = "auto"  # auto: network + PID namespaces where allowed; require: refuse to run without; off
 
     def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "file_mb", "processes", "output_bytes", "example_s"):
+            value, whole = getattr(self, name), name in ("cpu_s", "memory_mb", "file_mb", "processes", "output_bytes")
+            if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or not value > 0:
+                raise ValueError(f"Limits.{name}: must be a{' whole' if whole else ''} number above 0, got {value!r}")
         if self.namespaces not in NAMESPACE_MODES:
             raise ValueError(f"Limits.namespaces: {self.namespaces!r} is not one of {', '.join(NAMESPACE_MODES)}")
 
