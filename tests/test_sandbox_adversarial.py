@@ -9,6 +9,7 @@ and skips with that reason rather than pass on luck.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import secrets
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from shp_ray.sandbox import ERROR_CLASSES, Example, Limits, harness, run_check, run_examples, run_program
+from shp_ray.sandbox.bootstrap import TEMPDIR_FILES
 from shp_ray.sandbox.process import UID_BASE
 
 LIMITS = Limits(wall_s=8.0, cpu_s=1, memory_mb=256, file_mb=1, processes=8, example_s=0.5)
@@ -132,15 +134,12 @@ def test_runs_from_many_threads_at_once_are_each_confined():
 # ---- time and memory
 
 
-def test_an_infinite_loop_ends_at_the_cpu_limit_as_a_timeout():
-    """Even one that ignores SIGXCPU: the kernel kills at the limit, and that is a timeout, not 'killed'."""
-    body = _code("""
-        import signal
-        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
-        def add(a, b):
-            while True:
-                pass
-    """)
+@pytest.mark.parametrize("ignore_sigxcpu", [False, True], ids=["loop", "loop-ignoring-SIGXCPU"])
+def test_an_infinite_loop_ends_at_the_cpu_limit_as_a_timeout(ignore_sigxcpu):
+    """SIGXCPU at the limit; one that ignores it is killed a second later: either is a timeout, not 'killed'."""
+    body = "def add(a, b):\n    while True:\n        pass\n"
+    if ignore_sigxcpu:
+        body = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n" + body
     limits = Limits(wall_s=60.0, cpu_s=1, memory_mb=256)  # a wall limit out of reach: the CPU limit must end it
     report = run_check(body, "add", CHECK, limits)
     failed(report, "timeout", limit_s=limits.wall_s)
@@ -231,6 +230,26 @@ def test_the_shared_temp_dirs_are_private_to_the_run():
     finally:
         for p in paths:
             p.unlink(missing_ok=True)
+
+
+def test_filling_the_disk_stops_at_the_temp_dirs_size():
+    """Many files each below the file limit: the temp dir is a tmpfs of TEMPDIR_FILES x file_mb."""
+    need("tempdir_tmpfs")
+    fill = _code("""
+        import os
+        written = 0
+        try:
+            while written < 1000:
+                with open(f"f{written}", "wb") as fh:
+                    fh.write(b"0" * (1 << 20))
+                written += 1
+        except OSError as exc:
+            print("stopped:", exc.errno)
+        print("written", written)
+    """)
+    res = run_program(fill, limits=LIMITS)
+    assert f"stopped: {errno.ENOSPC}" in res.stdout, res
+    assert int(res.stdout.split("written")[1]) <= TEMPDIR_FILES * LIMITS.file_mb
 
 
 def test_a_file_larger_than_the_limit_cannot_be_written():

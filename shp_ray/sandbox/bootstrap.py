@@ -34,6 +34,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
 SHARED_DIRS = (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock")  # world-writable: a private tmpfs over each
+TEMPDIR_FILES = 4  # the temp dir's tmpfs holds this many files of the largest size a run may write
 MB = 1 << 20
 
 
@@ -48,7 +49,7 @@ def main() -> None:
         program = compile(fh.read(), "main.py", "exec")
     libc = ctypes.CDLL(None, use_errno=True)
     root = os.geteuid() == 0
-    active = ["session", "empty_env", "tempdir", "rlimits", *_namespaces(libc, root, cfg["namespaces"])]
+    active = ["session", "empty_env", "tempdir", "rlimits", *_namespaces(libc, root, cfg)]
     if cfg["namespaces"] == "require" and not {"netns", "pidns"} <= set(active):
         tell(setup="the namespaces were required and could not be created")
         os._exit(70)
@@ -72,26 +73,40 @@ def main() -> None:
     _keep(runner, tell)
 
 
-def _namespaces(libc, root: bool, mode: str) -> list[str]:
-    """Unshare the network and PID namespaces if allowed; the names of those that hold."""
-    if mode == "off":
+def _namespaces(libc, root: bool, cfg: dict) -> list[str]:
+    """Unshare the network, PID and mount namespaces if allowed; the names of the protections that hold."""
+    if cfg["namespaces"] == "off":
         return []
     got = []
     if not root:
+        uid, gid = os.getuid(), os.getgid()
         if libc.unshare(CLONE_NEWUSER) != 0:
             return []
         got.append("userns")
+        try:  # the caller's ids mapped to themselves: else files it creates on a tmpfs of the namespace fail
+            for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{path}", "w") as fh:
+                    fh.write(text)
+        except OSError:
+            return got  # no tmpfs of the namespace would be writable: the temp dir stays on disk
     for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWPID, "pidns")):
         if libc.unshare(flag) == 0:
             got.append(name)
     # A mount namespace of its own, every mount in it private first (else a mount would reach the machine's
-    # namespace), then an empty small tmpfs over each world-writable dir: nothing written there survives.
-    if libc.unshare(CLONE_NEWNS) == 0 and libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0:
-        got.append("mountns")
-        dirs = [d for d in SHARED_DIRS if os.path.isdir(d)]
-        opts = b"size=4m,nr_inodes=256,mode=1777"
-        if all(libc.mount(b"tmpfs", d, b"tmpfs", MS_NOSUID | MS_NODEV, opts) == 0 for d in dirs):
-            got.append("private_tmp")
+    # namespace). The temp dir becomes a small tmpfs (its files count against RAM, not the machine's disk, and
+    # vanish with the namespace), then an empty one covers each world-writable dir: nothing written survives.
+    if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return got
+    got.append("mountns")
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    here = os.getcwd().encode()
+    size = f"size={TEMPDIR_FILES * cfg['limits']['file_mb']}m,nr_inodes=1024,mode=0700".encode()
+    if libc.mount(b"tmpfs", here, b"tmpfs", flags, size) == 0:
+        os.chdir(here)  # into the new mount (the old directory stays under it, holding only main.py)
+        got.append("tempdir_tmpfs")
+    dirs = [d for d in SHARED_DIRS if os.path.isdir(d)]
+    if all(libc.mount(b"tmpfs", d, b"tmpfs", flags, b"size=4m,nr_inodes=256,mode=1777") == 0 for d in dirs):
+        got.append("private_tmp")
     return got
 
 
@@ -132,16 +147,20 @@ def _confine(cfg: dict, libc, uid: int | None) -> str:
     """Limits, the uid of the run, no capabilities, no new privileges; what failed, or ""."""
     lim = cfg["limits"]
     for which, value in (
-        (resource.RLIMIT_CPU, lim["cpu_s"]),  # hard = soft: SIGKILL at the limit, no SIGXCPU to ignore
+        (resource.RLIMIT_CPU, lim["cpu_s"]),  # SIGXCPU here, and SIGKILL a second later (see hard below)
         (resource.RLIMIT_AS, lim["memory_mb"] * MB),
         (resource.RLIMIT_FSIZE, lim["file_mb"] * MB),
         (resource.RLIMIT_NOFILE, 64),
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NPROC, lim["processes"]),
     ):
+        # The CPU limit's SIGKILL comes a second after its SIGXCPU: a process killed there has used more than
+        # cpu_s by any clock (rusage's can read ~15 % low under load), so the parent can tell it from other kills.
+        top = value + 1 if which == resource.RLIMIT_CPU else value
         hard = resource.getrlimit(which)[1]  # never above what the caller may have (lowering always works)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
+        if hard != resource.RLIM_INFINITY:
+            value, top = min(value, hard), min(top, hard)
+        resource.setrlimit(which, (value, top))
     if uid is not None:
         # The interpreter's own files may sit where the run's uid cannot search (a root-only home): its
         # import path is reopened now, while privileged, and reached through this process's own fds.

@@ -35,7 +35,7 @@ class Limits:
     """What one candidate run may use (docs/sandbox.md lists which protections hold where)."""
 
     wall_s: float = 10.0  # the parent kills the group after this
-    cpu_s: int = 5  # RLIMIT_CPU of each process (soft = hard: SIGKILL when it is used up)
+    cpu_s: int = 5  # RLIMIT_CPU of each process: SIGXCPU, and SIGKILL one second later
     memory_mb: int = 512  # RLIMIT_AS of each process in the run
     file_mb: int = 4  # RLIMIT_FSIZE: a larger write fails
     processes: int = 8  # RLIMIT_NPROC of the run's uid: the runner and at most 7 more (a fork bomb stops here)
@@ -100,9 +100,8 @@ def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> P
 def _result(proc, status: dict, out: str, err: str, wall: float, timed_out: bool, limits: Limits) -> ProcessResult:
     code = status.get("returncode", proc.returncode)
     cpu = float(status.get("cpu_s", 0.0))
-    # The kernel kills at the limit (SIGXCPU if a caller's hard limit ever exceeds the soft one); rusage
-    # rounds, so a kill within 50 ms of the limit counts as the limit's.
-    cpu_hit = code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu >= limits.cpu_s - 0.05)
+    # SIGXCPU at cpu_s; a process that ignores it is killed at cpu_s + 1, and then has used at least cpu_s
+    cpu_hit = code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu >= limits.cpu_s)
     setup = status.get("setup", "")
     if not setup and "protections" not in status:
         setup = "the bootstrap ended before it confined the run"
