@@ -346,21 +346,39 @@ def test_redefining_the_harness_changes_nothing(prelude):
     assert run_examples(prelude + WRONG, "add", EXAMPLES, LIMITS).passed == 1  # add(-1, 1) == 0 only
 
 
-def test_an_object_equal_to_everything_is_a_wrong_answer():
-    always = _code("""
-        class Anything(int):
-            def __eq__(self, other):
-                return True
-            __hash__ = int.__hash__
-            def __sub__(self, other):
-                return 0
-        def add(a, b):
-            return Anything(0)
-    """)
-    report = run_check(always, "add", CHECK, LIMITS)
+ALWAYS_EQUAL = _code("""
+    class Anything(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+        def __sub__(self, other):
+            return 0
+    def add(a, b):
+        return Anything(0)
+""")
+PATCHED_COUNTER = _code("""
+    import builtins
+    from collections import Counter
+    Counter.__eq__ = lambda self, other: True
+    Counter.__sub__ = lambda self, other: 0
+    def add(a, b):
+        builtins.vars = lambda k: {}  # what the check of a standard class would compare, were it not bound
+        return Counter()
+""")
+
+
+@pytest.mark.parametrize("code", [ALWAYS_EQUAL, PATCHED_COUNTER], ids=["own-class", "patched-Counter"])
+def test_an_object_equal_to_everything_is_a_wrong_answer(code):
+    report = run_check(code, "add", CHECK, LIMITS)
     failed(report, "wrong_answer")
     assert "only plain data" in report.detail
-    assert run_examples(always, "add", EXAMPLES, LIMITS).passed == 0
+    assert run_examples(code, "add", EXAMPLES, LIMITS).passed == 0
+
+
+def test_a_standard_counter_is_plain_data():
+    counter = "from collections import Counter\ndef add(a, b):\n    return Counter({'sum': a + b})\n"
+    check = "def check(candidate):\n    assert candidate(1, 2) == {'sum': 3}\n"
+    assert run_check(counter, "add", check, LIMITS).all_passed
 
 
 def test_a_second_verdict_line_is_refused(monkeypatch):

@@ -5,19 +5,20 @@ in a new session, with an empty environment, in the run's fresh temp dir. Everyt
 ``preexec_fn`` in the parent (unsafe there: Ray actors are threaded) happens here, in a single-threaded
 interpreter, before one line of untrusted code runs:
 
-1. new namespaces: a network namespace (no interface but a down loopback: nothing to connect to) and a PID
-   namespace (when its first process ends, the kernel kills every process left in it: nothing outlives the
-   run, not even a process that left the session with ``setsid``). As root they are unshared directly;
-   otherwise inside a new user namespace, where the machine allows one.
+1. new namespaces (as root directly, otherwise inside a new user namespace where the machine allows one): a
+   network namespace (a loopback that is down: nothing to connect to), a PID namespace (when its first process
+   ends the kernel kills every process left in it, one that left the session with ``setsid`` too), and a mount
+   namespace, private, in which the temp dir becomes a small tmpfs and every world-writable dir an empty one.
 2. a fork: the *keeper* (PID 1 of the new namespace) forks the *runner* and waits for it, reaping orphans.
 3. the runner sets the resource limits, drops to a uid of its own (as root: one uid per run, so
    RLIMIT_NPROC, which root ignores, counts exactly this run's processes, and the file system's permissions
-   keep it out of everything that is not world-writable), forbids new privileges (no setuid binary helps),
-   closes the status pipe and runs the program with ``__name__ == "__main__"``.
+   keep it out of everything that is not world-writable), drops every capability, forbids new privileges (no
+   setuid binary helps), closes the status pipe and runs the program with ``__name__ == "__main__"``.
 
-Two lines (dict literals) go to the parent through the status pipe (fd given in CONFIG; the program never holds it):
-the protections that are active, and how the runner ended (exit code or signal, its CPU seconds).
-A step that fails where the config requires it ends the run before the program starts ("setup" line).
+Two lines (dict literals) go to the parent through the status pipe (its fd is in CONFIG; the program never
+holds it): the protections that hold, and how the runner ended (exit code or signal, its CPU seconds). A step
+of the runner's confinement that fails, or namespaces required and refused, ends the run before the program
+starts (a "setup" line instead).
 """
 
 import _signal as signal  # the C module: `signal` imports enum, which costs a run ~10 ms
@@ -45,8 +46,8 @@ def main() -> None:
     def tell(**fields) -> None:
         os.write(status, (repr(fields) + "\n").encode())
 
-    with open(cfg["program"], encoding="utf-8") as fh:  # read while still privileged
-        program = compile(fh.read(), "main.py", "exec")
+    with open(cfg["program"], encoding="utf-8") as fh:  # read while still privileged (compiled by the runner)
+        program = fh.read()
     libc = ctypes.CDLL(None, use_errno=True)
     root = os.geteuid() == 0
     active = ["session", "empty_env", "tempdir", "rlimits", *_namespaces(libc, root, cfg)]
@@ -54,10 +55,8 @@ def main() -> None:
         tell(setup="the namespaces were required and could not be created")
         os._exit(70)
     uid = cfg["uid_base"] + os.getpid() if root else None  # unique among live runs, as this pid is
-    if uid is not None:
-        active += ["uid", "nproc"]
-    elif not root:
-        active.append("nproc_shared")  # RLIMIT_NPROC counts every process of the calling user
+    # RLIMIT_NPROC counts the processes of the run's own uid, or else of the calling user: all of them
+    active += ["uid", "nproc"] if uid is not None else ["nproc_shared"]
     active += ["no_caps", "no_new_privs"]
     tell(protections=active, uid=uid)  # a uid of its own, or None: then the parent never sweeps by uid
     keeper = os.fork()
@@ -77,7 +76,7 @@ def _namespaces(libc, root: bool, cfg: dict) -> list[str]:
     """Unshare the network, PID and mount namespaces if allowed; the names of the protections that hold."""
     if cfg["namespaces"] == "off":
         return []
-    got = []
+    got, mapped = [], True
     if not root:
         uid, gid = os.getuid(), os.getgid()
         if libc.unshare(CLONE_NEWUSER) != 0:
@@ -88,7 +87,7 @@ def _namespaces(libc, root: bool, cfg: dict) -> list[str]:
                 with open(f"/proc/self/{path}", "w") as fh:
                     fh.write(text)
         except OSError:
-            return got  # no tmpfs of the namespace would be writable: the temp dir stays on disk
+            mapped = False  # then the temp dir stays on disk, where the run can write
     for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWPID, "pidns")):
         if libc.unshare(flag) == 0:
             got.append(name)
@@ -101,7 +100,7 @@ def _namespaces(libc, root: bool, cfg: dict) -> list[str]:
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     here = os.getcwd().encode()
     size = f"size={TEMPDIR_FILES * cfg['limits']['file_mb']}m,nr_inodes=1024,mode=0700".encode()
-    if libc.mount(b"tmpfs", here, b"tmpfs", flags, size) == 0:
+    if mapped and libc.mount(b"tmpfs", here, b"tmpfs", flags, size) == 0:
         os.chdir(here)  # into the new mount (the old directory stays under it, holding only main.py)
         got.append("tempdir_tmpfs")
     dirs = [d for d in SHARED_DIRS if os.path.isdir(d)]
@@ -137,7 +136,7 @@ def _run(program, cfg: dict, libc, uid: int | None, tell) -> None:
         os._exit(70)
     os.close(cfg["status_fd"])
     del libc
-    exec(program, {"__name__": "__main__", "__builtins__": __builtins__})
+    exec(compile(program, "main.py", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # never back into main(): this process is not the keeper

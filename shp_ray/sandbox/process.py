@@ -41,7 +41,7 @@ class Limits:
     processes: int = 8  # RLIMIT_NPROC of the run's uid: the runner and at most 7 more (a fork bomb stops here)
     output_bytes: int = 64_000  # stdout / stderr kept for the report: its first and its last this many bytes
     example_s: float = 3.0  # run_examples: one visible example's own time limit (an alarm; the rest go on)
-    namespaces: str = "auto"  # auto: network + PID namespaces where allowed; require: refuse to run without; off
+    namespaces: str = "auto"  # auto: network, PID, mount namespaces where allowed; require: refuse without; off
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "memory_mb", "file_mb", "processes", "output_bytes", "example_s"):

@@ -69,18 +69,21 @@ def main() -> None:
             return "wrong_answer"
         return "exception"
 
+    sequences = (list, tuple, set, frozenset)  # bound now: plain() runs before the builtins are restored
+    items_of, vars_of, a_dict = dict.items, vars, dict
+
     def plain(value, depth: int = 0) -> bool:
         kind = b["type"](value)
         for k in (kind, *mro_of(kind)):
-            if flags(k) & HEAPTYPE and not (k in trusted and b["dict"](vars(k)) == trusted[k]):
+            if flags(k) & HEAPTYPE and not (k in trusted and b["dict"](vars_of(k)) == trusted[k]):
                 return False
         if depth > 50:
             return False
-        for base in (list, tuple, set, frozenset):
+        for base in sequences:
             if b["isinstance"](value, base):
                 return b["all"](plain(x, depth + 1) for x in base.__iter__(value))
-        if b["isinstance"](value, dict):
-            return b["all"](plain(k, depth + 1) and plain(v, depth + 1) for k, v in dict.items(value))
+        if b["isinstance"](value, a_dict):
+            return b["all"](plain(k, depth + 1) and plain(v, depth + 1) for k, v in items_of(value))
         return True
 
     def checked(fn):
