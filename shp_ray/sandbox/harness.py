@@ -10,8 +10,9 @@ Two kinds of tests:
 The trusted test program (``verifier.py``) reads a one-time nonce from stdin before any candidate code runs and
 prints its verdict as one stdout line behind that nonce. A candidate that exits early (``sys.exit(0)``,
 ``os._exit(0)``), crashes the interpreter or prints a fake verdict has no nonce line, and a run with more than
-one is refused: never a pass. The candidate runs in a namespace of its own, the tests in another with builtins
-the candidate never holds, and a returned value must be plain data. docs/sandbox.md has the threat model.
+one is refused: never a pass. The tests run over a copy of the candidate's names (as HumanEval's one program
+does) with their own ``check`` and builtins the candidate never holds, and a returned value must be plain
+data. docs/sandbox.md has the threat model and what is out of its scope.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ERROR_CLASSES = (
     "missing_function",  # no callable of the entry point's name
     "timeout",  # the run passed its wall or CPU time limit, or an example its alarm
     "memory",  # MemoryError at the address-space limit
-    "exited",  # the process ended without exactly one verdict (sys.exit, os._exit, a crash, a forged verdict)
+    "exited",  # the process ended without exactly one verdict (os._exit, a crash, two verdict lines)
     "killed",  # ended by a signal other than the CPU limit's
     "sandbox",  # the sandbox could not be set up (e.g. namespaces required but refused): the code never ran
 )
