@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import os
 import secrets
 import socket
@@ -39,15 +40,14 @@ def _code(body: str) -> str:
     return textwrap.dedent(body).lstrip()
 
 
-def _probe() -> frozenset[str]:
+@functools.cache
+def protections() -> frozenset[str]:
+    """What this machine gives a run (asked once, when a test first needs it, never at collection)."""
     return frozenset(run_program("pass", limits=LIMITS).protections)
 
 
-PROTECTIONS = _probe()
-
-
 def need(*names: str) -> None:
-    missing = [n for n in names if n not in PROTECTIONS]
+    missing = [n for n in names if n not in protections()]
     if missing:
         pytest.skip(f"this machine gives the sandbox no {', '.join(missing)} (docs/sandbox.md)")
 
@@ -394,7 +394,7 @@ def test_a_second_verdict_line_is_refused(monkeypatch):
 
 def test_namespaces_required_run_or_refuse_but_never_run_unconfined():
     report = run_check(GOOD, "add", CHECK, dataclasses.replace(LIMITS, namespaces="require"))
-    if {"netns", "pidns"} <= PROTECTIONS:
+    if {"netns", "pidns"} <= protections():
         assert report.all_passed and {"netns", "pidns"} <= set(report.protections)
     else:
         assert report.error_class == "sandbox" and not report.all_passed
