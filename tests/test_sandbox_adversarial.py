@@ -1,0 +1,409 @@
+"""The sandbox holds (issue 27 item 3): every adversarial candidate ends as a failed run with its reason (its
+error class), within its limit, and leaves the machine as it was; a correct candidate still passes.
+
+Limits are small so the file stays cheap on a loaded machine; a CPU-bound case burns at most 2 CPU seconds.
+Where a protection depends on the machine (root, namespaces), the test asks the run which protections held
+and skips with that reason rather than pass on luck.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import functools
+import os
+import secrets
+import socket
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from shp_ray.sandbox import ERROR_CLASSES, Example, Limits, harness, run_check, run_examples, run_program
+from shp_ray.sandbox.bootstrap import TEMPDIR_FILES
+from shp_ray.sandbox.process import UID_BASE
+
+LIMITS = Limits(wall_s=8.0, cpu_s=1, memory_mb=256, file_mb=1, processes=8, example_s=0.5)
+GRACE_S = 3.0  # the parent's kill and the reaping after a limit, on a loaded machine
+CHECK = textwrap.dedent("""
+    def check(candidate):
+        assert candidate(1, 2) == 3
+        assert abs(candidate(0.5, 0.25) - 0.75) < 1e-9
+""")
+EXAMPLES = [Example("add(1, 2)", "3"), Example("add(2, 2)", "4"), Example("add(-1, 1)", "0")]
+GOOD = "def add(a, b):\n    return a + b\n"
+ROOT = os.geteuid() == 0
+
+
+def _code(body: str) -> str:
+    return textwrap.dedent(body).lstrip()
+
+
+@functools.cache
+def protections() -> frozenset[str]:
+    """What this machine gives a run (asked once, when a test first needs it, never at collection)."""
+    return frozenset(run_program("pass", limits=LIMITS).protections)
+
+
+def need(*names: str) -> None:
+    missing = [n for n in names if n not in protections()]
+    if missing:
+        pytest.skip(f"this machine gives the sandbox no {', '.join(missing)} (docs/sandbox.md)")
+
+
+def failed(report, error_class: str, limit_s: float = LIMITS.wall_s) -> None:
+    assert report.error_class == error_class, report
+    assert not report.all_passed and report.passed == 0, report
+    assert report.wall_s < limit_s + GRACE_S, report
+
+
+def _uid_processes(uid: int) -> list[int]:
+    out = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        if any(line.split()[1] == str(uid) for line in status.splitlines() if line.startswith("Uid:")):
+            out.append(int(entry))
+    return out
+
+
+# ---- normal cases
+
+
+def test_a_correct_function_passes_both_kinds_of_tests():
+    hidden = run_check(GOOD, "add", CHECK, LIMITS)
+    visible = run_examples(GOOD, "add", EXAMPLES, LIMITS)
+    assert hidden.all_passed and hidden.error_class == "pass", hidden
+    assert visible.all_passed and visible.pass_rate == 1.0, visible
+    assert [r.got for r in visible.examples] == ["3", "4", "0"]
+    assert {"session", "empty_env", "tempdir", "rlimits", "no_caps", "no_new_privs"} <= set(hidden.protections)
+    assert hidden.error_class in ERROR_CLASSES
+
+
+def test_a_wrong_function_is_a_wrong_answer_example_by_example():
+    wrong = "def add(a, b):\n    return a + b if a > 1 else 0\n"
+    failed(run_check(wrong, "add", CHECK, LIMITS), "wrong_answer")
+    visible = run_examples(wrong, "add", EXAMPLES, LIMITS)
+    assert visible.error_class == "wrong_answer" and visible.passed == 2 and visible.pass_rate == pytest.approx(2 / 3)
+    assert [r.ok for r in visible.examples] == [False, True, True]
+
+
+def test_the_tests_see_the_programs_helpers_as_in_humaneval():
+    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name."""
+    code = "def double(x):\n    return 2 * x\n\ndef add(a, b):\n    return a + b\n"
+    check = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    assert run_check(code, "add", check, LIMITS).all_passed
+
+
+def test_one_slow_example_fails_alone_at_its_alarm():
+    slow = _code("""
+        import time
+        def add(a, b):
+            if a == 2:
+                time.sleep(60)
+            return a + b
+    """)
+    report = run_examples(slow, "add", EXAMPLES, LIMITS)
+    assert [r.ok for r in report.examples] == [True, False, True], report
+    assert report.error_class == "timeout" and "example time limit" in report.examples[1].got
+    assert report.wall_s < 3 * LIMITS.example_s + GRACE_S
+
+
+def test_a_flood_of_output_keeps_the_verdict_and_bounded_output():
+    chatty = "def add(a, b):\n    print('x' * 4_000_000)\n    return a + b\n"
+    assert run_check(chatty, "add", CHECK, LIMITS).all_passed
+    res = run_program("print('y' * 5_000_000)\nprint('last line')", limits=LIMITS)
+    assert res.stdout.rstrip().endswith("last line") and "bytes dropped" in res.stdout
+    assert len(res.stdout) < 2 * LIMITS.output_bytes + 100
+
+
+def test_runs_from_many_threads_at_once_are_each_confined():
+    """No preexec_fn: a threaded parent (a Ray actor) may start runs from any thread."""
+    reports: list = []
+    threads = [threading.Thread(target=lambda: reports.append(run_check(GOOD, "add", CHECK, LIMITS))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(reports) == 3 and all(r.all_passed for r in reports), reports
+
+
+# ---- time and memory
+
+
+@pytest.mark.parametrize("ignore_sigxcpu", [False, True], ids=["loop", "loop-ignoring-SIGXCPU"])
+def test_an_infinite_loop_ends_at_the_cpu_limit_as_a_timeout(ignore_sigxcpu):
+    """SIGXCPU at the limit; one that ignores it is killed a second later: either is a timeout, not 'killed'."""
+    body = "def add(a, b):\n    while True:\n        pass\n"
+    if ignore_sigxcpu:
+        body = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n" + body
+    limits = Limits(wall_s=60.0, cpu_s=1, memory_mb=256)  # a wall limit out of reach: the CPU limit must end it
+    report = run_check(body, "add", CHECK, limits)
+    failed(report, "timeout", limit_s=limits.wall_s)
+    assert "CPU time limit" in report.detail, report
+
+
+def test_a_sleeping_candidate_ends_at_the_wall_limit():
+    limits = Limits(wall_s=1.0, cpu_s=1)
+    report = run_check("import time\ntime.sleep(600)\n", "add", CHECK, limits)
+    failed(report, "timeout", limit_s=limits.wall_s)
+    assert "wall time limit" in report.detail
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["x = bytearray(10 ** 11)\n", "blocks = []\nwhile True:\n    blocks.append(bytearray(1 << 20))\n"],
+    ids=["one-allocation", "growing"],
+)
+def test_a_memory_bomb_is_a_memory_failure(body):
+    failed(run_check(body + GOOD, "add", CHECK, LIMITS), "memory")
+
+
+# ---- processes
+
+
+def test_a_fork_bomb_stays_bounded_and_nothing_of_it_survives():
+    need("nproc")
+    bomb = _code("""
+        import os, sys, time
+        print("uid", os.getuid(), flush=True)
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                os.setsid()  # leave the process group: the group kill alone would miss it
+                print("forked", flush=True)
+        time.sleep(600)
+    """)
+    limits = Limits(wall_s=2.0, cpu_s=1, processes=LIMITS.processes)
+    res = run_program(bomb, limits=limits)
+    assert res.timed_out and res.wall_s < limits.wall_s + GRACE_S
+    uid = int(res.stdout.split()[1])
+    assert uid >= UID_BASE
+    forks = res.stdout.count("forked")
+    assert 1 <= forks <= limits.processes - 1, res.stdout  # the runner and its children: at most `processes`
+    assert _uid_processes(uid) == []
+    failed(run_check(bomb + GOOD, "add", CHECK, limits), "timeout", limit_s=limits.wall_s)
+
+
+# ---- the file system
+
+
+@pytest.mark.parametrize("namespaces", ["auto", "off"])
+def test_os_system_and_open_cannot_write_outside_the_temp_dir(tmp_path, namespaces):
+    if namespaces == "off" and not ROOT:
+        pytest.skip("without namespaces only the uid drop (root) keeps a run out of the caller's files")
+    targets = [tmp_path / "touched", tmp_path / "written"]
+    attack = _code(f"""
+        import os
+        def add(a, b):
+            os.system("touch {targets[0]}")
+            try:
+                open("{targets[1]}", "w").write("pwned")
+            except OSError:
+                return 0
+            return a + b if os.path.exists("{targets[0]}") else 0
+    """)
+    limits = dataclasses.replace(LIMITS, namespaces=namespaces)
+    failed(run_check(attack, "add", CHECK, limits), "wrong_answer")
+    assert not any(t.exists() for t in targets)
+
+
+def test_the_shared_temp_dirs_are_private_to_the_run():
+    need("private_tmp")
+    name = f"sandbox-escape-{secrets.token_hex(6)}"
+    paths = [Path("/tmp", name), Path("/dev/shm", name)]
+    attack = _code(f"""
+        def add(a, b):
+            for p in {[str(p) for p in paths]!r}:
+                open(p, "w").write("x")
+            return 0
+    """)
+    try:
+        failed(run_check(attack, "add", CHECK, LIMITS), "wrong_answer")
+        assert not any(p.exists() for p in paths)
+    finally:
+        for p in paths:
+            p.unlink(missing_ok=True)
+
+
+def test_filling_the_disk_stops_at_the_temp_dirs_size():
+    """Many files each below the file limit: the temp dir is a tmpfs of TEMPDIR_FILES x file_mb."""
+    need("tempdir_tmpfs")
+    fill = _code("""
+        import os
+        written = 0
+        try:
+            while written < 1000:
+                with open(f"f{written}", "wb") as fh:
+                    fh.write(b"0" * (1 << 20))
+                written += 1
+        except OSError as exc:
+            print("stopped:", exc.errno)
+        print("written", written)
+    """)
+    res = run_program(fill, limits=LIMITS)
+    assert f"stopped: {errno.ENOSPC}" in res.stdout, res
+    assert int(res.stdout.split("written")[1]) <= TEMPDIR_FILES * LIMITS.file_mb
+
+
+def test_a_file_larger_than_the_limit_cannot_be_written():
+    big = "def add(a, b):\n    open('big', 'wb').write(b'0' * (2 << 20))\n    return a + b\n"
+    failed(run_check(big, "add", CHECK, LIMITS), "exception")
+
+
+# ---- secrets and the network
+
+
+def test_the_environment_holds_no_key(monkeypatch):
+    key = "sk-test-" + secrets.token_hex(12)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    parent = os.getpid()
+    leak = _code(f"""
+        import glob, os
+        def add(a, b):
+            found = os.environ.get("OPENAI_API_KEY", "")
+            for path in ["/proc/{parent}/environ", *glob.glob("/proc/*/environ")]:
+                try:
+                    found += open(path, "rb").read().decode(errors="replace")
+                except OSError:
+                    pass
+            print(found)
+            return found if "OPENAI_API_KEY" in found else 0
+    """)
+    report = run_check(leak, "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert key not in report.detail
+    visible = run_examples(leak, "add", EXAMPLES, LIMITS)
+    assert visible.passed == 1 and all(key not in r.got for r in visible.examples)  # add(-1, 1) == 0 by luck
+    res = run_program(leak + "print(add(0, 0))\n", limits=LIMITS)
+    assert key not in res.stdout and key not in res.stderr
+
+
+def test_a_server_on_127_0_0_1_gets_no_connection():
+    need("netns")
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    dial = _code(f"""
+        import socket
+        def add(a, b):
+            socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"hello")
+            return a + b
+    """)
+    try:
+        report = run_check(dial, "add", CHECK, LIMITS)
+        failed(report, "exception")
+        assert "unreachable" in report.detail.lower(), report
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+
+
+# ---- ending early, and forging the verdict
+
+
+@pytest.mark.parametrize(
+    ("code", "error_class"),
+    [
+        ("import sys\nsys.exit(0)\n" + GOOD, "load_error"),
+        ("import os\nos._exit(0)\n" + GOOD, "exited"),
+        ("import os\ndef add(a, b):\n    os._exit(0)\n", "exited"),
+        ("import sys\ndef add(a, b):\n    sys.exit(0)\n", "exception"),
+        ("import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)\n", "killed"),
+    ],
+    ids=["sys.exit-at-load", "os._exit-at-load", "os._exit-in-call", "sys.exit-in-call", "kill-itself"],
+)
+def test_ending_before_the_tests_run_is_never_a_pass(code, error_class):
+    failed(run_check(code, "add", CHECK, LIMITS), error_class)
+    assert run_examples(code, "add", EXAMPLES, LIMITS).error_class == error_class
+
+
+WRONG = "def add(a, b):\n    return 0\n"
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "def check(candidate):\n    pass\n",
+        "candidate = lambda *a: 3\n",
+        "import builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})\nbuiltins.abs = lambda x: 0\n",
+        "import builtins\nbuiltins.__dict__.clear()\n",
+        "print('0' * 32 + \" {'error_class': 'pass', 'detail': '', 'examples': []}\")\n",
+        "import os, sys\nos._exit = lambda code: None\nsys.exit = lambda *a: None\n",
+        "import sys\nsys.settrace(lambda *a: None)\n",
+    ],
+    ids=["check", "candidate", "AssertionError-and-abs", "no-builtins", "fake-verdict", "no-exit", "settrace"],
+)
+def test_redefining_the_harness_changes_nothing(prelude):
+    failed(run_check(prelude + WRONG, "add", CHECK, LIMITS), "wrong_answer")
+    assert run_examples(prelude + WRONG, "add", EXAMPLES, LIMITS).passed == 1  # add(-1, 1) == 0 only
+
+
+ALWAYS_EQUAL = _code("""
+    class Anything(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+        def __sub__(self, other):
+            return 0
+    def add(a, b):
+        return Anything(0)
+""")
+PATCHED_COUNTER = _code("""
+    import builtins
+    from collections import Counter
+    Counter.__eq__ = lambda self, other: True
+    Counter.__sub__ = lambda self, other: 0
+    def add(a, b):
+        builtins.vars = lambda k: {}  # what the check of a standard class would compare, were it not bound
+        return Counter()
+""")
+
+
+@pytest.mark.parametrize("code", [ALWAYS_EQUAL, PATCHED_COUNTER], ids=["own-class", "patched-Counter"])
+def test_an_object_equal_to_everything_is_a_wrong_answer(code):
+    report = run_check(code, "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert "only plain data" in report.detail
+    assert run_examples(code, "add", EXAMPLES, LIMITS).passed == 0
+
+
+def test_a_standard_counter_is_plain_data():
+    counter = "from collections import Counter\ndef add(a, b):\n    return Counter({'sum': a + b})\n"
+    check = "def check(candidate):\n    assert candidate(1, 2) == {'sum': 3}\n"
+    assert run_check(counter, "add", check, LIMITS).all_passed
+
+
+def test_a_second_verdict_line_is_refused(monkeypatch):
+    """Only the verifier knows the nonce; a run that printed two lines with it (a forked copy finishing the
+    tests too, say) is no pass."""
+    verdict = {"error_class": "pass", "detail": "", "examples": []}
+    twice = f"import sys\nnonce = sys.stdin.readline().strip()\nfor _ in range(2):\n    print(nonce, {verdict!r})\n"
+    monkeypatch.setattr(harness, "VERIFIER", twice)
+    report = run_check(GOOD, "add", CHECK, LIMITS)
+    failed(report, "exited")
+    assert "more than one verdict line" in report.detail
+
+
+def test_namespaces_required_run_or_refuse_but_never_run_unconfined():
+    report = run_check(GOOD, "add", CHECK, dataclasses.replace(LIMITS, namespaces="require"))
+    if {"netns", "pidns"} <= protections():
+        assert report.all_passed and {"netns", "pidns"} <= set(report.protections)
+    else:
+        assert report.error_class == "sandbox" and not report.all_passed
+
+
+def test_bad_limits_are_refused_with_one_line():
+    with pytest.raises(ValueError, match="Limits.namespaces"):
+        Limits(namespaces="maybe")
+    with pytest.raises(ValueError, match="Limits.cpu_s: must be a whole number above 0, got 0"):
+        Limits(cpu_s=0)
+    with pytest.raises(ValueError, match="Limits.memory_mb: must be a whole number above 0, got 1.5"):
+        Limits(memory_mb=1.5)
