@@ -234,7 +234,8 @@ def test_the_sql_lenient_answers_equal_the_python_ones(con) -> None:
 
 
 def test_f1_outcomes_pair_the_returned_draft_with_the_baselines_last(con) -> None:
-    lenient = {(s, t): f1 for s, t, f1 in con.sql("SELECT scenario_id, round, answer_f1 FROM answers_lenient").fetchall()}
+    rows = con.sql("SELECT scenario_id, round, answer_f1 FROM answers_lenient").fetchall()
+    lenient = {(s, t): f1 for s, t, f1 in rows}
     returned = con.sql(
         "SELECT r.policy, r.scenario_id, coalesce(f.selected_round, r.stop_round), r.depth, r.final_f1, r.baseline_f1 "
         "FROM replay r LEFT JOIN family_replay f USING (policy, gen_id, scenario_id)"

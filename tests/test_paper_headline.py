@@ -87,7 +87,8 @@ def test_the_lenient_answers_of_every_shipped_draft_are_the_python_reading() -> 
     try:
         got = con.execute(
             "SELECT r.draft, s.ground_truth, a.answer, a.has_inline_answer, a.answer_em, a.answer_f1 "
-            "FROM answers_lenient a JOIN rounds r USING (gen_id, scenario_id, round) JOIN scenarios s USING (scenario_id)"
+            "FROM answers_lenient a JOIN rounds r USING (gen_id, scenario_id, round) "
+            "JOIN scenarios s USING (scenario_id)"
         ).fetchall()
         test = connect(ROOT / STORE, judge=JUDGE, scenario_ids=_test_ids(con))
         try:
