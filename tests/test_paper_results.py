@@ -87,4 +87,9 @@ def test_tables_put_our_numbers_beside_the_papers(store) -> None:
     assert re.search(r"Oracle gap \(oracle_is ΔIS vs fixed_k6\): \*\*[+-]\d\.\d{3}\*\* \(the paper: \+0\.115\)", text)
     assert "### Beyond SHP" in text and "| consensus | semantic |" in text
     assert "| mean / median / max d_t |" in text and "| 0.04 / 0.022 / 0.39 |" in text
-    assert re.search(r"4 trajectories: round-1 approval \d+%, \*\*\d+% revise after round 1\*\*", text)
+    assert re.search(
+        r"4 trajectories: round-1 approval \d+%; the draft changes after round 1 in \d+% \(any byte\), "
+        r"\*\*the answer in \d+%\*\*",
+        text,
+    )
+    assert "one-sided Wilcoxon p, per step" in text and "one-sided Wilcoxon p, per trajectory" in text

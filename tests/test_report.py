@@ -81,7 +81,8 @@ def test_small_n_report_says_n_and_power_and_answer_metrics(tmp_path) -> None:
     assert "To detect a margin δ = 0.02 with power 0.8 at this variance you need N = " in md
     assert "is not evidence" in md and "; at N = 4 the power is" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and "(N 4" in line]
-    assert rows and all("power" in line or "no test" in line for line in rows)  # never a bare yes/no
+    # never a bare yes/no: a "yes" with its TOST p (it rejected), a "no" with its power
+    assert rows and all("power" in line or "no test" in line or "TOST p" in line for line in rows)
     baseline = next(line for line in md.splitlines() if line.startswith("| fixed_k6 |"))
     assert "zero variance" in baseline and "no test (N 4, identical to the baseline)" in baseline
     assert "0% of the returned drafts state an `Answer:` line" in md  # synthetic drafts have none: EM = F1 = 0
