@@ -2,10 +2,13 @@
 
     python -m sweeps.paper_results results/paper-local/store > RESULTS.md
 
-For every judge the store holds: Table II (dev, N = 20) and Table III (test, N = 60) regenerated with
-the paper's figures in the same rows; the other stopping families on the same test drafts; the oracle
-gap (the paper's: +0.115 IS) and how much of it each judge-free policy closes; Conjecture 1 (distances
-shrink) on these drafts; the revision dynamics that say whether the run is evidence at all.
+First the headline: one sentence rendered from the query printed under it (sweeps.paper_headline: the test
+split, the LLM judge with its tokens priced in). Then, for every judge the store holds (the LLM judges first:
+the paper's setting; the lexical judge is free): Table II (dev, N = 20) and Table III (test, N = 60) with the
+paper's printed figures in the same rows and answer F1 beside IS (sweeps.paper_sections); the other stopping
+families on the same test drafts; the oracle gap (the paper's: +0.115 IS) and how much of it each judge-free
+policy closes; Conjecture 1 (distances shrink) per step and per trajectory; the revision dynamics (changed
+drafts and changed answers) that say whether the run is evidence at all.
 
 The policies, eps / k, weights and the TOST margin come from the ``paper`` sweep preset, composed by
 Hydra exactly as ``shp-sweep +sweep=paper`` composes it: RESULTS.md replays what a sweep job replays.
@@ -39,10 +42,13 @@ from sweeps.paper_sections import (
     families_table,
     judge_note,
     oracle_gap,
+    p_cell,
+    pct,
     policy_table,
 )
 
 __all__ = ["Scope", "collect", "paper_job", "paper_tables", "render"]
+_pct, _p = pct, p_cell  # their names here before the sections moved to sweeps.paper_sections
 
 # What one call of the scope's judge costs on average, over the rounds it judged (0: the lexical judge, no call).
 JUDGE_TOKENS_PER_CALL = "SELECT avg(judge_tokens) FILTER (WHERE judge_tokens > 0) FROM round_signals"
