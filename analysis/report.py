@@ -196,9 +196,10 @@ def _header(data: report_data.ReportData) -> list[str]:
         "across the policies of one generation and split. A “non-inferior” is a TOST that rejected: it holds at its N. "
         "A “no” carries its power (see each generation's power section): at small N it is not evidence of "
         "inferiority.",
-        "- EM / F1: HotpotQA's exact match and token F1 (the official normalisation) of the returned draft's "
-        "last `Answer:` line against the gold answer; a draft without one scores 0. ΔF1 is paired against "
-        "the baseline's last draft. They say whether IS tracks being right.",
+        "- EM / F1 (the strict reading): HotpotQA's exact match and token F1 (the official normalisation) of the "
+        "returned draft's last line that starts with `Answer:` against the gold answer; a draft without one scores "
+        "0. ΔF1 is paired against the baseline's last draft. They say whether IS tracks being right. The lenient "
+        "reading (an inline `Answer:`, else the last sentence) is the `answers_lenient` view.",
         *report_costs.price_lines(setup.prices, data.parts[0].cost),
         "- The HTML report (index.html beside this file): the sortable policy table, the plots with their 95% "
         "intervals and a trajectory browser (every round's draft, critique, d_t, IS, scores, and where each "
