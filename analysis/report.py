@@ -193,11 +193,13 @@ def _header(data: report_data.ReportData) -> list[str]:
         ),
         f"- IS weights: {w}. Baseline: fixed_k{{depth}} (every generated round).",
         f"- Non-inferiority margin δ = {setup.delta:g} (one-sided TOST, α = 0.05). p-values Holm-adjusted "
-        "across the policies of one generation and split. Every “non-inferior” carries its N and power (see each "
-        "generation's power section): at small N it is not evidence.",
-        "- EM / F1: HotpotQA's exact match and token F1 (the official normalisation) of the returned draft's "
-        "last `Answer:` line against the gold answer; a draft without one scores 0. ΔF1 is paired against "
-        "the baseline's last draft. They say whether IS tracks being right.",
+        "across the policies of one generation and split. A “non-inferior” is a TOST that rejected: it holds at its N. "
+        "A “no” carries its power (see each generation's power section): at small N it is not evidence of "
+        "inferiority.",
+        "- EM / F1 (the strict reading): HotpotQA's exact match and token F1 (the official normalisation) of the "
+        "returned draft's last line that starts with `Answer:` against the gold answer; a draft without one scores "
+        "0. ΔF1 is paired against the baseline's last draft. They say whether IS tracks being right. The lenient "
+        "reading (an inline `Answer:`, else the last sentence) is the `answers_lenient` view.",
         *report_costs.price_lines(setup.prices, data.parts[0].cost),
         "- The HTML report (index.html beside this file): the sortable policy table, the plots with their 95% "
         "intervals and a trajectory browser (every round's draft, critique, d_t, IS, scores, and where each "
@@ -287,7 +289,9 @@ def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> 
             f"- Strictly decreasing d_t: {100 * c1['frac_strictly_decreasing']:.1f}%",
             f"- Mean OLS slope of d_t on t: {c1['mean_slope']:+.4f} "
             f"(bootstrap 95% CI [{c1['slope_ci95_low']:+.4f}, {c1['slope_ci95_high']:+.4f}])",
-            f"- One-sided Wilcoxon (mean d_t − d_(t−1) < 0): p = {_p(c1['wilcoxon_p'])}",
+            f"- One-sided Wilcoxon per step (every d_t − d_(t−1) < 0, {c1['n_steps']} steps, not independent "
+            f"within a trajectory): p = {_p(c1['wilcoxon_step_p'])}; per trajectory (each trajectory's mean "
+            f"d_t − d_(t−1)): p = {_p(c1['wilcoxon_p'])}",
         ]
     else:
         lines.append("- Not enough rounds (needs trajectories with T ≥ 3).")

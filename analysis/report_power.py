@@ -35,19 +35,30 @@ def tost_p_cell(is_: Mapping[str, object], p_text: str) -> str:
     return "zero variance" if is_.get("degenerate") else p_text
 
 
+def _p_text(p: float) -> str:
+    return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
+
+
 def verdict(non_inferior: object, is_: Mapping[str, object]) -> str:
-    """The non-inferior cell: yes/no, never without its N and power."""
+    """The non-inferior cell: yes/no, never without its N, and a "no" never without its power.
+
+    A "yes" is a TOST that rejected (the one-sided bound above -δ at α = 0.05): that holds at any N, so it is
+    never called underpowered; it carries its TOST p where the tests give one. Power speaks to a "no": at low
+    power a test that did not reject says little about inferiority, and the cell says so.
+    """
     n = is_.get("n", "?")
     if is_.get("degenerate"):
         why = "identical to the baseline" if is_.get("mean_diff") == 0.0 else "constant ΔIS"
         return f"no test (N {n}, {why})"
-    word = "yes" if non_inferior else "no"
+    if non_inferior:
+        p = _num(is_.get("tost_p"))
+        return f"yes (N {n})" if math.isnan(p) else f"yes (N {n}, TOST p {_p_text(p)})"
     power = _num(is_.get("tost_power"))
     if math.isnan(power):
-        return f"{word} (N {n}, power unknown)"
+        return f"no (N {n}, power unknown)"
     if _short(n, is_.get("n_needed")):
-        return f"{word}, underpowered (N {n} < {is_['n_needed']}, power {power:.2f})"
-    return f"{word} (N {n}, power {power:.2f})"
+        return f"no, underpowered (N {n} < {is_['n_needed']}, power {power:.2f})"
+    return f"no (N {n}, power {power:.2f})"
 
 
 def section(gen: str, rows: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float) -> list[str]:
@@ -68,11 +79,12 @@ def section(gen: str, rows: Sequence[Mapping[str, object]], tests: Mapping[tuple
                         int(worst["n_needed"]), False)  # fmt: skip
         said = plan.sentence()
         lines.append(f"- {said[0].upper()}{said[1:]} (`{policy}`).")
-        short = [p for p, t in asks if _short(t.get("n", 0), t["n_needed"])]
+        short = [p for p, t in asks if _short(t.get("n", 0), t["n_needed"]) and not t.get("non_inferior")]
         if short:
             lines.append(
-                f"- **N is below what the planner asks for {len(short)} of {len(planned)} policies: "
-                "their “non-inferior” is not evidence.**"
+                f"- **N is below what the planner asks for {len(short)} of {len(planned)} policies whose TOST did "
+                "not reject: their “not non-inferior” is not evidence of inferiority.** A TOST that rejected "
+                "holds at its N (α = 0.05), whatever the planned power."
             )
     degenerate = [p for p, t in planned if t.get("degenerate")]
     if degenerate:
@@ -88,7 +100,8 @@ def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
 
     ``summary``: policy_summary rows with policy, n_is, n_needed and margin (the sweep_summary query).
     """
-    short = [r for r in summary if _short(r.get("n_is", 0), r.get("n_needed"))]
+    # A policy shown non-inferior is not short of anything: its TOST rejected at this N.
+    short = [r for r in summary if _short(r.get("n_is", 0), r.get("n_needed")) and not r.get("non_inferior")]
     if not short:
         return None
     worst = max(short, key=lambda r: int(r["n_needed"]))  # type: ignore[call-overload]
@@ -96,26 +109,28 @@ def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
         f"WARNING: N = {worst['n_is']} is below what the TOST planner asks: to detect a margin "
         f"delta = {_num(worst.get('margin')):g} with power {TARGET_POWER:g} at this variance you need "
         f"N = {worst['n_needed']} ({worst['policy']}{', split ' + str(worst['split']) if worst.get('split') else ''}); "
-        f"{len(short)} of {len(summary)} policies are underpowered, "
-        "so 'non-inferior' here is not evidence."
+        f"{len(short)} of {len(summary)} policies did not reject at this N, "
+        "so their 'not non-inferior' here is not evidence of inferiority (a 'non-inferior' is: the TOST rejected)."
     )
 
 
-# The verdict's kinds as the figures and the HTML report colour them: green only for a non-inferior verdict the
-# test had the power to give; an underpowered one is amber, never green.
+# The verdict's kinds as the figures and the HTML report colour them: green for a TOST that rejected (non-inferior at
+# its N, whatever the planned power); amber for one that did not reject at an N below what the planner asks (its
+# "no" is no evidence of inferiority); grey for a "no" the test had the power to give.
 VERDICT_KINDS = {
-    "powered": ("non-inferior", "#2ca02c"),
-    "underpowered": ("non-inferior, underpowered (N below what the planner asks)", "#ff9f1c"),
+    "powered": ("non-inferior (the TOST rejected)", "#2ca02c"),
+    "underpowered": ("not shown non-inferior, underpowered (N below what the planner asks)", "#ff9f1c"),
     "no_test": ("no test (zero variance)", "#9ecae1"),
     "inferior": ("not shown non-inferior", "#8c8c8c"),
 }
 
 
 def verdict_kind(row: Mapping[str, object]) -> str:
-    """A policy_summary row's verdict kind (a key of VERDICT_KINDS): power unknown counts as underpowered."""
+    """A policy_summary row's verdict kind (a key of VERDICT_KINDS): a "no" of unknown power counts as
+    underpowered; a "yes" is a rejection, never underpowered."""
     if row.get("degenerate"):
         return "no_test"
-    if not row.get("non_inferior"):
-        return "inferior"
+    if row.get("non_inferior"):
+        return "powered"
     power = _num(row.get("tost_power"))
-    return "underpowered" if row.get("underpowered") or math.isnan(power) else "powered"
+    return "underpowered" if row.get("underpowered") or math.isnan(power) else "inferior"

@@ -348,11 +348,13 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
 
     - ``frac_strictly_decreasing``: share with d_2 > d_3 > ... > d_T;
     - ``mean_slope`` (+ bootstrap CI): mean per-trajectory OLS slope of d_t on t;
-    - ``wilcoxon_p``: one-sided Wilcoxon (alternative: less than 0) on each
-      trajectory's mean successive difference d_t - d_{t-1} (one value per
-      trajectory, so the observations are independent).
+    - ``wilcoxon_step_p`` (``n_steps``): one-sided Wilcoxon (alternative: less than 0) over every
+      successive difference d_t - d_{t-1} (t >= 3), per step as the paper states it; the steps of one
+      trajectory are not independent, so read it beside the per-trajectory test;
+    - ``wilcoxon_p``: the same test on each trajectory's MEAN successive difference (one value per
+      trajectory, so the observations are independent): a per-trajectory test, labelled so.
     """
-    slopes, steps, mono = [], [], []
+    slopes, steps, mono, every_step = [], [], [], []
     for d in _distances(con).values():
         d = d[~np.isnan(d)]
         if len(d) < 2:
@@ -360,11 +362,13 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
         t = np.arange(len(d), dtype=float)
         slopes.append(float(np.polyfit(t, d, 1)[0]))
         steps.append(float(np.mean(np.diff(d))))
+        every_step.extend(np.diff(d).tolist())
         mono.append(bool(np.all(np.diff(d) < 0)))
     if not slopes:
         return {"n": 0}
     lo, hi = bootstrap_ci(np.asarray(slopes), seed=seed)
     w, p = wilcoxon(np.asarray(steps), alternative="less")
+    w_step, p_step = wilcoxon(np.asarray(every_step), alternative="less")
     return {
         "n": len(slopes),
         "frac_strictly_decreasing": float(np.mean(mono)),
@@ -374,6 +378,9 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
         "mean_step": float(np.mean(steps)),
         "wilcoxon_w": w,
         "wilcoxon_p": p,
+        "n_steps": len(every_step),
+        "wilcoxon_step_w": w_step,
+        "wilcoxon_step_p": p_step,
     }
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis import costs, family_replay, sql, uniqueness
+from analysis.answer_outcomes import answers_lenient_sql
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
 from analysis.sources import TableSources
@@ -298,6 +299,7 @@ def build_statements(
         # a view: replay_inputs (below) is what the replay reads, computed once from it
         sql.create("round_signals", sql.round_signals_sql(relation, where, weights)),
         sql.create("answers", sql.query("answers_view")),
+        sql.create("answers_lenient", answers_lenient_sql()),  # read from the drafts when queried
         sql.create("rounds", sql.query("rounds")),
         *costs.statements(prices, list(price_rows)),
         sql.create(

@@ -83,7 +83,10 @@ def _print_table(result: sweep_job.JobResult) -> None:
                 f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
                 f"{_num(row.get('mean_f1'), '.3f'):>7}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
             )
-    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; F1: HotpotQA answer F1")
+    print(
+        f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; "
+        "F1: HotpotQA answer F1 (strict reading)"
+    )
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
         f"({'-' if not result.prices else result.prices.removeprefix('prices: ')})"

@@ -2,10 +2,13 @@
 
     python -m sweeps.paper_results results/paper-local/store > RESULTS.md
 
-For every judge the store holds: Table II (dev, N = 20) and Table III (test, N = 60) regenerated with
-the paper's figures in the same rows; the other stopping families on the same test drafts; the oracle
-gap (the paper's: +0.115 IS) and how much of it each judge-free policy closes; Conjecture 1 (distances
-shrink) on these drafts; the revision dynamics that say whether the run is evidence at all.
+First the headline: one sentence rendered from the query printed under it (sweeps.paper_headline: the test
+split, the LLM judge with its tokens priced in). Then, for every judge the store holds (the LLM judges first:
+the paper's setting; the lexical judge is free): Table II (dev, N = 20) and Table III (test, N = 60) with the
+paper's printed figures in the same rows and answer F1 beside IS (sweeps.paper_sections); the other stopping
+families on the same test drafts; the oracle gap (the paper's: +0.115 IS) and how much of it each judge-free
+policy closes; Conjecture 1 (distances shrink) per step and per trajectory; the revision dynamics (changed
+drafts and changed answers) that say whether the run is evidence at all.
 
 The policies, eps / k, weights and the TOST margin come from the ``paper`` sweep preset, composed by
 Hydra exactly as ``shp-sweep +sweep=paper`` composes it: RESULTS.md replays what a sweep job replays.
@@ -18,21 +21,37 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from analysis import connect, report_power, sql, stats
+from analysis import answer_outcomes, connect, sql, stats
 from analysis.gain_fit import with_fitted_gain_models
-from analysis.report_cells import cell, fetch_dicts, steady
+from analysis.report_cells import fetch_dicts
 from conf.spec import JobSpec
-from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store
+from sweeps import paper_headline
 from sweeps.job import strategy_weights
+from sweeps.paper_sections import (
+    Scope,
+    conjecture_lines,
+    dynamics_lines,
+    families_table,
+    judge_note,
+    oracle_gap,
+    p_cell,
+    pct,
+    policy_table,
+)
+
+__all__ = ["Scope", "collect", "paper_job", "paper_tables", "render"]
+_pct, _p = pct, p_cell  # their names here before the sections moved to sweeps.paper_sections
+
+# What one call of the scope's judge costs on average, over the rounds it judged (0: the lexical judge, no call).
+JUDGE_TOKENS_PER_CALL = "SELECT avg(judge_tokens) FILTER (WHERE judge_tokens > 0) FROM round_signals"
 
 
 def paper_tables() -> dict[str, Any]:
@@ -49,20 +68,6 @@ def paper_job(store: str, overrides: Sequence[str] = ()) -> JobSpec:
         return to_job(compose(config_name="config", overrides=["+sweep=paper", f"store.path={store}", *overrides]))
 
 
-@dataclass
-class Scope:
-    """One (split, judge) replay: the policy rows, their paired tests, and the distance statistics."""
-
-    split: str
-    judge: str
-    n: int
-    summary: dict[str, dict]
-    tests: dict[str, dict]
-    conjecture1: dict[str, float]
-    distances: dict[str, float]
-    dynamics: dict[str, list[dict]]
-
-
 def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
     ids = [r["scenario_id"] for r in Store(store).read("scenarios").to_pylist() if r["split"] == split]
     w = strategy_weights(job, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
@@ -77,147 +82,35 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
             "dynamics": fetch_dicts(con, sql.query("report_dynamics")),
             "by_round": fetch_dicts(con, sql.query("report_dynamics_by_round")),
         }
+        f1 = {policy: v for (_split, policy), v in answer_outcomes.f1_outcomes(con).items()}
+        answers = answer_outcomes.answer_dynamics(con)
+        (per_call,) = con.execute(JUDGE_TOKENS_PER_CALL).fetchone()
     finally:
         con.close()
     n = max((int(r["n"]) for r in summary.values()), default=0)
-    return Scope(split, judge, n, summary, tests, c1, dist, dyn)
-
-
-def _pct(x: object) -> str:
-    """Tokens vs the baseline: a saving of 0.38 is -38%."""
-    if x is None:
-        return "–"
-    pct = steady(100 * float(x))
-    return "0%" if round(pct) == 0 else f"{-pct:+.0f}%"
-
-
-def _p(x: object) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "–"
-    x = steady(float(x))
-    return f"{x:.2g}" if x < 0.01 else f"{x:.2f}"
-
-
-def _ours_paper(ours: str, paper: str) -> str:
-    return f"{ours} / {paper}"
-
-
-def policy_table(scope: Scope, paper: dict[str, Any], delta: float) -> list[str]:
-    """Table II / III: our value / the paper's, in one cell, for every policy the paper reported."""
-    ref = paper["splits"][scope.split]
-    rows = [
-        "| policy | rounds | op. tokens | tokens vs base | final IS | ΔIS | p (t, paired) "
-        f"| non-inferior (δ={delta:g}) | power (N for 0.8) | EM | F1 |",
-        "|" + "---|" * 11,
-    ]
-    for name, pub in ref["policies"].items():
-        r, t = scope.summary.get(name), scope.tests.get(name, {})
-        if r is None:
-            continue
-        verdict = report_power.verdict(r["non_inferior"], t) if name != "fixed_k6" else "–"
-        pub_ni = {True: "yes", False: "no", None: "–"}[pub.get("non_inferior")]
-        rows.append(
-            f"| {name}{' (base)' if name == 'fixed_k6' else ''} "
-            f"| {_ours_paper(cell(r['mean_rounds'], 2), cell(pub.get('rounds'), 2))} "
-            f"| {_ours_paper(cell(r['mean_operational_tokens'], 0), cell(pub.get('op_tokens'), 0))} "
-            f"| {_ours_paper(_pct(r['token_saving']), _pct(pub.get('saving')))} "
-            f"| {_ours_paper(cell(r['mean_is']), cell(pub.get('final_is')))} "
-            f"| {_ours_paper(cell(r['delta_is'], 3), cell(pub.get('delta_is'), 3))} "
-            f"| {_ours_paper(_p(t.get('p_t')), _p(pub.get('p')))} "
-            f"| {_ours_paper(verdict, pub_ni)} | {report_power.power_cell(t)} "
-            f"| {cell(r.get('mean_em'))} | {cell(r.get('mean_f1'))} |"
-        )
-    return rows
-
-
-def families_table(scope: Scope, delta: float) -> list[str]:
-    rows = [
-        "| policy | kind | rounds | tokens vs base | final IS | ΔIS [95% CI] | p | non-inferior | EM | F1 |",
-        "|" + "---|" * 10,
-    ]
-    for name, r in scope.summary.items():
-        kind = r["kind"]
-        if kind not in FAMILIES and name not in ("shp", "entropy_only", "oracle_is"):
-            continue
-        t = scope.tests.get(name, {})
-        ci = f"[{cell(t.get('ci95_low'))}, {cell(t.get('ci95_high'))}]"
-        rows.append(
-            f"| {name} | {kind} | {cell(r['mean_rounds'], 2)} | {_pct(r['token_saving'])} | {cell(r['mean_is'])} "
-            f"| {cell(r['delta_is'], 3)} {ci} | {_p(t.get('p_t'))} | {report_power.verdict(r['non_inferior'], t)} "
-            f"| {cell(r.get('mean_em'))} | {cell(r.get('mean_f1'))} |"
-        )
-    return rows
-
-
-def oracle_gap(scope: Scope) -> list[str]:
-    """The oracle's ΔIS, and the share of it each judge-free policy (or best-round selector) recovers."""
-    oracle = scope.summary.get("oracle_is")
-    if oracle is None or oracle["delta_is"] is None:
-        return ["- No oracle_is row (no judged drafts): no gap to measure."]
-    gap = steady(float(oracle["delta_is"]))
-    lines = [
-        f"- Oracle gap (oracle_is ΔIS vs fixed_k6): **{gap:+.3f}** (the paper: +0.115), "
-        f"p = {_p(scope.tests.get('oracle_is', {}).get('p_t'))}.",
-    ]
-    # Judge-free: every policy that never consults IS to stop (all but the oracle and SHP with its gain signal).
-    free = [(name, r) for name, r in scope.summary.items() if r["delta_is"] is not None and not r["consults_is"]]
-    if gap > 0 and free:
-        ranked = sorted(free, key=lambda nr: -float(nr[1]["delta_is"]))
-        name, best = ranked[0]
-        share = steady(float(best["delta_is"]) / gap)
-        lines.append(
-            f"- The best judge-free policy, **{name}**, has ΔIS {steady(float(best['delta_is'])):+.3f}: it closes "
-            f"{steady(100 * share):.0f}% of the gap (paired t p = {_p(scope.tests.get(name, {}).get('p_t'))})"
-            + ("; no judge-free signal here locates the best round." if share < 0.5 else ".")
-        )
-        lines.append(
-            "- Share of the gap closed, per judge-free policy: "
-            + ", ".join(f"{n} {steady(100 * float(r['delta_is']) / gap):+.0f}%" for n, r in ranked)
-            + "."
-        )
-    return lines
-
-
-def conjecture_lines(scope: Scope, paper: dict[str, Any]) -> list[str]:
-    c, d, ref = scope.conjecture1, scope.distances, paper["distances"]
-    if not c.get("n"):
-        return ["- Too few rounds for Conjecture 1 (it needs trajectories with >= 3 rounds)."]
-    return [
-        "| statistic | ours | the paper |",
-        "|---|---|---|",
-        f"| per-round distances d_t (t >= 2) | {d['n']} | 300 |",
-        f"| mean / median / max d_t | {cell(d['mean'])} / {cell(d['median'])} / {cell(d['max'])} "
-        f"| {ref['mean']} / {ref['median']} / {ref['max']} |",
-        f"| share below eps = {d['eps']:g} | {100 * float(d['share_below_eps']):.0f}% "
-        f"| {100 * ref['share_below_eps']:.0f}% |",
-        f"| mean OLS slope of d_t on t [95% CI] | {cell(c['mean_slope'], 4)} [{cell(c['slope_ci95_low'], 4)}, "
-        f"{cell(c['slope_ci95_high'], 4)}] | {ref['mean_slope']} |",
-        f"| one-sided Wilcoxon p (d_t - d_t-1 < 0) | {_p(c['wilcoxon_p'])} | {ref['wilcoxon_p']:.2g} |",
-        f"| strictly decreasing trajectories | {100 * float(c['frac_strictly_decreasing']):.0f}% "
-        f"| {100 * ref['frac_strictly_decreasing']:.0f}% |",
-    ]
-
-
-def dynamics_lines(scope: Scope) -> list[str]:
-    lines = []
-    for d in scope.dynamics["dynamics"]:
-        lines.append(
-            f"- {d['trajectories']} trajectories: round-1 approval {100 * d['round1_approval_rate']:.0f}%, "
-            f"**{100 * d['share_revised']:.0f}% revise after round 1**, "
-            f"{cell(d['mean_distinct_drafts'], 2)} distinct drafts per trajectory."
-        )
-    lines += ["", "| round | mean d_t | mean IS | Critic approved |", "|---|---|---|---|"]
-    for r in scope.dynamics["by_round"]:
-        approved = None if r["approval_rate"] is None else 100 * r["approval_rate"]
-        lines.append(f"| {r['round']} | {cell(r['mean_distance'], 4)} | {cell(r['mean_is'])} | {cell(approved, 0)}% |")
-    return lines
+    return Scope(split, judge, n, summary, tests, c1, dist, dyn, f1, answers, float(per_call or 0.0))
 
 
 def provenance(store: str, gen_id: str) -> dict[str, Any]:
     gen = next(g for g in Store(store).read("generations").to_pylist() if g["gen_id"] == gen_id)
     config = json.loads(gen["config_json"])
-    judges = sorted({r["judge"] for r in Store(store).read("judgments").select(["judge"]).to_pylist()})
+    # The LLM judges first: an LLM judge paid per round is the paper's setting; the lexical judge is free.
+    judges = sorted({r["judge"] for r in Store(store).read("judgments").select(["judge"]).to_pylist()},
+                    key=lambda j: (not j.startswith("llm:"), j))  # fmt: skip
     return {"model": gen["model"], "sha256": config.get("model_sha256"), "judges": judges}
+
+
+def headline(store: str, judges: Sequence[str]) -> list[str]:
+    """The headline section, read with the store's LLM judge as ``shp-query --judge`` reads it (every default)."""
+    llm = next((j for j in judges if j.startswith("llm:")), None)
+    if llm is None:
+        return ["No LLM judge in this store: no headline (the lexical judge is free: not the paper's setting).", ""]
+    con = connect(store, judge=llm)
+    try:
+        rows = paper_headline.headline_rows(con)
+    finally:
+        con.close()
+    return paper_headline.section(store, llm, rows)
 
 
 def render(store: str, overrides: Sequence[str] = ()) -> str:
@@ -240,7 +133,19 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         "drafts (as in the paper, where one 8B model wrote, critiqued and judged).",
         "",
         f"The paper's column: {paper['source']} ({paper['model']}; {paper['judge']}). Every cell reads "
-        "**ours / the paper's**; `–` where the paper published no number.",
+        "**ours / the paper's**; `–` where the paper printed no number. The paper's Table III prints rounds, the "
+        "token change in %, ΔIS, p and the verdict, and absolute levels only for the baseline (tokens, IS) and the "
+        "oracle's IS: a paper value marked **(derived)** is computed from those (baseline × (1 − saving), "
+        "baseline IS + ΔIS), not printed by the paper.",
+        "",
+        "**Two co-primary outcomes.** IS (what a judge rewards) and **answer F1** against HotpotQA's gold answer "
+        "(whether the returned draft is right), read leniently: an `Answer:` anywhere in a line, else the draft's "
+        "last sentence. The strict F1 (only a line that starts with `Answer:`, else 0: it partly scores the format) "
+        "stands beside it. ΔF1 and its p (paired t) are against fixed_k6's last draft on the same trajectories "
+        "(docs/results.md: both readings). **Tokens** are operational: the loop's, plus, for a policy that consults "
+        "IS to stop, the judge's evaluation tokens of every round it judged. **Splits**: every table is one split; "
+        "dev and test are never pooled. A non-inferiority “yes” is a TOST that rejected (it holds at its N); a "
+        "“no” carries its power.",
         "",
         "**Where this run differs from the paper's, and what it means.** "
         + (
@@ -251,8 +156,9 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         )
         + "The judges differ too (a lexical-overlap proxy is not an LLM; a small local LLM is not RAGAS on an 8B "
         "model): differences in IS are differences in what each judge rewards. N is the paper's (20 dev, 60 "
-        "test), so its power problem is ours: read every non-inferiority verdict with the power beside it.",
+        "test), so its power problem is ours: a “no” at low power is no evidence of inferiority.",
         "",
+        *headline(store, prov["judges"]),
     ]
     by_judge = {j: {split: collect(store, job, gen_id, split, j) for split in ("dev", "test")} for j in prov["judges"]}
     for judge, scopes in by_judge.items():
@@ -260,6 +166,8 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
             ref = paper["splits"][split]
             out += [
                 f"## Table {ref['table']} ({split} split, N = {sc.n}; the paper's N = {ref['n']}) · judge `{judge}`",
+                "",
+                judge_note(sc),
                 "",
                 *policy_table(sc, paper, delta),
                 "",

@@ -94,7 +94,7 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
     ci = f"{_f(r.get('delta_is'), '+.3f')} [{_f(lo, '+.3f')}, {_f(hi, '+.3f')}]"
     power = "-" if r.get("degenerate") or r.get("tost_power") is None else f"{r['tost_power']:.2f}/{r['n_needed']}"
     verdict = _f(r.get("non_inferior"), "")
-    if r.get("non_inferior") and r.get("underpowered"):
+    if r.get("non_inferior") is False and r.get("underpowered"):  # a rejection holds at its N: only a "no" is weak
         verdict += " (underpowered)"
     verdict += f" {BEST}" if r["best"] else ""
     scores = [_f(r.get("delta_f1"), "+.3f"), _f(r.get("delta_em"), "+.3f")]
@@ -161,10 +161,10 @@ def figure(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any
     ax = axes[0][0]
     for ok, colour in ((True, "tab:green"), (False, "tab:grey"), (None, "tab:orange")):
         pts = [r for r in summary if r.get("non_inferior") is ok and r.get("delta_is") is not None]
-        if ok and pts:
+        if ok is False and pts:  # a rejection holds at its N: only a "no" can be underpowered
             pts_weak = [r for r in pts if r.get("underpowered")]
             pts = [r for r in pts if not r.get("underpowered")]
-            _points(ax, pts_weak, "tab:olive", "non-inferior, underpowered")
+            _points(ax, pts_weak, "tab:olive", "not non-inferior, underpowered")
         _points(ax, pts, colour, {True: "non-inferior", False: "not non-inferior", None: "no test"}[ok])
     ax.axhline(0.0, color="black", lw=0.5)
     ax.set_xlabel("tokens saved vs fixed_k{max}")

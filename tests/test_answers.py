@@ -14,7 +14,16 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from shp_ray.policy.answer import answer_line, answer_scores, exact_match, f1_score, normalize_answer
+from analysis.answer_outcomes import answer_dynamics, f1_outcomes
+from shp_ray.policy.answer import (
+    answer_line,
+    answer_scores,
+    exact_match,
+    f1_score,
+    lenient_answer,
+    lenient_answer_scores,
+    normalize_answer,
+)
 from shp_ray.policy.table import family_policies, standard_policies
 from storage.parts import Store
 from storage.schemas import rounds_schema
@@ -71,6 +80,33 @@ def test_the_last_answer_line_counts_and_a_draft_without_one_scores_zero() -> No
     assert answer_scores("Paris", "Paris") == (False, 0.0, 0.0)  # right, but not on an answer line
     assert answer_scores("Because [1].\nAnswer: the Paris", "Paris") == (True, 1.0, 1.0)
     assert answer_scores("Answer: Paris", None) == (True, None, None)  # no gold answer: unknown, not 0
+
+
+@pytest.mark.parametrize(
+    ("draft", "answer", "inline"),
+    [
+        ("Reasoning [1].\nAnswer: Paris", " Paris", True),  # a line of its own: the strict reading's too
+        ("It is in France [1]. Answer: Paris", " Paris", True),  # inline: the strict reading scores it 0
+        ("Answer: Lyon\nOn reflection, the answer: Paris. Not Lyon.", " Paris. Not Lyon.", True),  # last line
+        ("Answer: x answer: y", " x answer: y", True),  # the first marker of that line
+        ("It is Paris. The capital is Paris!\n", "The capital is Paris", False),  # no marker: the last sentence
+        ("First line\nsecond line without a stop", "second line without a stop", False),  # a line break splits
+        ("3.5 is the value", "3.5 is the value", False),  # a stop without white space after it does not
+        ("", "", False),
+        (" \n\t", "", False),
+    ],
+)
+def test_the_lenient_reading_takes_an_inline_answer_else_the_last_sentence(draft, answer, inline) -> None:
+    assert lenient_answer(draft) == (answer, inline)
+
+
+def test_the_lenient_reading_scores_a_right_answer_stated_inline() -> None:
+    draft = "The tower is in Paris [1]. Answer: Paris"
+    assert answer_scores(draft, "Paris") == (False, 0.0, 0.0)  # strict: no line starts with Answer:
+    assert lenient_answer_scores(draft, "Paris") == (True, 1.0, 1.0)
+    assert lenient_answer_scores("It is near Lyon. Paris.", "Paris") == (False, 1.0, 1.0)  # the last sentence
+    assert lenient_answer_scores("It is Paris.", "Paris") == (False, 0.0, 0.5)  # all of it: F1 partial
+    assert lenient_answer_scores("Answer: Paris", None) == (True, None, None)  # no gold answer: unknown
 
 
 # --- the same numbers in SQL, on a stored fixture ------------------------------------------------------
@@ -180,3 +216,50 @@ def test_policy_summary_means_and_deltas_against_the_baseline(con) -> None:
         assert delta_em == pytest.approx(sum(d_em) / len(d_em)) and delta_f1 == pytest.approx(sum(d_f1) / len(d_f1))
         assert share == pytest.approx(sum(has for *_, has in mine) / len(mine))
     assert summary["fixed_k3"][2:4] == (0.0, 0.0)  # the baseline against itself
+
+
+def test_the_sql_lenient_answers_equal_the_python_ones(con) -> None:
+    rows = con.sql(
+        "SELECT a.scenario_id, a.round, r.draft, a.answer, a.has_inline_answer, a.answer_em, a.answer_f1 "
+        "FROM answers_lenient a JOIN rounds r USING (gen_id, scenario_id, round) ORDER BY ALL"
+    ).fetchall()
+    assert len(rows) == 21
+    for sid, t, draft, answer, inline, em, f1 in rows:
+        assert (answer, inline) == lenient_answer(draft), (sid, t, draft)
+        want = lenient_answer_scores(draft, GOLD[sid])
+        assert inline == want[0] and _same(em, want[1]) and _same(f1, want[2]), (sid, t, draft, (em, f1), want)
+    by_round = {(s, t): (inline, em, f1) for s, t, _, _, inline, em, f1 in rows}
+    assert by_round[("s1", 1)] == (False, 1.0, 1.0)  # "Paris" without a marker: right under the lenient reading
+    assert by_round[("s5", 3)] == (False, 0.0, 0.0)  # "no line" read as a sentence: no gold token in it
+
+
+def test_f1_outcomes_pair_the_returned_draft_with_the_baselines_last(con) -> None:
+    rows = con.sql("SELECT scenario_id, round, answer_f1 FROM answers_lenient").fetchall()
+    lenient = {(s, t): f1 for s, t, f1 in rows}
+    returned = con.sql(
+        "SELECT r.policy, r.scenario_id, coalesce(f.selected_round, r.stop_round), r.depth, r.final_f1, r.baseline_f1 "
+        "FROM replay r LEFT JOIN family_replay f USING (policy, gen_id, scenario_id)"
+    ).fetchall()
+    got = f1_outcomes(con)
+    assert {p for _, p in got} >= {"fixed_k1", "shp", "oracle_is", "best_medoid"}  # a best-round selector too
+    for (split, policy), tests in got.items():
+        assert split == "test"
+        mine = [(lenient[(s, t)], lenient[(s, d)], f1, bf1) for p, s, t, d, f1, bf1 in returned if p == policy]
+        pairs = [(x, b) for x, b, _, _ in mine if x is not None and b is not None]
+        assert tests["lenient"]["n"] == len(pairs) == 6  # s4 has no gold answer: left out of the pairs
+        assert tests["lenient"]["mean_diff"] == pytest.approx(np.mean([x - b for x, b in pairs]))
+        strict = [(x, b) for _, _, x, b in mine if x is not None and b is not None]
+        assert tests["strict"]["mean"] == pytest.approx(np.mean([x for x, _ in strict]))
+    assert got[("test", "fixed_k3")]["lenient"]["p_t"] == 1.0  # the baseline against itself
+
+
+def test_answer_dynamics_count_a_changed_answer_apart_from_a_changed_draft(con) -> None:
+    dyn = answer_dynamics(con)
+    assert dyn["trajectories"] == 7 and dyn["share_draft_changed"] == 1.0  # every fixture draft differs
+    # counted from the lenient answers, normalised (the shipped store's test holds it below the drafts' share)
+    want = []
+    for drafts in DRAFTS.values():
+        answers = [normalize_answer(lenient_answer(d)[0]) for d in drafts]
+        want.append(any(a != answers[0] for a in answers[1:]))
+    assert dyn["share_answer_changed"] == pytest.approx(np.mean(want))
+    assert dyn["share_repeat_rounds"] == 0.0

@@ -50,3 +50,16 @@ def test_the_duckdb_cli_opens_the_views(tmp_path, capsys) -> None:
         assert row["p"] == "NULL" if p is None else float(row["p"]) == pytest.approx(p, abs=1e-6)
         assert row["n_needed"] == "NULL" if needed is None else int(row["n_needed"]) == needed
     assert any(row["p"] != "NULL" for row in rows)  # the power is computed, not only NULL
+    # The lenient answers are plain SQL (no Python UDF): the shell reads them as the connection does.
+    q = "SELECT count(*) AS n, count(answer_f1) AS f1, sum(has_inline_answer::INTEGER) AS inline FROM answers_lenient"
+    out = subprocess.run(
+        [cli, "-init", str(views), "-csv", "-c", q], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert out.returncode == 0 and "Error" not in out.stderr, out.stderr
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout[out.stdout.index("n,") :])))
+    con = analysis.connect(store)
+    (n, f1, inline) = con.execute(q).fetchone()
+    con.close()
+    assert (int(row["n"]), int(row["f1"]), int(row["inline"] if row["inline"] != "NULL" else 0)) == (
+        n, f1, inline or 0
+    ) and n == 30 * 4  # fmt: skip

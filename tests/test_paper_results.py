@@ -9,6 +9,7 @@ import re
 import pytest
 
 from analysis import connect
+from analysis.answer_outcomes import f1_outcomes
 from analysis.report_cells import cell, fetch_dicts
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import generate
@@ -60,16 +61,35 @@ def test_tables_put_our_numbers_beside_the_papers(store) -> None:
     con = connect(root, judge=judge, gen_id=gen_id, scenario_ids=ids)
     try:
         summary = {r["policy"]: r for r in fetch_dicts(con, "SELECT * FROM policy_summary")}
+        lenient = {p: v["lenient"] for (_, p), v in f1_outcomes(con).items()}
     finally:
         con.close()
     for name in ("fixed_k1", "entropy_only", "shp", "oracle_is"):
         cells = _row(text, test, name)
         assert cells[1].startswith(cell(summary[name]["mean_rounds"], 2) + " /")
-        assert cells[2].startswith(cell(summary[name]["mean_operational_tokens"], 0) + " /")
+        assert cells[3].startswith(cell(summary[name]["mean_operational_tokens"], 0) + " /")
         assert cells[4].startswith(cell(summary[name]["mean_is"]) + " /")
+        assert cells[8] == cell(lenient[name]["mean"])  # answer F1 (lenient) beside IS, paired with the baseline
+        assert cells[9].startswith(cell(lenient[name]["mean_diff"], 3) + " [")
+        assert cells[11].startswith(cell(summary[name]["mean_f1"]) + " (")  # the strict reading: policy_summary's
     assert _row(text, test, "fixed_k1")[1].startswith("1.00 /")
+    # The paper's column holds what the paper prints; a level it does not print is derived and says so.
+    assert _row(text, test, "fixed_k6 (base)")[3].endswith("/ 11070") and _row(text, test, "oracle_is")[4].endswith(
+        "/ 0.785"
+    )
+    assert _row(text, test, "entropy_only")[3].endswith("/ 6863 (derived)")  # 11070 x (1 - 0.38)
+    assert _row(text, test, "entropy_only")[4].endswith("/ 0.666 (derived)")  # 0.670 - 0.004
+    assert "6863" not in str(paper["test"]["policies"]["entropy_only"])  # never stored as if printed
+    # The free lexical judge is named as such; without an LLM judge there is no headline to price.
+    assert "The lexical judge makes no call" in text and "**Not the paper's setting**" in text
+    assert "No LLM judge in this store: no headline" in text
     # The oracle gap, the families, Conjecture 1 and the dynamics, each with numbers.
     assert re.search(r"Oracle gap \(oracle_is ΔIS vs fixed_k6\): \*\*[+-]\d\.\d{3}\*\* \(the paper: \+0\.115\)", text)
     assert "### Beyond SHP" in text and "| consensus | semantic |" in text
     assert "| mean / median / max d_t |" in text and "| 0.04 / 0.022 / 0.39 |" in text
-    assert re.search(r"4 trajectories: round-1 approval \d+%, \*\*\d+% revise after round 1\*\*", text)
+    assert re.search(
+        r"4 trajectories: round-1 approval \d+%; the draft changes after round 1 in \d+% \(any byte\), "
+        r"\*\*the answer in \d+%\*\*",
+        text,
+    )
+    assert "one-sided Wilcoxon p, per step" in text and "one-sided Wilcoxon p, per trajectory" in text

@@ -81,7 +81,8 @@ def test_small_n_report_says_n_and_power_and_answer_metrics(tmp_path) -> None:
     assert "To detect a margin δ = 0.02 with power 0.8 at this variance you need N = " in md
     assert "is not evidence" in md and "; at N = 4 the power is" in md
     rows = [line for line in md.splitlines() if line.startswith("| ") and "(N 4" in line]
-    assert rows and all("power" in line or "no test" in line for line in rows)  # never a bare yes/no
+    # never a bare yes/no: a "yes" with its TOST p (it rejected), a "no" with its power
+    assert rows and all("power" in line or "no test" in line or "TOST p" in line for line in rows)
     baseline = next(line for line in md.splitlines() if line.startswith("| fixed_k6 |"))
     assert "zero variance" in baseline and "no test (N 4, identical to the baseline)" in baseline
     assert "0% of the returned drafts state an `Answer:` line" in md  # synthetic drafts have none: EM = F1 = 0
@@ -98,15 +99,22 @@ def test_short_generation_labels() -> None:
     assert short_labels([a, c]) == {a: a[:12], c: c[:12]}
 
 
-def test_underpowered_verdict_is_never_green() -> None:
-    from analysis.report_power import VERDICT_KINDS, verdict_kind
+def test_a_rejected_tost_is_never_called_underpowered() -> None:
+    from analysis.report_power import VERDICT_KINDS, verdict, verdict_kind
 
+    # A TOST that rejected holds at its N, whatever the planned power: green, "yes", never "underpowered".
     row = {"non_inferior": True, "degenerate": False, "tost_power": 0.16, "underpowered": True}
-    assert verdict_kind(row) == "underpowered" and VERDICT_KINDS["underpowered"][1] != VERDICT_KINDS["powered"][1]
-    assert verdict_kind({**row, "tost_power": None, "underpowered": None}) == "underpowered"  # power unknown
-    assert verdict_kind({**row, "tost_power": 0.9, "underpowered": False}) == "powered"
+    assert verdict_kind(row) == "powered" and verdict_kind({**row, "tost_power": None}) == "powered"
+    tests = {"n": 60, "tost_power": 0.25, "n_needed": 376, "tost_p": 1.3e-07}
+    assert verdict(True, tests) == "yes (N 60, TOST p 1.3e-07)"
+    assert verdict(True, {"n": 60}) == "yes (N 60)"
+    # Power speaks to a "no": one that did not reject at an N below the plan is amber, never grey or green.
+    no = {**row, "non_inferior": False}
+    assert verdict_kind(no) == "underpowered" and VERDICT_KINDS["underpowered"][1] != VERDICT_KINDS["powered"][1]
+    assert verdict_kind({**no, "tost_power": None, "underpowered": None}) == "underpowered"  # power unknown
+    assert verdict_kind({**no, "tost_power": 0.9, "underpowered": False}) == "inferior"
+    assert verdict(False, tests) == "no, underpowered (N 60 < 376, power 0.25)"
     assert verdict_kind({**row, "degenerate": True}) == "no_test"
-    assert verdict_kind({**row, "non_inferior": False}) == "inferior"
 
 
 def test_distance_band_is_clipped_to_the_cosine_range() -> None:
@@ -144,7 +152,7 @@ def test_intervals_and_charts_carry_95_percent_cis_and_n(store) -> None:
     part = report_data.SplitData("test", [], [], [], {}, {}, [], [], {}, {}, {}, intervals=got)
     part.summary = [{"gen_id": "synthetic-gen", "policy": "shp", "n": 60, "n_is": 60, "mean_is": float(is_.mean()),
                      "mean_operational_tokens": float(tok.mean()), "token_saving": float(saved.sum() / base.sum()),
-                     "non_inferior": True, "degenerate": False, "tost_power": 0.3, "underpowered": True}]  # fmt: skip
+                     "non_inferior": False, "degenerate": False, "tost_power": 0.3, "underpowered": True}]  # fmt: skip
     fig = html_figures.pareto(part, "t")
     (dots,) = [t for t in fig["data"] if t["mode"] == "markers"]
     assert dots["error_x"]["array"] and dots["error_y"]["array"] and dots["marker"]["color"] == "#ff9f1c"

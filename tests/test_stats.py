@@ -101,6 +101,12 @@ def test_conjecture1_and_distance_summary(con) -> None:
     assert c1["n"] == 120
     assert c1["mean_slope"] < 0 and c1["slope_ci95_high"] < 0  # the synthetic walk settles
     assert c1["wilcoxon_p"] < 0.01
+    # per step, as the paper states it: every successive difference d_t - d_(t-1), t >= 3 (4 per trajectory)
+    steps = np.concatenate([np.diff(np.asarray(d)) for (d,) in con.execute(
+        "SELECT list(distance ORDER BY round) FILTER (WHERE round > 1) FROM rounds GROUP BY gen_id, scenario_id"
+    ).fetchall()])  # fmt: skip
+    assert c1["n_steps"] == len(steps) == 120 * 4
+    assert c1["wilcoxon_step_p"] == stats.wilcoxon(steps, alternative="less")[1] < 0.01
     assert 0.0 <= c1["frac_strictly_decreasing"] <= 1.0
     summary = stats.distance_summary(con, eps=0.06)
     (n, below) = con.execute("SELECT count(distance), avg((distance < 0.06)::INTEGER) FROM rounds").fetchone()

@@ -5,9 +5,18 @@ strip ASCII punctuation, drop the articles a/an/the, collapse whitespace; F1 ove
 tokens, 0 when either side is 'yes'/'no'/'noanswer' and they differ (a yes/no answer earns no
 partial credit). They are read beside IS, so a user sees whether IS tracks being right.
 
-A draft is scored on its final answer line: the LAST line that starts with ``Answer:`` or
-``Final answer:`` (any case, leading whitespace allowed). A draft without one scores 0.
-The SQL view ``answers`` (analysis/sql/answers.sql) computes the same numbers; tests hold them equal.
+Two readings of a draft's answer, both documented in docs/results.md, each number saying which it uses:
+
+- **strict** (:func:`answer_scores`, the stored ``answer_em`` / ``answer_f1`` and ``replay.final_f1``): the
+  LAST line that starts with ``Answer:`` or ``Final answer:`` (any case, leading whitespace allowed); a draft
+  without one scores 0, however right its prose. The SQL view ``answers`` (analysis/sql/answers.sql).
+- **lenient** (:func:`lenient_answer_scores`, the SQL view ``answers_lenient``): an ``Answer:`` anywhere in a
+  line counts (``... so the answer: Paris``): the text after the first marker of the LAST line that has one;
+  a draft with no marker at all is read by its last sentence (split on ``.``/``!``/``?`` followed by
+  whitespace, and on line breaks), so a right answer in the wrong format is not scored 0. A small model often
+  states its answer inline: the strict reading then measures the format, the lenient one the answer.
+
+The SQL views compute the same numbers; tests hold them equal.
 """
 
 from __future__ import annotations
@@ -20,6 +29,14 @@ _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ANSWER_LINE = re.compile(r"\s*(?:final answer|answer):", re.IGNORECASE)
 NO_PARTIAL_CREDIT = ("yes", "no", "noanswer")
+# The lenient reading, in regexes RE2 (DuckDB) reads alike: the first marker of a line and the rest of that line;
+# the sentence breaks (ASCII whitespace only, spelt out, so Python's Unicode \s and RE2's never differ).
+INLINE_ANSWER = r"(?i:final answer|answer):([^\n]*)"
+SENTENCE_BREAK = r"[.!?]+[ \t\r\n]+|\n"
+VISIBLE = r"[^ \t\r\n]"
+_INLINE = re.compile(INLINE_ANSWER)
+_SENTENCE_BREAK = re.compile(SENTENCE_BREAK)
+_VISIBLE = re.compile(VISIBLE)
 
 
 def normalize_answer(text: str) -> str:
@@ -69,3 +86,21 @@ def answer_scores(draft: str, gold: str | None) -> tuple[bool, float | None, flo
     if answer is None:
         return False, 0.0, 0.0
     return True, exact_match(answer, gold), f1_score(answer, gold)
+
+
+def lenient_answer(draft: str) -> tuple[str, bool]:
+    """(the answer, whether an ``Answer:`` marker gave it): after the first marker of the last line that has one
+    anywhere in it; without any marker, the draft's last sentence ("" for a draft with no visible character)."""
+    inline = _INLINE.findall(draft)
+    if inline:
+        return inline[-1], True
+    sentences = [s for s in _SENTENCE_BREAK.split(draft) if _VISIBLE.search(s)]
+    return (sentences[-1] if sentences else ""), False
+
+
+def lenient_answer_scores(draft: str, gold: str | None) -> tuple[bool, float | None, float | None]:
+    """(has_inline_answer, EM, F1) of one draft under the lenient reading; None without a gold answer."""
+    answer, inline = lenient_answer(draft or "")
+    if gold is None:
+        return inline, None, None
+    return inline, exact_match(answer, gold), f1_score(answer, gold)
