@@ -8,6 +8,7 @@ oracle's earliest passing round, the break and fix counts.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -241,3 +242,17 @@ def test_the_code_section_renders_the_same_numbers(store) -> None:
     assert "### test split (N = 10)" in text and "| oracle_hidden_pass |" in text
     # test split: round 1 passes 3 of 10, the oracle 9 of 10
     assert "| 1 | 10 | 3 | 30.0% |" in text and "passes 90.0%, against 30.0% at round 1" in text
+
+
+def test_the_report_shows_pass_at_stop_beside_is_per_split(store, tmp_path) -> None:
+    from analysis.report import write_report
+
+    md = write_report(store, tmp_path / "report", n_resamples=50).read_text()
+    assert "## Correctness: pass at stop on the hidden tests · split dev" in md
+    assert "## Correctness: pass at stop on the hidden tests · split test" in md
+    assert "| 1 | 10 | 3 | 30.0% |" in md  # the test split's round 1, as in the rendered section
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "pass@stop (hidden tests)" in page
+    rows = list(csv.DictReader((tmp_path / "report" / "correctness.csv").open()))
+    k1 = next(r for r in rows if r["policy"] == "fixed_k1" and r["split"] == "test")
+    assert float(k1["pass_at_stop"]) == pytest.approx(0.3)

@@ -7,7 +7,7 @@
 SELECT r.policy::VARCHAR AS policy, coalesce(p.kind, 'oracle') AS kind,
        coalesce(NOT p.consults_is, false) AND coalesce(p.kind, 'oracle') <> 'oracle' AS judge_free,
        r.gen_id, r.scenario_id, o.split, r.score, r.stop_round, r.returned_round, r.reason,
-       r.operational_tokens, x.baseline_tokens, x.s[r.returned_round] AS final_is,
+       r.operational_tokens, x.baseline_tokens, x.depth, x.s[r.returned_round] AS final_is,
        coalesce(r.final_value = 1, false) AS passed, r.final_value IS NULL AS unknown,
        o.last_passed AS baseline_passed, o.first_passed, o.oracle_round, o.oracle_passed
 FROM replay_scores r

@@ -1,6 +1,6 @@
 -- Per (gen_id, split, policy, score) of a pass/fail score: pass_at_stop, the share of trajectories whose returned
--- draft passes, beside the policy's rounds, operational tokens (token_saving against fixed_k{depth}) and IS; the
--- baseline's pass rate (baseline_pass: fixed_k{depth}, every round run), the first draft's (first_pass: fixed_k1)
+-- draft passes, beside the policy's rounds (depth: the deepest trajectory's), operational tokens (token_saving
+-- against fixed_k{depth}) and IS; the baseline's pass rate (baseline_pass: fixed_k{depth}, every round run), the first draft's (first_pass: fixed_k1)
 -- and the oracle's (oracle_pass: some round passes). The paired comparison with each: the 2 x 2 table over the same
 -- trajectories (both_passed, gained: this policy passes where the other fails, lost: the reverse) and the exact
 -- McNemar p (two-sided binomial test of gained against gained + lost at 1/2; 1 when there are none: no discordant
@@ -9,7 +9,7 @@
 -- (oracle_pass - first_pass), the share of the fixed_k1 -> oracle gap it closes (NULL when the oracle gains nothing).
 WITH agg AS (
     SELECT gen_id, split, policy, score, any_value(kind) AS kind, bool_and(judge_free) AS judge_free,
-           count(*) AS n, avg(stop_round) AS mean_rounds, avg(operational_tokens) AS mean_operational_tokens,
+           count(*) AS n, max(depth) AS depth, avg(stop_round) AS mean_rounds, avg(operational_tokens) AS mean_operational_tokens,
            (sum(baseline_tokens) - sum(operational_tokens)) / nullif(sum(baseline_tokens), 0) AS token_saving,
            avg(final_is) AS mean_is,
            avg(passed::INTEGER) AS pass_at_stop, count(*) FILTER (WHERE unknown) AS n_unknown,
