@@ -256,3 +256,23 @@ def test_the_report_shows_pass_at_stop_beside_is_per_split(store, tmp_path) -> N
     rows = list(csv.DictReader((tmp_path / "report" / "correctness.csv").open()))
     k1 = next(r for r in rows if r["policy"] == "fixed_k1" and r["split"] == "test")
     assert float(k1["pass_at_stop"]) == pytest.approx(0.3)
+
+
+def test_the_loops_own_verdict_is_the_same_in_the_live_pushes_and_the_columns() -> None:
+    from shp_ray.policy.families.columns import SignalColumns
+    from shp_ray.policy.families.signals import SignalState
+
+    rng = np.random.default_rng(0)
+    drafts = ["def f(): return 1", "def f(): return 2", "def f(): return 3", "x", "y"]
+    emb = rng.normal(size=(5, 4)).astype(np.float32)
+    checks = np.array([0.0, 1.0, np.nan, 1.0, 0.0])  # trajectory 2 (rows 3-4) verdicts; row 2: the verifier's
+    cols = SignalColumns([3, 2], drafts, emb, np.zeros_like(emb), np.zeros(5, bool), np.ones(5), [(), ()], checks)
+    got = [s.verified for b in range(2) for s in cols.history(b)]
+    pushed = []
+    for rows in ((0, 1, 2), (3, 4)):
+        state = SignalState(())
+        for r in rows:
+            pushed.append(
+                state.push(drafts[r], emb[r], None, 1, None if np.isnan(checks[r]) else checks[r] == 1.0).verified
+            )
+    assert got == pushed == [False, True, False, True, False]  # the QA check accepts no draft without contexts
