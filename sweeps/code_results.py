@@ -21,13 +21,13 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import connect, correctness, setup_of
+from analysis import connect, correctness, setup_of, sql
 from analysis.errors import AnalysisError
 from analysis.report_correctness import policy_lines, round_lines
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 from shp_ray.providers.registry import describe_provider
-from storage.parts import Store
+from storage.parts import StoreUnusable, open_store
 
 HUMANEVAL = (
     "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
@@ -45,11 +45,13 @@ def code_policies(max_rounds: int) -> list[Policy]:
 
 
 def _generation(store: str, gen_id: str | None) -> dict:
-    gens = Store(store).read("generations").to_pylist()
-    if gen_id is not None:
-        gens = [g for g in gens if g["gen_id"].startswith(gen_id)]
+    try:
+        every = open_store(store).read("generations").to_pylist()
+    except StoreUnusable as exc:
+        raise AnalysisError(str(exc)) from None
+    gens = [g for g in every if gen_id is None or g["gen_id"].startswith(gen_id)]
     if len(gens) != 1:
-        known = ", ".join(g["gen_id"][:12] for g in Store(store).read("generations").to_pylist()) or "none"
+        known = ", ".join(g["gen_id"][:12] for g in every) or "none"
         what = "no generation" if not gens else "several generations"
         raise AnalysisError(f"store {store}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
                             + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
@@ -72,9 +74,14 @@ def _drafts_by(gen: dict) -> str:
     return f"**{gen['model']}**, {describe_provider(kind, str(gen['model']))}"
 
 
-def _dataset(store: str, ids: set[str]) -> str:
-    names = sorted({r["dataset"] for r in Store(store).read("scenarios").to_pylist() if r["scenario_id"] in ids})
+def _dataset(names: list[str]) -> str:
     return "; ".join(HUMANEVAL if n == "humaneval" else f"dataset `{n}`" for n in names) or "no dataset recorded"
+
+
+def _correctness_said(score: str) -> str:
+    if score == correctness.DEFAULT_SCORE:
+        return f"`{score}`, 1 when the round's draft passes the task's hidden tests (which the loop never sees)"
+    return f"`{score}` (1 = the round's draft is right)"
 
 
 def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None) -> str:
@@ -90,9 +97,9 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         rows = [r for r in correctness.compare_pass(con, score) if setup_of(con).judge or r["policy"] != "oracle_is"]
         rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
         judge = setup_of(con).judge
+        datasets = [d for (d,) in con.execute(sql.query("report_code_datasets")).fetchall()]
     finally:
         con.close()
-    ids = {r["scenario_id"] for r in Store(store).read("scenarios").to_pylist()}
     splits = sorted({str(r["split"]) for r in rows})
     sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
     simulated = _provider_kind(gen) in ("sim", "scripted")
@@ -100,10 +107,9 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         "## Code: does the stop keep the draft that passes the hidden tests?",
         "",
         f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
-        f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(store, ids)}; problems per split: {sizes}. "
-        f"Correctness: `{score}`, 1 when the round's draft passes the task's hidden tests (which the loop never "
-        "sees), an unknown result counted as a failure. Tokens: operational tokens against "
-        f"fixed_k{depth} (every round run). IS: "
+        f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(datasets)}; problems per split: {sizes}. "
+        f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
+        f"tokens against fixed_k{depth} (every round run). IS: "
         + (f"judge `{judge}`." if judge else "no judge in this store (IS –).")
         + " McNemar: the exact two-sided binomial test of the trajectories one policy gets right and the other "
         "wrong; 95% CI of the paired difference: Newcombe's score interval.",

@@ -276,3 +276,26 @@ def test_the_loops_own_verdict_is_the_same_in_the_live_pushes_and_the_columns() 
                 state.push(drafts[r], emb[r], None, 1, None if np.isnan(checks[r]) else checks[r] == 1.0).verified
             )
     assert got == pushed == [False, True, False, True, False]  # the QA check accepts no draft without contexts
+
+
+def test_the_renderer_runs_from_the_command_line_and_refuses_a_path_without_a_store(store, tmp_path, capsys) -> None:
+    from sweeps.code_results import main
+
+    out = tmp_path / "code.md"
+    assert main([store, "--out", str(out)]) == 0
+    assert out.read_text() == render(store)
+    assert main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nowhere" in err[0] and "Traceback" not in err[0]
+    assert main([store, "--score", "visible_pass"]) == 2
+    assert "not a pass/fail score" in capsys.readouterr().err
+
+
+def test_a_trace_whose_split_is_not_a_string_is_one_line_naming_file_and_line(tmp_path, capsys) -> None:
+    rows = _rows()[:2]
+    rows[1]["split"] = 3
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert shp_import([str(path), "--store", str(tmp_path / "store")]) == 2
+    assert f"{path}:2: split must be a non-empty string" in capsys.readouterr().err
+    assert not (tmp_path / "store" / "rounds").exists()
