@@ -252,7 +252,12 @@ def test_the_report_shows_pass_at_stop_beside_is_per_split(store, tmp_path) -> N
     assert "## Correctness: pass at stop on the hidden tests · split test" in md
     assert "| 1 | 10 | 3 | 30.0% |" in md  # the test split's round 1, as in the rendered section
     page = (tmp_path / "report" / "index.html").read_text()
-    assert "pass@stop (hidden tests)" in page
+    payload = json.loads(page.split('id="report-data">', 1)[1].split("</script>", 1)[0])
+    heads = [c[1] for c in payload["columns"]]
+    at = heads.index("pass@stop (hidden tests)")
+    assert all(len(row) == len(heads) for row in payload["rows"])
+    k1_cells = [row[at] for row in payload["rows"] if row[2][1] == "fixed_k1"]  # one per split: dev, test
+    assert sorted(c[0] for c in k1_cells) == pytest.approx([0.3, 0.5])
     rows = list(csv.DictReader((tmp_path / "report" / "correctness.csv").open()))
     k1 = next(r for r in rows if r["policy"] == "fixed_k1" and r["split"] == "test")
     assert float(k1["pass_at_stop"]) == pytest.approx(0.3)
