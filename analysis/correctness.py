@@ -28,9 +28,23 @@ from scipy import stats as st
 from analysis import sql
 from analysis.errors import AnalysisError
 from analysis.report_cells import fetch_dicts
+from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 
 DEFAULT_SCORE = "hidden_pass"  # a code store's: the hidden tests pass
 Z95 = float(st.norm.ppf(0.975))
+
+
+def code_policies(max_rounds: int) -> list[Policy]:
+    """Every standard policy and stopping family at its defaults, capped at ``max_rounds``, without the seven
+    ablation cells (cascades already present under other names), the fixed depths past ``max_rounds`` (the same
+    drafts as fixed_k{max_rounds}) and ``gain_model`` (its fit writes an artefact into the store and needs a
+    judge's IS): what RESULTS.md's code section compares."""
+    base = HaltConfig(max_rounds=max_rounds)
+    pols = standard_policies(base) + family_policies(base)
+    # a fixed depth past max_rounds returns the same drafts as fixed_k{max_rounds}: one row, not two
+    deeper = {p.name for p in pols if p.name.startswith("fixed_k") and p.halt.max_rounds > max_rounds}
+    return [p for p in pols if p.name not in {*ABLATION_CELLS, *deeper} and p.kind != "gain_model"]
 
 
 def mcnemar_p(gained: int, lost: int) -> float:

