@@ -5,7 +5,8 @@ shp-bench correctness --trajectories 10000 --rounds 4 [--keep DIR | --store DIR]
 Writes a SYNTHETIC code store through ``shp-import`` (random 8-d embeddings, a ``hidden_pass`` and a
 ``visible_pass`` per round, the dev/test split 1:3; drafts are placeholders), or takes one (``--store``), then, in
 a fresh process as a new ``shp-query`` would: ``connect_s`` (analysis.connect with every standard and family
-policy, the verifier reading the visible tests), ``summary_s`` (``correctness_summary`` read whole),
+policy, the verifier reading the visible tests), ``replay_s`` (the replay's rows at every score: what the views
+read, for scale), ``summary_s`` (``correctness_summary`` read whole),
 ``compare_s`` (analysis.correctness.compare_pass: the same with the McNemar and interval tests in Python),
 ``by_round_s`` and ``break_rate_s``. Prints ONE JSON line last.
 """
@@ -60,6 +61,7 @@ def measure(store: Path) -> dict[str, object]:
     con = analysis.connect(store, policies=pols)
     out["connect_s"] = round(time.perf_counter() - t0, 3)
     for name, run in (
+        ("replay", lambda: con.execute(sql.query("replay_scores_count")).fetchall()),  # what every view reads
         (
             "summary",
             lambda: fetch_dicts(con, sql.query("correctness_rows", relation="correctness_summary"), ["hidden_pass"]),
