@@ -305,3 +305,11 @@ def test_a_trace_whose_split_is_not_a_string_is_one_line_naming_file_and_line(tm
     assert shp_import([str(path), "--store", str(tmp_path / "store")]) == 2
     assert f"{path}:2: split must be a non-empty string" in capsys.readouterr().err
     assert not (tmp_path / "store" / "rounds").exists()
+
+
+def test_the_benchmark_prints_one_json_line(tmp_path, capsys) -> None:
+    from shp_ray.bench.correctness import main
+
+    assert main(["--trajectories", "12", "--rounds", "3", "--keep", str(tmp_path)]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["bench"] == "correctness" and line["summary_rows"] == 2 * (line["policies"] + 2)  # + 2 oracles

@@ -48,14 +48,14 @@ def write_store(folder: Path, trajectories: int, rounds: int, seed: int = 0) -> 
     return store
 
 
-def measure(store: Path) -> dict[str, object]:
+def measure(store: Path, rounds: int) -> dict[str, object]:
     """The timed part, in this (fresh) process."""
     import analysis
     from analysis import correctness, sql
     from analysis.correctness import code_policies
     from analysis.report_cells import fetch_dicts
 
-    pols = code_policies(4)
+    pols = code_policies(rounds)
     out: dict[str, object] = {"policies": len(pols)}
     t0 = time.perf_counter()
     con = analysis.connect(store, policies=pols)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the fresh process
     args = ap.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(args.measure)))
+        print(json.dumps(measure(args.measure, args.rounds)))
         return 0
     with tempfile.TemporaryDirectory(prefix="shp-bench-correctness-") as tmp:
         folder = args.keep or Path(tmp)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         store = args.store or write_store(folder, args.trajectories, args.rounds)
         written = round(time.perf_counter() - t0, 3)
-        cmd = [sys.executable, "-m", "shp_ray.bench.correctness", "--measure", str(store)]
+        cmd = [sys.executable, "-m", "shp_ray.bench.correctness", "--measure", str(store), "--rounds", str(args.rounds)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(
