@@ -34,6 +34,7 @@ from analysis import family_stream, sql
 from shp_ray.policy.families.batch import run_columns
 from shp_ray.policy.families.columns import SignalColumns
 from shp_ray.policy.families.registry import FAMILIES
+from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
 from shp_ray.policy.table import Policy
 
 _OUT = pa.schema(
@@ -62,8 +63,9 @@ def row_inputs(emb, fb, w, cr):  # noqa: ANN001, ANN201 - plain lists from a fam
 
 
 class _Lookups:
-    """What a round row is paired with, read once: each scenario's contexts, and the stored critique
-    embeddings per generation (by text hash), as family_inputs.sql joins them."""
+    """What a round row is paired with, read once: each scenario's contexts, the stored critique
+    embeddings per generation (by text hash), as family_inputs.sql joins them, and the loop's own verdicts
+    (a code store's visible tests, family_verdicts.sql) of the generations that stored them."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, dim: int) -> None:
         ctx = con.sql(sql.query("family_contexts")).to_arrow_table()
@@ -79,6 +81,19 @@ class _Lookups:
                 flat = pc.list_flatten(g.filter(pa.array(has))).to_numpy(zero_copy_only=False)
                 mat[has] = flat.reshape(-1, dim)
             self.critiques[gen] = (part["text_hash"].combine_chunks(), mat, has)
+        v = con.sql(sql.query("family_verdicts", score=sql.quote(VISIBLE_TESTS_SCORE))).fetchall()
+        self.verdict_gens = {g for g, _, _, _ in v}
+        self.verdicts = {(g, s, r): ok for g, s, r, ok in v}
+
+    def checks(self, t: pa.Table) -> np.ndarray | None:
+        """Per round row: the stored verdict (1.0 / 0.0; 0.0 where its generation has verdicts but not this round),
+        NaN for the rows of a generation without verdicts (its verifier decides); None when no generation has any."""
+        if not self.verdict_gens:
+            return None
+        keys = zip(*(t[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)
+        return np.asarray(
+            [self.verdicts.get(k, 0.0) if k[0] in self.verdict_gens else np.nan for k in keys], dtype=np.float64
+        )
 
     def feedback(self, t: pa.Table, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(R, dim) embeddings of each round's critique f_t, and whether it is known (stored, of the draft's size)."""
@@ -116,7 +131,7 @@ def _columns(t: pa.Table, dim: int, look: _Lookups) -> tuple[SignalColumns, np.n
     tokens[starts] = wt[starts]
     contexts = [look.contexts.get(sid) or () for sid in s_id[starts].tolist()]
     drafts = t["draft"].to_pylist()
-    return SignalColumns(depths, drafts, emb, crit, known, tokens, contexts), starts
+    return SignalColumns(depths, drafts, emb, crit, known, tokens, contexts, look.checks(t)), starts
 
 
 def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:

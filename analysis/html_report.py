@@ -44,6 +44,13 @@ COLUMNS = (
 
 
 VERDICT = [key for key, _, _ in COLUMNS].index("verdict")
+# where the store has hidden_pass (report_correctness): the returned draft's pass rate and its paired difference
+PASS_COLUMNS = (("pass_at_stop", "pass@stop (hidden tests)", 3), ("delta_pass", "Δpass vs baseline", 3))
+
+
+def columns(parts: Sequence[Any]) -> tuple[tuple[str, str, int | None], ...]:
+    """The policy table's columns: the pass columns too when some split has hidden_pass."""
+    return COLUMNS + (PASS_COLUMNS if any(p.correctness for p in parts) else ())
 
 
 def _num(x: object, nd: int = 4) -> float | None:
@@ -73,16 +80,19 @@ def table_rows(parts: Sequence[Any]) -> list[list[list[object]]]:
     for part in parts:
         short = short_labels(r["gen_id"] for r in part.summary)
         tests = part.tests
+        passed = {(str(c["gen_id"]), str(c["policy"])): c for c in part.correctness.get("rows", [])}
         for r in part.summary:
             ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {})
+            right = passed.get((str(r["gen_id"]), str(r["policy"])), {})
             is_test = tests.get((r["gen_id"], r["policy"], "is"), {})
             row = {**r, "split": part.name, "gen": short[str(r["gen_id"])],
                    "token_saving": None if r["token_saving"] is None else 100 * float(r["token_saving"]),
                    "tokens_ci": _ci_text(ci.get("tokens_ci", (math.nan, math.nan)), nd=0),
                    "saving_ci": _ci_text(ci.get("saving_ci", (math.nan, math.nan)), 100.0, 1),
                    "is_ci": _ci_text(ci.get("is_ci", (math.nan, math.nan))),
-                   "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r})}  # fmt: skip
-            cells = [_cell(row.get(key), nd) for key, _, nd in COLUMNS]
+                   "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r}),
+                   "pass_at_stop": right.get("pass_at_stop"), "delta_pass": right.get("delta_pass")}  # fmt: skip
+            cells = [_cell(row.get(key), nd) for key, _, nd in columns(parts)]
             cells[VERDICT].append(report_power.verdict_kind(r))  # the verdict cell's colour
             out.append(cells)
     return out
@@ -167,7 +177,7 @@ def render(data: Any, title: str) -> str:
             {"gen_id": g["gen_id"], "model": g["model"], "provider": g["provider_kind"], "max_rounds": g["max_rounds"]}
             for g in prov["generations"]
         ],  # fmt: skip
-        "columns": [[key, head, nd is None] for key, head, nd in COLUMNS],
+        "columns": [[key, head, nd is None] for key, head, nd in columns(data.parts)],
         "rows": table_rows(data.parts),
         "verdicts": {k: list(v) for k, v in report_power.VERDICT_KINDS.items()},
         "figures": [

@@ -26,6 +26,7 @@ import duckdb
 from analysis import (
     figures,
     html_report,
+    report_correctness,
     report_costs,
     report_data,
     report_dynamics,
@@ -150,6 +151,7 @@ def write_report(
             ("tost_sensitivity", [r for p in data.parts for r in p.sensitivity]),
             ("distance_by_round", [{"split": p.split, **r} for p in data.parts for r in p.by_round]),
             ("dynamics", [{"split": p.split, **r} for p in data.parts for r in p.dyn["dynamics"]]),
+            ("correctness", [r for p in data.parts for r in p.correctness.get("rows", [])]),
             (
                 "conjecture1",
                 [{"split": p.split, **p.c1, **{f"distance_{k}": v for k, v in p.dsum.items()}} for p in data.parts],
@@ -253,6 +255,7 @@ def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> 
         lines += ["### Why cascades stopped", ""] + reasons + [""]
         lines += report_costs.section(gen, main + abl + grid)
         lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
+    lines += report_correctness.section(part.correctness, on)
     fam = report_families.section(part.fam, summary, tests, setup.delta)
     if fam:
         fam[0] += on

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 from scipy import stats as st
 
-from analysis import report_costs, report_dynamics, report_families, sql, stats
+from analysis import report_correctness, report_costs, report_dynamics, report_families, sql, stats
 from analysis.db import AnalysisError, Setup, connect, setup_of
 from analysis.report_cells import fetch_dicts
 
@@ -54,6 +54,7 @@ class SplitData:
     rounds: list[dict] = field(default_factory=list)  # the trajectory browser's rows (Options.trajectories)
     stops: list[dict] = field(default_factory=list)
     trajectories: int = 0  # how many the split has (the browser may hold fewer)
+    correctness: dict = field(default_factory=dict)  # hidden_pass at each stop (report_correctness; {} without it)
 
     @property
     def tests(self) -> dict[tuple[str, str, str], dict]:
@@ -121,6 +122,7 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         dyn=report_dynamics.collect(con),
         cost=report_costs.collect(con, judge),
         intervals=intervals(con),
+        correctness=report_correctness.collect(con),
     )
     data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
     if opts.trajectories:

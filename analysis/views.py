@@ -7,6 +7,8 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     policies, replay_core, replay, family_*, policy_summary   the replay (policy_summary per split: scenario_splits)
     scores_raw, scores, replay_scores, replay_score_map,      the user's scores at each policy's stop (and in
     score_summary                                             policy_summary's scores map)
+    pass_rounds, oracle_pass, correctness,                    the pass/fail scores (hidden_pass): pass_at_stop,
+    correctness_summary, pass_by_round, break_rate            the oracle, McNemar, break and fix rates
     prices, generation_prices                                  the price table (analysis.costs)
     tost_n_table, tost_power(n, es), tost_n_needed(es)        the TOST planner (policy_summary's power)
 
@@ -335,4 +337,26 @@ def score_statements(scores: str, delta: float) -> list[str]:
         sql.create("replay_scores", sql.replay_scores_sql(families=False)),
         sql.create("replay_score_map", sql.query("replay_score_map")),
         sql.create("score_summary", sql.score_summary_sql(delta)),
+        *correctness_statements(),
+    ]
+
+
+def correctness_statements() -> list[str]:
+    """The views of the pass/fail scores (hidden_pass, a user's 0/1 score; docs/correctness.md): each round's
+    pass, the oracle's earliest passing round, every policy's pass_at_stop with its paired McNemar counts and p,
+    and what revisions break and fix (needs replay_scores, replay_inputs, scenario_splits, policies)."""
+    return [
+        sql.create("pass_rounds", sql.query("pass_rounds")),
+        sql.create("oracle_pass", sql.query("oracle_pass")),
+        sql.create("correctness", sql.query("correctness")),
+        sql.create(
+            "correctness_summary",
+            sql.query(
+                "correctness_summary",
+                p_base=sql.query("mcnemar_p", b="gained", c="lost"),
+                p_k1=sql.query("mcnemar_p", b="gained_k1", c="lost_k1"),
+            ),
+        ),
+        sql.create("pass_by_round", sql.query("pass_by_round")),
+        sql.create("break_rate", sql.query("break_rate")),
     ]

@@ -2,7 +2,8 @@
 -- oracle_<s> (stop at the first round of the highest s over rounds 1..depth; like oracle_is it must run every
 -- round to know, so it pays baseline_tokens: every writer, every critic but the last; an all-NULL score stops at
 -- round 1). final_value: the score of the returned draft (a family's selected_round, else stop_round);
--- baseline_value: of the baseline fixed_k{depth}'s last draft; *_error: what the scorer raised there (value NULL).
+-- baseline_value: of the baseline fixed_k{depth}'s last draft; *_error: what the scorer raised there (value NULL);
+-- returned_round: the round whose draft final_value scores (correctness.sql reads the IS there).
 -- Filled by sql.replay_scores_sql: stops (policy, gen_id, scenario_id, stop_round, returned_round, reason,
 -- operational_tokens, depth of every replay row).
 WITH names AS (
@@ -23,7 +24,7 @@ WITH names AS (
     UNION ALL
     SELECT * FROM oracle
 )
-SELECT e.policy, e.gen_id, e.scenario_id, n.score, e.stop_round, e.reason, e.operational_tokens, e.depth,
+SELECT e.policy, e.gen_id, e.scenario_id, n.score, e.stop_round, e.returned_round, e.reason, e.operational_tokens, e.depth,
        f.value AS final_value, f.error AS final_error, b.value AS baseline_value, b.error AS baseline_error
 FROM every e
 JOIN names n ON n.gen_id = e.gen_id

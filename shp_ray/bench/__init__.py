@@ -17,6 +17,7 @@ BENCHMARKS = {
     "objectstore": "the store on S3 (moto on 127.0.0.1): DuckDB via registered datasets vs fsspec vs local disk",
     "report": "the HTML report's open time in headless Chromium (N trajectories, the browser on demand)",
     "sandbox": "one sandbox run's wall time: bare interpreter, with and without namespaces, run_check, run_examples",
+    "correctness": "the correctness views (pass_at_stop, oracle, McNemar, break rates) on a synthetic code store",
 }
 
 

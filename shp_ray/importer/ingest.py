@@ -138,7 +138,7 @@ def _rows(
             {
                 "scenario_id": trace.id,
                 "dataset": KIND,
-                "split": "test",
+                "split": trace.split,
                 "question": trace.question,
                 "contexts": [],
                 "ground_truth": trace.answers[0] if trace.answers else None,

@@ -11,6 +11,7 @@
         "scores": {"pass": 1.0},                   optional: scores the loop already measured (name -> number)
         "embedding": [0.1, ...]}                   optional: e_t (computed with the embedder when absent)
      ],
+     "split": "dev",                               optional: the scenario's split (default "test")
      ...}                                          any other key: kept as the scenario's metadata
 
 Every problem is one :class:`TraceError` naming ``file:line`` and the key; nothing is read past the first.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 TOKEN_KEYS = ("writer_prompt", "writer_completion", "critic_prompt", "critic_completion")
 ROUND_KEYS = ("draft", "feedback", "tokens", "scores", "embedding")
-TOP_KEYS = ("id", "question", "answers", "rounds")
+TOP_KEYS = ("id", "question", "answers", "rounds", "split")
 
 
 class TraceError(ValueError):
@@ -50,6 +51,7 @@ class Trace:
     answers: tuple[str, ...] = ()
     meta: Mapping[str, object] = field(default_factory=dict)
     line: int = 0
+    split: str = "test"  # the scenario's split: every summary is per split, never pooled
 
 
 def _where(path: str, line: int) -> str:
@@ -133,8 +135,11 @@ def parse_trace(raw: object, where: str, line: int) -> Trace:
     dims = {len(r.embedding) for r in parsed if r.embedding is not None}
     if len(dims) > 1:
         raise TraceError(f"{where}: rounds' embeddings have different sizes {sorted(dims)}")
+    split = raw.get("split", "test")
+    if not isinstance(split, str) or not split.strip():
+        raise TraceError(f"{where}: split must be a non-empty string (dev, test, ...), got {split!r}")
     meta = {k: v for k, v in raw.items() if k not in TOP_KEYS}
-    return Trace(str(tid), parsed, question, answers, meta, line)
+    return Trace(str(tid), parsed, question, answers, meta, line, split.strip())
 
 
 def check_file(path: str, traces: list[Trace]) -> list[Trace]:

@@ -50,6 +50,7 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
         cap=cap,
         horizon=policy.halt.max_rounds,
         contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
+        verdicts=traj.meta.get("verdicts"),  # type: ignore[arg-type]  # the loop's own checks (visible tests)
     )
 
 

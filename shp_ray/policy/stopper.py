@@ -105,10 +105,18 @@ class Stopper:
         )
 
     def observe(
-        self, draft: str, feedback: str | None = None, *, tokens: int = 0, score: float = math.nan
+        self,
+        draft: str,
+        feedback: str | None = None,
+        *,
+        tokens: int = 0,
+        score: float = math.nan,
+        verified: bool | None = None,
     ) -> StopDecision:
         """Round t's draft, the critique f_{t-1} the Writer answered, the tokens this round cost
-        (writer_t + critic_{t-1}; for budgets) and IS_t (only cascades that consult the judge read it)."""
+        (writer_t + critic_{t-1}; for budgets) and IS_t (only cascades that consult the judge read it).
+        ``verified``: the loop's own check of the draft (e.g. its visible tests all pass), which verifier-first
+        families read in place of their verifier; None: the verifier decides."""
         if self.decision is not None and self.decision.halt:
             raise RuntimeError(f"the loop already halted at round {self.decision.round} ({self.decision.reason})")
         t = len(self.drafts) + 1
@@ -118,7 +126,7 @@ class Stopper:
         emb, crit = vecs[0], (vecs[1] if want_fb else None)
         self.drafts.append(draft)
         if self._run is not None:
-            reason = self._run.step(draft, emb, crit, tokens)
+            reason = self._run.step(draft, emb, crit, tokens, verified)
             sel = self._run.selected
             self.decision = StopDecision(
                 halt=reason is not None,

@@ -37,7 +37,9 @@ class SignalColumns:
 
     Round inputs are given per row (R = sum of depths rows, trajectory by trajectory): the draft,
     its embedding e_t, the critique embedding g_{t-1} (``critique_known`` False where none) and the
-    operational tokens of the round (writer_t + critic_{t-1}).
+    operational tokens of the round (writer_t + critic_{t-1}). ``checks`` (optional, per row): the loop's own
+    verdict on the draft (1.0 passed, 0.0 failed; NaN: none), which replaces the named verifier's on that row,
+    as SignalState.push's ``verified`` does (a code store's visible tests: analysis.family_replay reads them).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class SignalColumns:
         critique_known: np.ndarray,
         tokens: np.ndarray,
         contexts: Sequence[Sequence[str]],
+        checks: np.ndarray | None = None,
     ) -> None:
         self.depth = np.asarray(depths, dtype=np.int64)
         self.B = len(self.depth)
@@ -102,6 +105,7 @@ class SignalColumns:
         self.spent[self.traj, self.pos] = spent
         self._later = later
         self._verified: dict[str, np.ndarray] = {}
+        self.checks = None if checks is None else np.asarray(checks, dtype=np.float64)
 
     def _grid(self, rows: np.ndarray, values: np.ndarray, fill: float = math.nan) -> np.ndarray:
         out = np.full((self.B, self.T), fill, dtype=np.float64)
@@ -164,6 +168,8 @@ class SignalColumns:
                 )
             else:
                 ok = np.asarray([bool(fn(d, self.contexts[b])) for d, b in zip(self.drafts, traj, strict=True)], bool)
+            if self.checks is not None:  # the loop's own verdict where it has one
+                ok = np.where(np.isnan(self.checks), ok, self.checks == 1.0)
             out = np.zeros((self.B, self.T), dtype=bool)
             out[self.traj, self.pos] = ok
             self._verified[verifier] = out

@@ -38,12 +38,18 @@ class FamilyRun:
         return self.signals.history
 
     def step(
-        self, draft: str, embedding: np.ndarray, critique: np.ndarray | None = None, tokens: int = 0
+        self,
+        draft: str,
+        embedding: np.ndarray,
+        critique: np.ndarray | None = None,
+        tokens: int = 0,
+        verified: bool | None = None,
     ) -> str | None:
-        """Feed round t; the halting reason (outcome for verifier-first), or None to continue."""
+        """Feed round t; the halting reason (outcome for verifier-first), or None to continue. ``verified``: the
+        loop's own check of the draft (SignalState.push), in place of the verifier's."""
         if self.reason is not None:
             raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
-        return self._decide(self.signals.push(draft, embedding, critique, tokens))
+        return self._decide(self.signals.push(draft, embedding, critique, tokens, verified))
 
     def step_signal(self, sig: RoundSignal) -> str | None:
         """Feed round t's precomputed signal (signals are causal: round t's reads rounds <= t only)."""
@@ -82,11 +88,14 @@ def run_trajectory(
     cap: int,
     horizon: int,
     contexts: Sequence[str] = (),
+    verdicts: Sequence[bool | None] | None = None,
 ) -> tuple[int, str, int, bool]:
-    """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth)."""
+    """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth). ``verdicts``:
+    per round, the loop's own check of the draft (None: ask the verifier)."""
     run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=contexts)
     for t in range(cap):
-        if run.step(drafts[t], embeddings[t], critiques[t], tokens[t]) is not None:
+        given = None if verdicts is None else verdicts[t]
+        if run.step(drafts[t], embeddings[t], critiques[t], tokens[t], given) is not None:
             break
     return len(run.history), str(run.reason), run.selected, run.verified_final
 
@@ -99,11 +108,12 @@ def trajectory_signals(
     tokens: Sequence[int],
     contexts: Sequence[str] = (),
     verifier: str = "qa",
+    verdicts: Sequence[bool | None] | None = None,
 ) -> list[RoundSignal]:
     """Every round's signal of a stored trajectory, computed once for all the policies replaying it."""
     state = SignalState(contexts, verifier=verifier)
     for t in range(len(drafts)):
-        state.push(drafts[t], embeddings[t], critiques[t], tokens[t])
+        state.push(drafts[t], embeddings[t], critiques[t], tokens[t], None if verdicts is None else verdicts[t])
     return state.history
 
 

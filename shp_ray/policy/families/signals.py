@@ -128,8 +128,15 @@ class SignalState:
         self._spent = 0
 
     def push(
-        self, draft: str, embedding: np.ndarray, critique: np.ndarray | None = None, tokens: int = 0
+        self,
+        draft: str,
+        embedding: np.ndarray,
+        critique: np.ndarray | None = None,
+        tokens: int = 0,
+        verified: bool | None = None,
     ) -> RoundSignal:
+        """Round t's signal. ``verified``: the loop's own check of this draft (a code loop's visible tests all
+        passing, :data:`.verifier.VISIBLE_TESTS_SCORE`), which replaces the named verifier's; None: ask the verifier."""
         t = len(self.history) + 1
         e = np.asarray(embedding, dtype=np.float32).ravel()
         g = np.asarray(critique, dtype=np.float32).ravel() if critique is not None else None
@@ -156,7 +163,7 @@ class SignalState:
             length_change=length,
             edit=edit,
             canon=canonical_hash(draft),
-            verified=bool(self.verify(draft, self.contexts)),
+            verified=bool(self.verify(draft, self.contexts)) if verified is None else bool(verified),
             grounded=grounded_share(answer, self.contexts),
             spent=self._spent,
             embedding=e,

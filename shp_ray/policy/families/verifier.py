@@ -10,6 +10,14 @@ Exits, checked in this order after each round t (the ``outcome`` column):
 
 Every exit but ``verified`` is a failure mode: the returned draft did not pass the verifier
 (``verified_final`` says so), and it is never labelled verified.
+
+Where the loop checks its drafts itself, its verdict is the verifier: a code loop runs each draft against the
+task's visible tests and stores their pass rate as the score ``visible_pass`` (:data:`VISIBLE_TESTS_SCORE`). On a
+generation that has that score, the replay (analysis.family_replay) hands each round's verdict in, all visible
+tests passing (1.0) or not (anything else, unknown included), in place of the named verifier: ``verified`` then
+means "the visible tests pass", and ``best_verified`` returns the latest draft that passes them. Elsewhere the
+named verifier (default: the QA check) decides, as before. The live Stopper takes the same verdict through
+``observe(..., verified=...)``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
 OUTCOMES = ("verified", "oscillation", "budget", "cap")
+VISIBLE_TESTS_SCORE = "visible_pass"  # the stored score whose value 1.0 verifies a draft (a code loop's visible tests)
 DEFAULTS: dict[str, dict[str, object]] = {
     "verifier": {"verify": True, "oscillation": False, "budget": 0, "cycle": 2, "history": 10, "verifier": "qa"},
     "oscillation": {"verify": True, "oscillation": True, "budget": 0, "cycle": 2, "history": 10, "verifier": "qa"},

