@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import conf.schema  # noqa: F401  (registers the config tree)
+from sweeps.plan import CONFIRM
 
 GROUPS = {  # one line each; the options are read from the ConfigStore
     "provider": "where the Writer, Critic and LLM judge calls go (llama: the embedded local model, no key)",
@@ -95,6 +96,7 @@ def known_keys() -> tuple[set[str], set[str]]:
         for option in _options(group):
             pairs += _keys(cs.load(f"{group}/{option}.yaml").node, f"{group}.")
     pairs.append(("sweep", False))
+    pairs.append((CONFIRM, False))  # +confirm=true: a yes for one command, never a setting of the schema
     return {k for k, _ in pairs}, {k for k, is_open in pairs if is_open}
 
 

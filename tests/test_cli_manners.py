@@ -125,6 +125,14 @@ def test_a_mistyped_key_gets_the_nearest_known_one(tmp_path) -> None:
     assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()  # nothing ran
 
 
+def test_a_confirmation_is_never_called_a_mistyped_key() -> None:
+    # +confirm=true is a yes for one command, not a schema key: a job that fails after it must not blame it
+    from sweeps.command_line import suggestions
+
+    assert suggestions(["+confirm=true", "provider=sim"]) == []
+    assert suggestions(["+confirmm=true"]) == ["shp-sweep: `confirmm` is no key of the config; did you mean `confirm`?"]
+
+
 def test_help_lists_the_groups_and_presets_one_line_each(tmp_path) -> None:
     out = _sweep("--help", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
