@@ -144,7 +144,7 @@ def test_scripted_provider_replies_counts_and_failures():
 
 
 def test_should_retry_honours_server_overrides_and_quota():
-    from shp_ray.providers.client import should_retry
+    from shp_ray.providers.retry_policy import should_retry
 
     assert should_retry(503, {}, "")
     assert not should_retry(503, {"x-should-retry": "false"}, "")

@@ -1,17 +1,25 @@
-"""One rate limiter per (endpoint, key): smooth RPM/TPM pacing, server pauses, AIMD concurrency.
+"""One rate limiter per (endpoint, key): window lanes or smooth pacing, server pauses, AIMD concurrency.
 
 Why not a token bucket library: a request's token cost is only an ESTIMATE (prompt + max_tokens)
 until the reply's ``usage`` settles it, and many processes share one limiter through a Ray actor
-that must never block on a sleeping caller. So this is GCRA-style virtual scheduling: ``acquire``
-RESERVES the earliest start time that keeps requests and tokens under
-``headroom * limit`` (smooth: one request every 60/rpm seconds, not a burst of a minute's quota),
-returns how long the caller should sleep, and ``release`` refunds or charges the difference
-between the estimate and the real usage.
+that must never block on a sleeping caller. So ``acquire`` RESERVES a start time and returns how
+long the caller should sleep, and ``release`` reports what came of it.
 
-When the limits are unknown the limiter adapts a concurrency window AIMD-style (TCP's rule):
-grow by one per success (doubling per round trip until the first 429, then ~+1 per round trip),
-halve on a 429, hold while latency is far above the best seen. Server hints (Retry-After,
-exhausted x-ratelimit-remaining) pause every caller of the endpoint until the hinted time.
+Requests: a told limit with its window (``rpm`` and ``window_s``: "40 requests per 5 s") is paced by
+the window's lanes (:mod:`quota`): the allowance a window grants at its start goes out at once, and
+an attempt that never reached the quota (``outcome="unreached"``: a refused connection, a 5xx the
+server does not count) gives its lane back, so its retry does not wait for a window. A told rpm
+without a window is paced smoothly at ``headroom * rpm`` (one lane of width 60/rpm). A reply's
+rate-limit headers (``said``) re-synchronise the lanes and, when no limit was told, create them:
+the client bursts to what the server says it allows. Tokens (``tpm``) are paced GCRA-style: the
+estimate is reserved and settled with the reply's ``usage``; a reply that says how many tokens are
+left holds back a request that would not fit until the server's reset.
+
+When the limits are unknown and no header tells them, the limiter adapts a concurrency window
+AIMD-style (TCP's rule): grow by one per success (doubling per round trip until the first 429, then
+~+1 per round trip), halve on a 429, hold while latency is far above the best seen; and it paces at
+a request rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint
+until the hinted time.
 """
 
 from __future__ import annotations
@@ -24,8 +32,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shp_ray.providers.quota import Allowance, Lanes
+
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
+_LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W: arrival jitter must not cross a window
 
 
 @dataclass(frozen=True)
@@ -33,12 +44,13 @@ class RateLimits:
     rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
     tpm: float | None = None  # tokens per minute; None = unknown
     max_concurrency: int = 16  # hard cap on calls in flight for the whole endpoint
-    headroom: float = 0.98  # pace at this share of a told limit: arrival jitter must not cross it
+    headroom: float = 0.98  # smooth pacing (no window told) runs at this share of rpm/tpm: arrival jitter
     initial_concurrency: int = 4  # AIMD start when the limits are unknown
     lease_ttl_s: float = 300.0  # a lease not released by then (caller died) is reclaimed
+    window_s: float | None = None  # the window the rpm is enforced over (rpm * window_s / 60 per window)
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm"):
+        for name in ("rpm", "tpm", "window_s"):
             v = getattr(self, name)
             if v is not None and not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"RateLimits.{name}={v!r}: must be a positive number or None")
@@ -51,6 +63,18 @@ class RateLimits:
     def told(self) -> bool:
         return self.rpm is not None or self.tpm is not None
 
+    def lanes(self) -> Lanes | None:
+        """The request lanes a told rpm gives: one window's allowance, or one lane (smooth pacing)."""
+        if self.rpm is None:
+            return None
+        if self.window_s is None:
+            return Lanes(1, 60.0 / (self.rpm * self.headroom), 0.0)
+        return Lanes(int(self.rpm * self.window_s / 60.0), self.window_s, _margin(self.window_s))
+
+
+def _margin(width_s: float) -> float:
+    return _LANE_MARGIN[0] + _LANE_MARGIN[1] * width_s
+
 
 class RateLimiter:
     """The limiter state of one endpoint. Async-safe within one event loop; shared via Ray."""
@@ -58,10 +82,13 @@ class RateLimiter:
     def __init__(self, limits: RateLimits) -> None:
         self.limits = limits
         self._ids = itertools.count(1)
-        self._leases: dict[int, tuple[float, float]] = {}  # id -> (start time, expiry)
+        self._leases: dict[int, tuple[float, float, int]] = {}  # id -> (start time, expiry, est tokens)
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._tat_req = 0.0  # theoretical arrival time of the next request (GCRA)
+        self._lanes = limits.lanes()
+        self._refunds: collections.deque[float] = collections.deque()  # when lanes were given back
+        self._refunds_trusted = True  # False once a 429 followed a lane given back: the server counts them
         self._tat_tok = 0.0
+        self._tokens_said: tuple[float, float, int] | None = None  # (remaining, whole again at, lease)
         self._pause_until = 0.0
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
@@ -80,18 +107,23 @@ class RateLimiter:
         """New limits for the same endpoint (the latest client's spec wins); pacing state is kept."""
         if limits != self.limits:
             self.limits = limits
+            self._lanes = limits.lanes() or self._lanes
             self._cwnd = min(self._cwnd, float(limits.max_concurrency))
             self.counters["reconfigured"] += 1
             self._wake()
 
     # -- concurrency -------------------------------------------------------------------------
+    def _paced(self) -> bool:
+        """Pacing knows the limit (told, or stated by the server's headers): no AIMD window."""
+        return self.limits.told or self._lanes is not None
+
     def _window(self) -> int:
-        if self.limits.told:
+        if self._paced():
             return self.limits.max_concurrency
         return max(1, min(self.limits.max_concurrency, int(self._cwnd)))
 
     def _reclaim(self, now: float) -> None:
-        dead = [i for i, (_, expiry) in self._leases.items() if expiry < now]
+        dead = [i for i, (_, expiry, _) in self._leases.items() if expiry < now]
         for i in dead:
             del self._leases[i]
             self.counters["leases_reclaimed"] += 1
@@ -140,24 +172,37 @@ class RateLimiter:
         now = time.monotonic()
         start = max(now, self._pause_until)
         lim = self.limits
-        tat_req, tat_tok, tat_learned = self._tat_req, self._tat_tok, self._tat_learned
-        if lim.rpm is not None:
-            start = max(start, tat_req)
-            tat_req = start + 60.0 / (lim.rpm * lim.headroom * self._rate_scale)
+        tat_tok, tat_learned = self._tat_tok, self._tat_learned
+        if self._lanes is not None:
+            start = max(start, self._lanes.next_free())
         if lim.tpm is not None:
             start = max(start, tat_tok)
             tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
-        if not lim.told and self._learned_rps is not None:
+        start = max(start, self._tokens_wait(est_tokens, now))
+        if not self._paced() and self._learned_rps is not None:
             rate = self._learned_now(now)
             start = max(start, tat_learned)
             tat_learned = start + 1.0 / rate
         if max_delay_s is not None and start - now > max_delay_s:
             return None  # nothing reserved
-        self._tat_req, self._tat_tok, self._tat_learned = tat_req, tat_tok, tat_learned
         lease = next(self._ids)
-        self._leases[lease] = (start, start + lim.lease_ttl_s)
+        if self._lanes is not None:
+            self._lanes.reserve(lease, start, self._rate_scale)
+        self._tat_tok, self._tat_learned = tat_tok, tat_learned
+        self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
+
+    def _tokens_wait(self, est_tokens: int, now: float) -> float:
+        """When a reply said how many tokens are left: the reset, if this request would not fit before it."""
+        if self._tokens_said is None:
+            return now
+        remaining, whole_at, seen = self._tokens_said
+        if whole_at <= now:
+            self._tokens_said = None
+            return now
+        ahead = sum(est for lease, (_, _, est) in self._leases.items() if lease > seen)
+        return whole_at if ahead + est_tokens > remaining else now
 
     def _waiters_ahead(self) -> bool:
         return any(not f.done() for f in self._waiters)
@@ -172,9 +217,11 @@ class RateLimiter:
         actual_tokens: int | None = None,
         latency_s: float | None = None,
         wait_hint_s: float | None = None,
+        said: dict[str, Allowance] | None = None,
     ) -> None:
-        """Return the slot. outcome: "ok" | "rate_limited" | "error" | "cancelled"."""
-        started, _ = self._leases.pop(lease, (time.monotonic(), 0.0))
+        """Return the slot. outcome: "ok" | "rate_limited" | "error" | "unreached" (an error that never
+        reached the quota) | "cancelled". ``said``: the allowances the reply's headers stated."""
+        started, _, _ = self._leases.pop(lease, (time.monotonic(), 0.0, 0))
         now = time.monotonic()
         self.counters[outcome] += 1
         lim = self.limits
@@ -182,6 +229,10 @@ class RateLimiter:
             self._tat_tok = max(
                 now - 1.0, self._tat_tok + (actual_tokens - est_tokens) * 60.0 / (lim.tpm * lim.headroom)
             )
+        if said:
+            self._heed(said, lease, now)
+        elif outcome in ("unreached", "rate_limited"):
+            self._give_back(lease, now, outcome)
         if wait_hint_s is not None and wait_hint_s > 0:
             self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
@@ -190,19 +241,8 @@ class RateLimiter:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
-        if (
-            outcome == "rate_limited"
-            and not lim.told
-            and now - self._last_rate_cut >= 1.0
-            and started >= self._last_rate_cut  # evidence about the CURRENT rate, not a stale request
-        ):
-            self._cut_learned_rate(now)
-        if outcome == "rate_limited" and started >= self._last_decrease:
-            self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
-            self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
-            self._slow_start = False
-            self._last_decrease = now
-            self.counters["decreases"] += 1
+        if outcome == "rate_limited":
+            self._refused(started, now)
         elif outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
@@ -211,6 +251,50 @@ class RateLimiter:
                 self._cwnd += 1.0 if self._slow_start else 1.0 / max(1.0, self._cwnd)
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
+
+    def _give_back(self, lease: int, now: float, outcome: str) -> None:
+        """A refused attempt, or one that never reached the quota: its lane is free again."""
+        if self._lanes is None or (outcome == "unreached" and not self._refunds_trusted):
+            return
+        if self._lanes.give_back(lease) and outcome == "unreached":
+            self._refunds.append(now)
+            self.counters["lanes_given_back"] += 1
+
+    def _refused(self, started: float, now: float) -> None:
+        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all."""
+        width = self._lanes.width_s if self._lanes is not None else 0.0
+        while self._refunds and self._refunds[0] < now - width - 1.0:
+            self._refunds.popleft()
+        if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
+            self._refunds_trusted = False
+            self.counters["refunds_distrusted"] += 1
+            return
+        if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
+            self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
+        if started >= self._last_decrease:
+            self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
+            self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
+            self._slow_start = False
+            self._last_decrease = now
+            self.counters["decreases"] += 1
+
+    def _heed(self, said: dict[str, Allowance], lease: int, now: float) -> None:
+        """A reply stated the quota: the lanes (created if no limit was told) and the tokens follow it."""
+        requests, tokens = said.get("requests"), said.get("tokens")
+        if requests is not None:
+            capacity = int(requests.limit) if requests.limit else int(requests.remaining) + 1
+            width = max(requests.reset_s, self._lanes.width_s if self._lanes is not None else 0.0)
+            if self._lanes is None:
+                self._lanes = Lanes(capacity, width, _margin(width))
+                self._wake()
+            elif self.limits.window_s is None:  # the server's window, not a told one
+                capacity = capacity if requests.limit else max(capacity, self._lanes.capacity)
+                self._lanes.resize(capacity, width)
+                self._lanes.margin_s = _margin(width)
+            self._lanes.sync(requests, lease, now)
+            self.counters["synced"] += 1
+        if tokens is not None and (self._tokens_said is None or lease >= self._tokens_said[2]):
+            self._tokens_said = (tokens.remaining, now + tokens.reset_s, lease)
 
     def _learned_now(self, now: float) -> float:
         """The learned rate probes upwards while no 429 comes: x2 every 10 s since the last cut."""
@@ -248,6 +332,8 @@ class RateLimiter:
             "waiting": sum(not f.done() for f in self._waiters),
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
+            "refunds_trusted": self._refunds_trusted,
+            **(self._lanes.snapshot(time.monotonic()) if self._lanes is not None else {}),
             "learned_rps": None if self._learned_rps is None else round(self._learned_rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),
