@@ -47,7 +47,7 @@ from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
 from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
-from shp_ray.providers.sim_server import SimOptions
+from shp_ray.providers.sim.options import SimOptions
 
 
 def same(*names: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from shp_ray.policy.table import Policy
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.prices import PriceTable
-from shp_ray.providers.sim_server import SimOptions
+from shp_ray.providers.sim.options import SimOptions
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from shp_ray.generation.tasks_file import load_tasks
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider
-from shp_ray.providers.sim_server import SimOptions
+from shp_ray.providers.sim.options import SimOptions
 from storage.cache import default_cache_dir
 from storage.manifest import new_run_id, redact, write_manifest
 from storage.parts import Store, StoreUnusable, check_root
@@ -90,7 +90,7 @@ def endpoint(job: JobSpec) -> Iterator[Endpoint]:
             log.info("%s at %s", describe_provider("llama", spec.model), llm.base_url)
             yield Endpoint(replace(spec, base_url=llm.base_url), llm.check, ephemeral=True)
     elif isinstance(opts, SimOptions) and not spec.base_url:
-        from shp_ray.providers.sim_server import SimServer
+        from shp_ray.providers.sim.server import SimServer
 
         with SimServer(**asdict(opts)) as sim:
             log.info("simulated OpenAI-compatible server (a test double, not a model) at %s", sim.base_url)

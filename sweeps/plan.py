@@ -23,8 +23,8 @@ from shp_ray.generation.datasets import Scenario, select
 from shp_ray.generation.generate import judge_label
 from shp_ray.generation.loop import critic_request, writer_request
 from shp_ray.generation.prompts import judge_messages
-from shp_ray.providers.sim_replies import prompt_tokens
-from shp_ray.providers.sim_server import SimOptions
+from shp_ray.providers.sim.options import SimOptions
+from shp_ray.providers.tokens import prompt_tokens
 from storage.parts import Store
 from storage.resume import done_scenarios
 from sweeps.job import with_tasks

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
-from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text
+from shp_ray.providers.sim.replies import ReplyOptions, reply_text
+from shp_ray.providers.tokens import count_tokens, prompt_tokens
 
 
 def _role(request: ChatRequest) -> str:

@@ -9,6 +9,7 @@ nothing that does I/O, nothing imports in a circle, and no module outgrows one c
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -139,6 +140,39 @@ def test_arrows_only_point_down() -> None:
             if src != dst and dst not in MAY_IMPORT[src]:
                 wrong.append(f"{MODULES[m].relative_to(ROOT)}:{line}: {src} imports {dst} ({target})")
     assert not wrong, "imports against the layering of ARCHITECTURE.md:\n" + "\n".join(sorted(set(wrong)))
+
+
+SIM = "shp_ray.providers.sim"
+# The one module of the real providers that may NAME the simulator (as a lazily imported factory
+# string, never an import): the registry's table of kinds, documented in ARCHITECTURE.md.
+SIM_REGISTRATION_POINT = "shp_ray.providers.registry"
+
+
+def _in_sim(module: str) -> bool:
+    return module == SIM or module.startswith(SIM + ".")
+
+
+def test_the_real_providers_import_nothing_of_the_simulator() -> None:
+    wrong = []
+    for m in (m for m in MODULES if room(m) == "providers" and not _in_sim(m)):
+        path = MODULES[m]
+        for name, line in imports_of(m):
+            target = _project_target(name)
+            if target is not None and _in_sim(target):
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: imports {target}")
+        if m == SIM_REGISTRATION_POINT:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and SIM + "." in node.value:
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: names {node.value!r}")
+    assert not wrong, "the simulator stays apart from the real client (ARCHITECTURE.md):\n" + "\n".join(wrong)
+
+
+def test_the_simulator_options_load_no_server() -> None:
+    """conf imports SimOptions: that must not load aiohttp (the server and its routes)."""
+    code = "import sys, shp_ray.providers.sim.options; print('aiohttp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_the_policy_package_does_no_io() -> None:

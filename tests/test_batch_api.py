@@ -18,8 +18,8 @@ from shp_ray.providers.batch_api import BatchAPI, BatchState
 from shp_ray.providers.batch_files import BatchLimits, encode_file, encode_line, request_line, split_lines
 from shp_ray.providers.batch_results import read_results
 from shp_ray.providers.client import OpenAICompatProvider
-from shp_ray.providers.sim_batch import SimBatch
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.batch import SimBatch
+from shp_ray.providers.sim.server import SimServer
 from tests.batch_support import lines_for, writer_requests
 
 pytestmark = pytest.mark.integration

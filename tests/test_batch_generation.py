@@ -25,7 +25,7 @@ from shp_ray.generation.rejudge import judge_stored
 from shp_ray.providers.base import ChatRequest, ProviderSpec
 from shp_ray.providers.batch_api import BatchAPI
 from shp_ray.providers.batch_files import request_line
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage.batch_ledger import BATCHES_FILE, BatchLedger
 from storage.parts import Store
 

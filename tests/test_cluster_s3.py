@@ -25,7 +25,7 @@ from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.generation.prompts import PromptSet
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
 from tests.cluster_support import local_cluster
 from tests.s3_support import SECRET, moto, set_aws_env

@@ -23,7 +23,7 @@ from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
-from shp_ray.providers.sim_server import SimOptions
+from shp_ray.providers.sim.options import SimOptions
 from sweeps import job as sweep_job
 from tests import test_conf
 from tests.test_conf import schema_keys
@@ -272,7 +272,7 @@ class _FakeServer:
 
 def test_server_options_reach_the_server_the_job_starts(hydra_ctx, monkeypatch):
     import shp_ray.providers.llama as llama
-    import shp_ray.providers.sim_server as sim_server
+    import shp_ray.providers.sim.server as sim_server
 
     monkeypatch.setattr(llama, "LlamaServer", _FakeServer)
     monkeypatch.setattr(sim_server, "SimServer", _FakeServer)

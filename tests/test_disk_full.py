@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage.cache import ResponseCache
 from storage.parts import Store, WriteFailed
 from storage.schemas import FAILURES

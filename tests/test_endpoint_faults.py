@@ -15,7 +15,7 @@ from shp_ray.generation.guard import GenerationAborted, preflight
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec
 from shp_ray.providers.client import SILENT, OpenAICompatProvider
 from shp_ray.providers.retry_policy import Backoff
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage import Store
 from tests.test_sweep import shp_sweep
 

@@ -23,7 +23,7 @@ from analysis import signals_store
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, generate
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from shp_ray.generation.guard import Breaker, GenerationAborted, Outcome, prefli
 from shp_ray.generation.services import CachedChat
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
 from shp_ray.providers.client import SILENT
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
 
 SPEC = ProviderSpec(kind="openai", base_url="http://127.0.0.1:9/v1", model="m")

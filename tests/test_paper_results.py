@@ -13,7 +13,7 @@ from analysis.report_cells import cell, fetch_dicts
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import generate
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from sweeps.paper_results import paper_job, paper_tables, render
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from shp_ray.providers.base import ChatRequest, Completion, ProviderError, Provi
 from shp_ray.providers.client import OpenAICompatProvider
 from shp_ray.providers.registry import make_provider
 from shp_ray.providers.retry_policy import Backoff
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 
 pytestmark = pytest.mark.integration
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"

@@ -15,7 +15,7 @@ from shp_ray.providers.client import OpenAICompatProvider
 from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 from shp_ray.providers.retry_policy import Backoff
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 
 pytestmark = pytest.mark.integration
 SEED, RATE = 5, 0.3

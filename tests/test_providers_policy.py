@@ -19,7 +19,7 @@ from shp_ray.providers.retry_policy import (
     parse_duration,
     parse_retry_after,
 )
-from shp_ray.providers.sim_replies import count_tokens
+from shp_ray.providers.tokens import count_tokens
 
 
 def test_retry_after_variants():

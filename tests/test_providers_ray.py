@@ -8,7 +8,7 @@ import pytest
 
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.shared_limiter import NAMESPACE, limiter_id
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401  (registers the config tree)
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage import Store
 from storage.manifest import REDACTED, redact, redact_text, write_manifest
 from sweeps.job import snapshot

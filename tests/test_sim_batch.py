@@ -14,7 +14,8 @@ import urllib.request
 import pytest
 from openai import BadRequestError, OpenAI
 
-from shp_ray.providers.sim_server import SimOptions, SimServer, build_parser, options_from_args
+from shp_ray.providers.sim.options import SimOptions
+from shp_ray.providers.sim.server import SimServer, build_parser, options_from_args
 from tests.batch_support import jsonl, lines_for, raw_batch, writer_requests
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,10 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 
-from shp_ray.providers.sim_replies import ReplyOptions, approving_round, count_tokens, writer_draft
-from shp_ray.providers.sim_server import SimOptions, SimServer
+from shp_ray.providers.sim.options import SimOptions
+from shp_ray.providers.sim.replies import ReplyOptions, approving_round, writer_draft
+from shp_ray.providers.sim.server import SimServer
+from shp_ray.providers.tokens import count_tokens
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
 from conf.resolve import to_job
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage import Store
 from sweeps import job as sweep_job
 from sweeps.job import snapshot

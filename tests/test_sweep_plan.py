@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from conf.resolve import to_job
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from sweeps.plan import describe, make_plan
 from tests.test_sweep import SMALL, shp_sweep
 

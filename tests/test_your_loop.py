@@ -21,7 +21,7 @@ from conf.resolve import to_job
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.prompts import critic_messages, from_mapping, writer_messages
 from shp_ray.generation.tasks_file import FieldMap, TasksFile, load_tasks
-from shp_ray.providers.sim_server import SimServer
+from shp_ray.providers.sim.server import SimServer
 from storage import Store
 from sweeps import job as sweep_job
 

@@ -37,7 +37,7 @@ def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
     from shp_ray.generation.datasets import load_scenarios
     from shp_ray.generation.generate import GenerationConfig, generate
     from shp_ray.providers.base import ProviderSpec
-    from shp_ray.providers.sim_server import SimServer
+    from shp_ray.providers.sim.server import SimServer
 
     scenarios = load_scenarios("hotpotqa", limit=a.scenarios)
     cfg = GenerationConfig(max_rounds=a.rounds, embedder="fake-hash", workers=2, concurrency=a.concurrency)

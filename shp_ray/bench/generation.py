@@ -37,7 +37,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def _texts(n: int) -> list[str]:
     """n distinct draft-like paragraphs (the sim server's Writer replies to real HotpotQA questions)."""
     from shp_ray.generation.datasets import load_scenarios
-    from shp_ray.providers.sim_replies import ReplyOptions, writer_draft
+    from shp_ray.providers.sim.replies import ReplyOptions, writer_draft
 
     qs = [s.question for s in load_scenarios("hotpotqa", limit=max(1, n // 6 + 1))]
     out = [writer_draft(ReplyOptions(seed=0), q, t) for q in qs for t in range(1, 7)]

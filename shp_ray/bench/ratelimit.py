@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
-from shp_ray.providers.sim_faults import parse_range, parse_share
+from shp_ray.providers.sim.faults import parse_range, parse_share
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,7 +158,7 @@ def _measure(args: argparse.Namespace, naive: bool) -> dict[str, Any]:
     runner = run_naive if naive else run_client
     if not args.serve:
         return asyncio.run(runner(args, args.base_url))
-    from shp_ray.providers.sim_server import SimServer
+    from shp_ray.providers.sim.server import SimServer
 
     options = {
         "rpm": args.serve_rpm,

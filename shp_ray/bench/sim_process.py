@@ -22,7 +22,7 @@ def stream(n: int) -> Iterator[object]:
 
 
 def _serve(conn, opts: dict[str, object]) -> None:  # noqa: ANN001 - runs in a child process
-    from shp_ray.providers.sim_server import SimServer
+    from shp_ray.providers.sim.server import SimServer
 
     with SimServer(**opts) as sim:
         conn.send(sim.base_url)

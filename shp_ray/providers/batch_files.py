@@ -6,7 +6,7 @@ batch and a live run of the same requests are the same requests. A provider take
 its ``custom_id``s are unique, it names one model, and it stays within a line count and a size
 (OpenAI: 50,000 lines, 200 MB): :func:`split_lines` cuts a request list along those rules.
 
-The client (:mod:`batch_api`) and the simulated server (:mod:`sim_batch`) share these constants.
+The client (:mod:`batch_api`) and the simulated server (:mod:`sim.batch`) share these constants.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """``make_provider(spec)``: build a provider by kind inside any process (a Ray actor included).
 
-Imports are lazy so that asking for the fake provider never imports aiohttp, and a kind's
-module is loaded only when used (inspect_ai's ``@modelapi`` registry, in miniature).
+Each kind names its factory as a "module:callable" string, imported only when that kind is built:
+asking for the scripted double never imports aiohttp, and this module imports nothing of the
+simulator (``shp_ray.providers.sim``). The ``scripted`` line of ``_FACTORIES`` is the one place a
+module of the real providers names the simulator: its registration point (tests/test_architecture.py
+allows no other).
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from typing import Any
 
 from shp_ray.providers.base import Provider, ProviderSpec
 
-# kind -> "module:factory"; every HTTP kind speaks the OpenAI protocol to spec.base_url.
+# kind -> "module:factory"; every HTTP kind (the simulated server's too) speaks the OpenAI protocol
+# to spec.base_url through the real client.
 _FACTORIES: dict[str, str] = {
     "openai": "shp_ray.providers.client:OpenAICompatProvider",
     "sim": "shp_ray.providers.client:OpenAICompatProvider",
     "llama": "shp_ray.providers.client:OpenAICompatProvider",
-    "scripted": "shp_ray.providers.registry:_scripted",
+    "scripted": "shp_ray.providers.sim.scripted:from_spec",  # the simulator's registration point
 }
 
 
@@ -61,8 +65,3 @@ def make_provider(spec: ProviderSpec, **kwargs: Any) -> Provider:
         factory = getattr(importlib.import_module(module), attr)
     return factory(spec, **kwargs)
 
-
-def _scripted(spec: ProviderSpec, script: Any = None, **kwargs: Any) -> Provider:
-    from shp_ray.providers.scripted import ScriptedProvider
-
-    return ScriptedProvider(script, model=spec.model or "scripted", **kwargs)

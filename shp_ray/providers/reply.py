@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from shp_ray.providers.base import ChatRequest, Usage
-from shp_ray.providers.sim_replies import count_tokens
+from shp_ray.providers.tokens import count_tokens
 
 
 def estimate_prompt_tokens(request: ChatRequest) -> int:

@@ -7,8 +7,8 @@
   ``limit`` / ``after`` pages with ``has_more``, ``first_id``, ``last_id``).
 
 Requests that cannot be taken are refused at once (4xx, as the live route does); a file that is
-taken but wrong fails its batch later, with line-numbered errors (:mod:`sim_batch_input`). Each
-batch runs as an asyncio task in the server's loop (:mod:`sim_batch_run`); everything lives in
+taken but wrong fails its batch later, with line-numbered errors (:mod:`batch_input`). Each
+batch runs as an asyncio task in the server's loop (:mod:`batch_run`); everything lives in
 memory and is gone when the server stops.
 """
 
@@ -32,13 +32,13 @@ from shp_ray.providers.batch_files import (
     METADATA_PAIRS,
     METADATA_VALUE_CHARS,
 )
-from shp_ray.providers.sim_batch_run import BatchRun
-from shp_ray.providers.sim_batch_state import BatchJob, BatchStats, SimFile
-from shp_ray.providers.sim_chat import error_body
-from shp_ray.providers.sim_replies import ReplyOptions
+from shp_ray.providers.sim.batch_run import BatchRun
+from shp_ray.providers.sim.batch_state import BatchJob, BatchStats, SimFile
+from shp_ray.providers.sim.chat import error_body
+from shp_ray.providers.sim.replies import ReplyOptions
 
 if TYPE_CHECKING:  # the options live with the server that is built from them: a type-only import
-    from shp_ray.providers.sim_server import SimOptions
+    from shp_ray.providers.sim.options import SimOptions
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MULTIPART_ROOM = 1024 * 1024  # an upload's form framing on top of the file itself

@@ -12,9 +12,9 @@ late), so embedding distances between consecutive drafts shrink. The Critic appr
 hash-chosen round for a configurable share of questions. The judge returns the four RAGAS-style
 metrics as JSON. Every reply is a pure function of the request and the seed.
 
-Token counts are REAL counts of this module's tokenizer: a regex that counts each run of word
-characters and each other non-space character as one token (``count_tokens``), plus 3 tokens of
-overhead per message for the prompt.
+Token counts are REAL counts of the regex tokenizer of :mod:`shp_ray.providers.tokens` (each run
+of word characters and each other non-space character is one token, plus 3 tokens of overhead per
+message for the prompt).
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import json
 import re
 from dataclasses import dataclass
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 _ROUND = re.compile(r"^\s*Round:\s*(\d+)\s*$", re.MULTILINE)
 _QUESTION = re.compile(r"^\s*Question:\s*(.+?)\s*$", re.MULTILINE)
-MESSAGE_OVERHEAD_TOKENS = 3
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
@@ -58,26 +56,6 @@ _TEMPLATES = (
     "The context describes the {a} and the {b} as closely related.",
     "Nothing in the contexts contradicts the link between the {a} and the {b}.",
 )
-
-
-def count_tokens(text: str) -> int:
-    """Real token count of the simulated tokenizer (word runs and single punctuation marks)."""
-    return len(_TOKEN.findall(text))
-
-
-def prompt_tokens(messages: list[tuple[str, str]]) -> int:
-    return sum(count_tokens(content) + MESSAGE_OVERHEAD_TOKENS for _, content in messages)
-
-
-def truncate_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
-    """Cut ``text`` after ``max_tokens`` tokens; returns (text, was_cut)."""
-    if max_tokens <= 0:
-        return "", bool(text)
-    for i, m in enumerate(_TOKEN.finditer(text)):
-        if i == max_tokens - 1:
-            cut = text[: m.end()]
-            return cut, cut.strip() != text.strip()
-    return text, False
 
 
 def _h(*parts: object) -> int:

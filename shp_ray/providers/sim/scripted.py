@@ -1,7 +1,7 @@
 """The fake provider shipped in the package (no HTTP): scripted replies, a callable, or the
 simulated server's deterministic role replies computed in-process.
 
-Token counts are real counts of the simulated tokenizer (``sim_replies.count_tokens``), so
+Token counts are real counts of the simulated tokenizer (:func:`shp_ray.providers.tokens.count_tokens`), so
 token accounting downstream is exercised with realistic numbers.
 """
 
@@ -11,9 +11,11 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from shp_ray.providers.base import ChatRequest, Completion, ProviderError, Usage
-from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
+from shp_ray.providers.sim.replies import ReplyOptions, reply_text
+from shp_ray.providers.tokens import count_tokens, prompt_tokens, truncate_tokens
 
 Reply = str | ProviderError
 
@@ -73,3 +75,8 @@ class ScriptedProvider:
         text, _ = truncate_tokens(str(reply), request.max_tokens)
         usage = Usage(prompt_tokens(list(request.messages)), count_tokens(text))
         return Completion(text, usage, latency_s=time.monotonic() - t0, attempts=1, model=request.model or self.model)
+
+
+def from_spec(spec: ProviderSpec, script: Any = None, **kwargs: Any) -> ScriptedProvider:
+    """The factory of kind ``scripted`` (named in ``shp_ray.providers.registry``)."""
+    return ScriptedProvider(script, model=spec.model or "scripted", **kwargs)

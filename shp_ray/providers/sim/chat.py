@@ -1,6 +1,6 @@
 """What the simulated server answers to one ``/v1/chat/completions`` body, wherever the body arrives.
 
-The live route (:mod:`sim_app`) and the Batch API (:mod:`sim_batch`) both call these, so a request
+The live route (:mod:`app`) and the Batch API (:mod:`batch`) both call these, so a request
 sent live and the same request sent as a batch line get the same reply text and token counts:
 the parse, the checks and the ``chat.completion`` object exist once. Rate limits, faults and
 latency are the caller's; nothing here waits or counts.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shp_ray.providers.sim_replies import ReplyOptions, count_tokens, prompt_tokens, reply_text, truncate_tokens
+from shp_ray.providers.sim.replies import ReplyOptions, reply_text
+from shp_ray.providers.tokens import count_tokens, prompt_tokens, truncate_tokens
 
 
 class BadChat(Exception):

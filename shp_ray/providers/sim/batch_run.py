@@ -3,7 +3,7 @@
 Each of validating, in_progress (before the first line) and finalizing lasts ``batch_delay_s``;
 lines are then answered at ``batch_lines_per_s`` (None: as fast as the loop runs), on the
 batch's own budget -- never the live route's RPM/TPM windows. A line's answer is the live
-route's (:mod:`sim_chat`) for the same body, unless a fault is drawn for it: the draw is a
+route's (:mod:`chat`) for the same body, unless a fault is drawn for it: the draw is a
 function of (seed, custom_id, how many times the server has answered that custom_id), so a
 line that failed can succeed when it is sent again in a later batch.
 
@@ -20,13 +20,13 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from shp_ray.providers.sim_batch_input import InputLine, batch_error, read_input
-from shp_ray.providers.sim_chat import BadChat, chat_completion, error_body, parse_chat
-from shp_ray.providers.sim_faults import unit
+from shp_ray.providers.sim.batch_input import InputLine, batch_error, read_input
+from shp_ray.providers.sim.chat import BadChat, chat_completion, error_body, parse_chat
+from shp_ray.providers.sim.faults import unit
 
 if TYPE_CHECKING:  # the store that runs this batch; it imports this module to start it
-    from shp_ray.providers.sim_batch import SimBatch
-    from shp_ray.providers.sim_batch_state import BatchJob
+    from shp_ray.providers.sim.batch import SimBatch
+    from shp_ray.providers.sim.batch_state import BatchJob
 
 YIELD_EVERY = 64  # lines answered between two yields to the loop, so the server stays responsive
 UNANSWERED = {

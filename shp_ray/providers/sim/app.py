@@ -1,9 +1,9 @@
 """The simulated server's HTTP routes (aiohttp): ``POST /v1/chat/completions`` and ``GET /v1/models``,
-plus the Batch API's ``/v1/files`` and ``/v1/batches`` (:mod:`sim_batch`) on the same app.
+plus the Batch API's ``/v1/files`` and ``/v1/batches`` (:mod:`batch`) on the same app.
 
-A chat request is checked (API key, body, model), held to the rate limits (:mod:`sim_limits`),
-answered with a deterministic reply and real token counts (:mod:`sim_replies`), after the
-configured latency, unless a fault is drawn for it (:mod:`sim_faults`). :class:`SimStats` counts
+A chat request is checked (API key, body, model), held to the rate limits (:mod:`limits`),
+answered with a deterministic reply and real token counts (:mod:`replies`), after the
+configured latency, unless a fault is drawn for it (:mod:`faults`). :class:`SimStats` counts
 what the server saw, for tests to compare with what a client reports.
 """
 
@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from shp_ray.providers.sim_batch import SimBatch
-from shp_ray.providers.sim_batch_state import BatchStats
-from shp_ray.providers.sim_chat import BadChat, chat_completion, error_body, parse_chat
-from shp_ray.providers.sim_faults import ALL_FAULT_KINDS, draw_fault, draw_slow_fault, empty_reply, unit
-from shp_ray.providers.sim_limits import Limits
-from shp_ray.providers.sim_replies import ReplyOptions
+from shp_ray.providers.sim.batch import SimBatch
+from shp_ray.providers.sim.batch_state import BatchStats
+from shp_ray.providers.sim.chat import BadChat, chat_completion, error_body, parse_chat
+from shp_ray.providers.sim.faults import ALL_FAULT_KINDS, draw_fault, draw_slow_fault, empty_reply, unit
+from shp_ray.providers.sim.limits import Limits
+from shp_ray.providers.sim.replies import ReplyOptions
 
 if TYPE_CHECKING:  # the options live with the server that is built from them: a type-only import
-    from shp_ray.providers.sim_server import SimOptions
+    from shp_ray.providers.sim.options import SimOptions
 
 SIM_OWNER = "shp-serve (simulated test double)"
 
@@ -45,7 +45,7 @@ class SimStats:
     ok_unread: int = 0  # served (so paid for) after the client had gone: an abandoned or hedged call
     ok_by_request: dict[str, int] = field(default_factory=dict)  # request digest -> replies served (paid) for it
     faults: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALL_FAULT_KINDS, 0))
-    batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`sim_batch`)
+    batch: BatchStats = field(default_factory=BatchStats)  # the Batch API's own counters (:mod:`batch`)
     # per second since the first request: [admitted, refused with 429] -- where a run ramps up or stalls
     timeline: list[list[int]] = field(default_factory=list)
     _t0: float | None = None
