@@ -102,9 +102,12 @@ def test_a_hedge_never_takes_a_slot_the_limiter_has_promised_to_someone_else():
         assert lim.try_acquire(max_delay_s=0.02) is None  # pacing puts the next start ~0.1 s out
         before = lim.snapshot()["acquired"]
         assert lim.try_acquire(max_delay_s=0.02) is None and lim.snapshot()["acquired"] == before  # nothing reserved
-        queued = [await lim.acquire() for _ in range(3)]  # a queue of paced requests
-        assert all(d > 0 for _, d in queued)
+        queued = [asyncio.ensure_future(lim.acquire()) for _ in range(3)]  # a queue of paced requests
+        await asyncio.sleep(0)  # they are waiting for their starts
+        assert not any(q.done() for q in queued) and lim.snapshot()["waiting"] == 3
         assert lim.try_acquire(max_delay_s=0.02) is None  # still no room: the hedge waits its turn
+        for q in queued:
+            q.cancel()
         full = RateLimiter(RateLimits(max_concurrency=1, initial_concurrency=1))
         await full.acquire()
         assert full.try_acquire(max_delay_s=0.02) is None  # no free slot

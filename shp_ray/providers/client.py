@@ -34,6 +34,7 @@ import math
 import os
 import re
 import time
+import types
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -44,7 +45,7 @@ from shp_ray.providers.base import ChatRequest, Completion, ProviderError, Provi
 from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy
 from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
-from shp_ray.providers.quota import read_allowances
+from shp_ray.providers.quota import Heard, read_allowances
 from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_usage
 from shp_ray.providers.retry_policy import Backoff, parse_retry_after, should_retry
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
@@ -120,6 +121,7 @@ class _Attempt:
     headers: dict[str, str] | None = None
     completion: tuple[str, Usage, str] | None = None  # content, usage, model
     detail: str = ""
+    sent_at: float | None = None  # when the request's headers were written (None: it never left)
 
 
 class OpenAICompatProvider:
@@ -150,7 +152,13 @@ class OpenAICompatProvider:
                 f"{spec.api_key_env} holds an API key; keep one of them",
                 retryable=False,
             )
-        self.limits = RateLimits(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency, headroom=headroom)
+        self.limits = RateLimits(
+            rpm=spec.rpm,
+            tpm=spec.tpm,
+            max_concurrency=spec.max_concurrency,
+            headroom=headroom,
+            window_s=spec.rate_window_s,
+        )
         self.backoff = backoff or Backoff()
         self.rate_limit_budget_s = rate_limit_budget_s
         self._use_ray = use_ray
@@ -176,7 +184,9 @@ class OpenAICompatProvider:
         if self._loop is not loop or self._session is None or self._session.closed or self._limiter is None:
             self._loop = loop
             connector = aiohttp.TCPConnector(limit=max(100, 2 * self.limits.max_concurrency))
-            self._session = aiohttp.ClientSession(connector=connector)
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(_mark_sent)
+            self._session = aiohttp.ClientSession(connector=connector, trace_configs=[trace])
             self._limiter = get_limiter(self.spec.base_url, self._key, self.limits, use_ray=self._use_ray)
         return self._session, self._limiter
 
@@ -258,28 +268,28 @@ class OpenAICompatProvider:
         """Release ``lease`` by what came of the attempt: the completion, or how long to wait before the
         next attempt (raises when the call fails for good)."""
         headers = result.headers or {}
-        said = read_allowances(headers) or None
+        heard = Heard(result.sent_at, read_allowances(headers))
         if result.kind == "ok" and result.completion is not None:
-            return self._succeed(limiter, lease, result, sent, call, said)
+            return self._succeed(limiter, lease, result, sent, call, heard)
         hint = parse_retry_after(headers)
         if result.kind == "http" and not should_retry(result.status or 0, headers, result.detail):
-            limiter.release(lease, outcome="error", est_tokens=call.est, said=said)
+            limiter.release(lease, outcome="error", est_tokens=call.est, heard=heard)
             self.counters["failed"] += 1
             raise self._fail(result, call.attempts, retryable=False)
         if result.status == 429:
             call.limited += 1
             self.counters["http_429"] += 1
-            limiter.release(lease, outcome="rate_limited", est_tokens=call.est, wait_hint_s=hint, said=said)
+            limiter.release(lease, outcome="rate_limited", est_tokens=call.est, wait_hint_s=hint, heard=heard)
             if time.monotonic() - call.t0 + (hint or 0.0) > self.rate_limit_budget_s:
                 raise self._fail(result, call.attempts, retryable=True, why="rate-limit budget exhausted")
             # a real hint pauses every caller in the shared limiter and headers re-pace it; else back off alone
-            paced = (hint is not None and hint >= 0.05) or said is not None
+            paced = (hint is not None and hint >= 0.05) or bool(heard.said)
             return 0.0 if paced else self.backoff.delay(call.limited - 1)
         call.errors += 1
         if result.kind != "abandoned":
             self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
         outcome = "unreached" if _unreached(result) else "error"
-        limiter.release(lease, outcome=outcome, est_tokens=call.est, wait_hint_s=hint, said=said)
+        limiter.release(lease, outcome=outcome, est_tokens=call.est, wait_hint_s=hint, heard=heard)
         if self._silent(result.kind, sent):
             why = f"{SILENT} for {SILENT_AFTER:g} x provider.timeout_s = {self.silent_after_s:g} s"
             raise self._fail(result, call.attempts, retryable=True, why=why)
@@ -294,13 +304,13 @@ class OpenAICompatProvider:
         return max(hint or 0.0, self.backoff.delay(call.errors - 1))
 
     def _succeed(
-        self, limiter: LimiterHandle, lease: int, result: _Attempt, sent: float, call: _Call, said: Any
+        self, limiter: LimiterHandle, lease: int, result: _Attempt, sent: float, call: _Call, heard: Heard
     ) -> Completion:
         assert result.completion is not None
         content, usage, model = result.completion
         latency = time.monotonic() - sent
         limiter.release(
-            lease, outcome="ok", est_tokens=call.est, actual_tokens=usage.total_tokens, latency_s=latency, said=said
+            lease, outcome="ok", est_tokens=call.est, actual_tokens=usage.total_tokens, latency_s=latency, heard=heard
         )
         if self.deadline is not None:
             self.deadline.observe(latency)
@@ -337,13 +347,20 @@ class OpenAICompatProvider:
         return redact(text, self._key)
 
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
+        mark = types.SimpleNamespace(sent_at=None)  # _mark_sent sets it when the headers are written
+        result = await self._post(session, request, mark)
+        result.sent_at = mark.sent_at
+        return result
+
+    async def _post(self, session: aiohttp.ClientSession, request: ChatRequest, mark: object) -> _Attempt:
         payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
         if self._key or self._auth:
             headers["Authorization"] = f"Bearer {self._key}" if self._key else self._auth
         try:
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            async with session.post(self._url, json=payload, headers=headers, timeout=timeout) as resp:
+            post = session.post(self._url, json=payload, headers=headers, timeout=timeout, trace_request_ctx=mark)
+            async with post as resp:
                 body = await resp.read()
                 status, resp_headers = resp.status, dict(resp.headers)
             self._heard, self._quiet_since = time.monotonic(), None
@@ -362,6 +379,11 @@ class OpenAICompatProvider:
             return _Attempt("empty", None, resp_headers, detail=f"a 200 reply with no text ({missing})")
         usage = reply_usage(data.get("usage"), request, content)
         return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
+
+
+async def _mark_sent(session: aiohttp.ClientSession, ctx: types.SimpleNamespace, params: object) -> None:
+    """aiohttp's trace hook: the request's headers are written (its attempt's ``sent_at``)."""
+    ctx.trace_request_ctx.sent_at = time.monotonic()
 
 
 def _unreached(result: _Attempt) -> bool:

@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shp_ray.providers.quota import Allowance, Lanes
+from shp_ray.providers.quota import Allowance, Heard, Lanes
 
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
+GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
+_ARRIVAL_ORDER_S = 0.05  # requests sent this close together may reach the server in either order
 _LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W: arrival jitter must not cross a window
 
 
@@ -83,12 +86,14 @@ class RateLimiter:
         self.limits = limits
         self._ids = itertools.count(1)
         self._leases: dict[int, tuple[float, float, int]] = {}  # id -> (start time, expiry, est tokens)
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._turn = asyncio.Lock()  # callers wait in turn (FIFO); the one holding it waits for room
+        self._changed = asyncio.Event()  # set when a slot or a lane frees: the caller in turn looks again
+        self._queued = 0  # callers waiting for their turn or for room
         self._lanes = limits.lanes()
         self._refunds: collections.deque[float] = collections.deque()  # when lanes were given back
         self._refunds_trusted = True  # False once a 429 followed a lane given back: the server counts them
         self._tat_tok = 0.0
-        self._tokens_said: tuple[float, float, int] | None = None  # (remaining, whole again at, lease)
+        self._tokens_said: tuple[float, float, float] | None = None  # (remaining, whole again at, as of)
         self._pause_until = 0.0
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
@@ -131,64 +136,70 @@ class RateLimiter:
             self._wake()
 
     def _wake(self) -> None:
-        free = self._window() - len(self._leases)
-        while self._waiters and free > 0:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                free -= 1
+        self._changed.set()
+
+    def _start_at(self, est_tokens: int, now: float) -> float:
+        """When pacing would let a request of ``est_tokens`` start (nothing reserved)."""
+        start = max(now, self._pause_until)
+        if self._lanes is not None:
+            start = max(start, self._lanes.next_free())
+        if self.limits.tpm is not None:
+            start = max(start, self._tat_tok)
+        start = max(start, self._tokens_wait(est_tokens, now))
+        if not self._paced() and self._learned_rps is not None:
+            start = max(start, self._tat_learned)
+        return start
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
-        """Take a slot and reserve a start time. Returns (lease id, seconds to sleep before sending)."""
-        self._reclaim(time.monotonic())
-        while len(self._leases) >= self._window() or self._waiters_ahead():
-            fut = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
-            try:
-                await fut
-            except BaseException:
-                if fut in self._waiters:
-                    self._waiters.remove(fut)
-                self._wake()
-                raise
-            if len(self._leases) < self._window():
-                break
-        grant = self._reserve(est_tokens)
-        assert grant is not None  # no max_delay_s: always reserves
-        return grant
+        """Take a slot and reserve a start time. Returns (lease id, seconds to sleep before sending).
+
+        A start is granted at most ``GRANT_AHEAD_S`` ahead: until then the caller waits here, in turn,
+        so a lane handed back (an attempt that never reached the quota) goes to the next caller at
+        once instead of sitting behind reservations made for a later window.
+        """
+        self._queued += 1
+        try:
+            async with self._turn:
+                while True:
+                    now = time.monotonic()
+                    self._reclaim(now)
+                    wait = None  # no slot: until one frees
+                    if len(self._leases) < self._window():
+                        wait = self._start_at(est_tokens, now) - now
+                        if wait <= GRANT_AHEAD_S:
+                            grant = self._reserve(est_tokens)
+                            assert grant is not None  # no max_delay_s: always reserves
+                            return grant
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), None if wait is None else wait)
+        finally:
+            self._queued -= 1
 
     def try_acquire(self, est_tokens: int = 0, max_delay_s: float | None = None) -> tuple[int, float] | None:
         """``acquire`` if a slot is free right now (nobody waiting ahead), else None.
 
-        With ``max_delay_s``, also None unless pacing would let it start within that many seconds:
-        a hedge takes only capacity nobody else is queued for, never a later slot.
+        Also None unless pacing lets it start within ``max_delay_s`` (default ``GRANT_AHEAD_S``): a
+        hedge takes only capacity nobody else is queued for, never a later slot.
         """
         self._reclaim(time.monotonic())
-        if len(self._leases) >= self._window() or self._waiters_ahead():
+        if len(self._leases) >= self._window() or self._queued:
             return None
-        return self._reserve(est_tokens, max_delay_s)
+        return self._reserve(est_tokens, GRANT_AHEAD_S if max_delay_s is None else max_delay_s)
 
     def _reserve(self, est_tokens: int, max_delay_s: float | None = None) -> tuple[int, float] | None:
         now = time.monotonic()
-        start = max(now, self._pause_until)
-        lim = self.limits
-        tat_tok, tat_learned = self._tat_tok, self._tat_learned
-        if self._lanes is not None:
-            start = max(start, self._lanes.next_free())
-        if lim.tpm is not None:
-            start = max(start, tat_tok)
-            tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
-        start = max(start, self._tokens_wait(est_tokens, now))
-        if not self._paced() and self._learned_rps is not None:
-            rate = self._learned_now(now)
-            start = max(start, tat_learned)
-            tat_learned = start + 1.0 / rate
+        start = self._start_at(est_tokens, now)
         if max_delay_s is not None and start - now > max_delay_s:
             return None  # nothing reserved
+        lim = self.limits
+        if lim.tpm is not None:
+            self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
+        if not self._paced() and self._learned_rps is not None:
+            self._tat_learned = start + 1.0 / self._learned_now(now)
         lease = next(self._ids)
         if self._lanes is not None:
             self._lanes.reserve(lease, start, self._rate_scale)
-        self._tat_tok, self._tat_learned = tat_tok, tat_learned
         self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
@@ -201,11 +212,8 @@ class RateLimiter:
         if whole_at <= now:
             self._tokens_said = None
             return now
-        ahead = sum(est for lease, (_, _, est) in self._leases.items() if lease > seen)
+        ahead = sum(est for start, _, est in self._leases.values() if start > seen)
         return whole_at if ahead + est_tokens > remaining else now
-
-    def _waiters_ahead(self) -> bool:
-        return any(not f.done() for f in self._waiters)
 
     # -- outcomes ----------------------------------------------------------------------------
     def release(
@@ -217,10 +225,10 @@ class RateLimiter:
         actual_tokens: int | None = None,
         latency_s: float | None = None,
         wait_hint_s: float | None = None,
-        said: dict[str, Allowance] | None = None,
+        heard: Heard | None = None,
     ) -> None:
         """Return the slot. outcome: "ok" | "rate_limited" | "error" | "unreached" (an error that never
-        reached the quota) | "cancelled". ``said``: the allowances the reply's headers stated."""
+        reached the quota) | "cancelled". ``heard``: when the request left, what its reply stated."""
         started, _, _ = self._leases.pop(lease, (time.monotonic(), 0.0, 0))
         now = time.monotonic()
         self.counters[outcome] += 1
@@ -229,10 +237,13 @@ class RateLimiter:
             self._tat_tok = max(
                 now - 1.0, self._tat_tok + (actual_tokens - est_tokens) * 60.0 / (lim.tpm * lim.headroom)
             )
-        if said:
-            self._heed(said, lease, now)
-        elif outcome in ("unreached", "rate_limited"):
-            self._give_back(lease, now, outcome)
+        if heard is not None and heard.sent_at is not None and self._lanes is not None:
+            self._lanes.anchor(lease, heard.sent_at)
+        if heard is not None and heard.said:
+            left = heard.sent_at if heard.sent_at is not None else started
+            self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
+        elif outcome == "unreached":
+            self._give_back(lease, now)
         if wait_hint_s is not None and wait_hint_s > 0:
             self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
@@ -252,11 +263,10 @@ class RateLimiter:
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
 
-    def _give_back(self, lease: int, now: float, outcome: str) -> None:
-        """A refused attempt, or one that never reached the quota: its lane is free again."""
-        if self._lanes is None or (outcome == "unreached" and not self._refunds_trusted):
-            return
-        if self._lanes.give_back(lease) and outcome == "unreached":
+    def _give_back(self, lease: int, now: float) -> None:
+        """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the
+        server was full, whatever the lanes said)."""
+        if self._lanes is not None and self._refunds_trusted and self._lanes.give_back(lease):
             self._refunds.append(now)
             self.counters["lanes_given_back"] += 1
 
@@ -271,30 +281,47 @@ class RateLimiter:
             return
         if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
             self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
-        if started >= self._last_decrease:
+        lanes = self._lanes
+        if lanes is not None and lanes.capacity > 1 and started >= self._last_decrease:
+            # A window's worth of lanes refused at its start: the server saw the last window's requests
+            # later than they were sent (a queue before its clock). Hold each lane longer, up to 10 % of W.
+            raised = min(0.1 * lanes.width_s, 1.5 * lanes.margin_s + 0.05)
+            lanes.hold(now, raised - lanes.margin_s)
+            lanes.margin_s = raised
+            self._last_decrease = now
+            self.counters["margin_raised"] += 1
+        elif started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
             self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
             self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
 
-    def _heed(self, said: dict[str, Allowance], lease: int, now: float) -> None:
+    def _heed(self, said: dict[str, Allowance], seen: tuple[int, float], now: float) -> None:
         """A reply stated the quota: the lanes (created if no limit was told) and the tokens follow it."""
         requests, tokens = said.get("requests"), said.get("tokens")
         if requests is not None:
             capacity = int(requests.limit) if requests.limit else int(requests.remaining) + 1
+            if not requests.limit and self._lanes is not None:  # no size stated: the most ever seen free
+                capacity = max(capacity, self._lanes.capacity)
             width = max(requests.reset_s, self._lanes.width_s if self._lanes is not None else 0.0)
-            if self._lanes is None:
-                self._lanes = Lanes(capacity, width, _margin(width))
-                self._wake()
-            elif self.limits.window_s is None:  # the server's window, not a told one
-                capacity = capacity if requests.limit else max(capacity, self._lanes.capacity)
-                self._lanes.resize(capacity, width)
-                self._lanes.margin_s = _margin(width)
-            self._lanes.sync(requests, lease, now)
+            if self._lanes is None or (self.limits.window_s is None and capacity != self._lanes.capacity):
+                self._rebuild_lanes(capacity, width)  # the server's window, not a told one
+            elif self.limits.window_s is None and width > self._lanes.width_s:
+                self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, _margin(width))
+            self._lanes.sync(requests, *seen, now)
             self.counters["synced"] += 1
-        if tokens is not None and (self._tokens_said is None or lease >= self._tokens_said[2]):
-            self._tokens_said = (tokens.remaining, now + tokens.reset_s, lease)
+        if tokens is not None:
+            self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])
+
+    def _rebuild_lanes(self, capacity: int, width: float) -> None:
+        """Lanes of the server's stated window, holding every lease already granted (their starts stand)."""
+        margin = max(_margin(width), self._lanes.margin_s if self._lanes is not None else 0.0)
+        self._lanes = Lanes(capacity, width, margin)
+        for lease, (start, _, _) in sorted(self._leases.items()):
+            self._lanes.reserve(lease, start, self._rate_scale)
+        self.counters["lanes_rebuilt"] += 1
+        self._wake()
 
     def _learned_now(self, now: float) -> float:
         """The learned rate probes upwards while no 429 comes: x2 every 10 s since the last cut."""
@@ -329,7 +356,7 @@ class RateLimiter:
         return {
             "limits": asdict(self.limits),
             "in_flight": len(self._leases),
-            "waiting": sum(not f.done() for f in self._waiters),
+            "waiting": self._queued,
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
             "refunds_trusted": self._refunds_trusted,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from shp_ray.providers.retry_policy import MAX_HINT_S, parse_duration
@@ -38,6 +38,14 @@ class Allowance:
     remaining: float
     reset_s: float  # seconds from the reply until the quota is whole again
     limit: float | None = None  # the quota's size, when the server says it
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What one attempt tells the limiter besides its outcome."""
+
+    sent_at: float | None = None  # time.monotonic() when its request left (None: it never did)
+    said: dict[str, Allowance] = field(default_factory=dict)  # the quotas its reply stated
 
 
 def _rfc3339_in(value: str, wall_now: float) -> float | None:
@@ -91,6 +99,8 @@ class Lanes:
         self.free_at: list[float] = []
         self.holder: list[int] = []  # lease holding the lane (0: nobody, or a use the server reported)
         self.before: list[float] = []  # the lane's free_at before its holder took it
+        self.started: list[float] = []  # when the lane's holder left (known once it was answered)
+        self.answered: list[bool] = []  # the holder's reply came: the server has counted it
         self.resize(capacity)
 
     @property
@@ -105,9 +115,11 @@ class Lanes:
             self.free_at.append(0.0)
             self.holder.append(0)
             self.before.append(0.0)
+            self.started.append(0.0)
+            self.answered.append(False)
         while len(self.free_at) > capacity:  # drop the lanes that free first: the model stays cautious
             i = self.free_at.index(min(self.free_at))
-            for lst in (self.free_at, self.holder, self.before):
+            for lst in (self.free_at, self.holder, self.before, self.started, self.answered):
                 del lst[i]
 
     def next_free(self) -> float:
@@ -117,9 +129,22 @@ class Lanes:
         """The start time of ``lease``: when the first lane frees (or ``not_before``); the lane is held W."""
         i = self.free_at.index(min(self.free_at))
         start = max(not_before, self.free_at[i])
-        self.before[i], self.holder[i] = self.free_at[i], lease
+        self.before[i], self.holder[i], self.started[i], self.answered[i] = self.free_at[i], lease, start, False
         self.free_at[i] = start + (self.width_s + self.margin_s) / scale
         return start
+
+    def anchor(self, lease: int, sent_at: float) -> None:
+        """``lease`` was answered, and had left at ``sent_at`` (later than reserved when a connection had to
+        be opened or the event loop was busy): its lane is held W from then -- the server's window counts
+        from the arrival, not from the reservation."""
+        for i, who in enumerate(self.holder):
+            if who == lease:
+                self.free_at[i] = max(self.free_at[i], sent_at + self.width_s + self.margin_s)
+                self.started[i], self.answered[i] = sent_at, True
+
+    def hold(self, now: float, extra_s: float) -> None:
+        """Every lane busy now is held ``extra_s`` longer (the margin grew)."""
+        self.free_at = [t + extra_s if t > now else t for t in self.free_at]
 
     def give_back(self, lease: int) -> bool:
         """``lease`` never reached the quota: its lane is as it was before (False if it holds none)."""
@@ -129,18 +154,27 @@ class Lanes:
                 return True
         return False
 
-    def sync(self, said: Allowance, lease: int, now: float) -> None:
-        """A reply to ``lease`` said ``said``: the server counts ``capacity - remaining`` as used until
-        ``now + reset_s``. Lanes of later leases stay as they are (the server may not count them yet)."""
+    def sync(self, said: Allowance, lease: int, seen_before: float, now: float) -> None:
+        """A reply to ``lease`` said ``said``: the server counts ``capacity - remaining`` as used, until
+        ``now + reset_s`` at the latest.
+
+        The server has surely counted the lanes whose requests were answered and left before
+        ``seen_before`` (when the replied request left, less a little: requests sent together may
+        arrive in either order); the other lanes stay as they are, since it may not count them yet.
+        """
         used = max(0, min(self.capacity, self.capacity - int(said.remaining)))
         until = now + said.reset_s + self.margin_s
-        known = [i for i, who in enumerate(self.holder) if who <= lease and self.free_at[i] > now]
+        known = [
+            i
+            for i, t in enumerate(self.free_at)
+            if t > now and (self.holder[i] in (0, lease) or (self.answered[i] and self.started[i] <= seen_before))
+        ]
         known.sort(key=lambda i: self.free_at[i])
         for i in known[: max(0, len(known) - used)]:  # the server has freed these: free now
             self.free_at[i] = self.before[i] = now
             self.holder[i] = 0
-        idle = sorted((i for i, t in enumerate(self.free_at) if t <= now), key=lambda i: self.free_at[i])
-        for i in idle[: max(0, used - len(known))]:  # used by someone we did not see (or counted twice)
+        idle = [i for i, t in enumerate(self.free_at) if t <= now]
+        for i in idle[: max(0, used - (self.capacity - len(idle)))]:  # more used than we hold: someone else
             self.free_at[i] = self.before[i] = until
             self.holder[i] = 0
 

@@ -64,4 +64,3 @@ def make_provider(spec: ProviderSpec, **kwargs: Any) -> Provider:
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
     return factory(spec, **kwargs)
-
