@@ -172,3 +172,17 @@ def test_the_bench_reports_paid_calls(capsys):
     assert out["paid_calls"] == out["server"]["ok"] >= 12
     assert out["paid_calls_wasted"] == out["paid_calls"] - 12
     assert {"hedges", "abandoned", "deadline", "goodput"} <= out.keys()
+
+
+def test_the_bench_runs_told_untold_and_the_peers_side_by_side(capsys):
+    argv = ["--serve", "--serve-rpm", "6000", "--serve-window", "1", "--requests", "12", "--peers"]
+    assert bench_ratelimit.main([*argv, "--seed", str(SEED)]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["told"]["ok"] == out["untold"]["ok"] == 12 and out["told"]["server"]["simulated"]
+    for peer in ("litellm_router", "openai_aiolimiter"):
+        if "skipped" in out[peer]:  # the bench extra is not installed: one line says so
+            assert f"{peer} skipped: " in captured.err and "pip install" in out[peer]["skipped"]
+        else:
+            assert out[peer]["ok"] + out[peer]["failed"] == 12
+    assert set(out["side_by_side"]) == {"told", "untold", "litellm_router", "openai_aiolimiter"}

@@ -26,7 +26,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
+from shp_ray.bench.ratelimit_calls import bench_request, summary
+from shp_ray.providers.base import ProviderError, ProviderSpec
 from shp_ray.providers.sim.faults import parse_range, parse_share
 
 
@@ -71,12 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _request(i: int, model: str, max_tokens: int) -> ChatRequest:
-    role = ("Writer", "Critic")[i % 2]
-    user = f"Question: Which archive holds record {i} of the survey?\nRound: {1 + i % 6}"
-    return ChatRequest(model, (("system", f"You are the {role}."), ("user", user)), max_tokens)
-
-
 async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     from shp_ray.providers.registry import make_provider
 
@@ -97,7 +92,7 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     t0 = time.monotonic()
     async with provider:  # type: ignore[attr-defined]
         results = await asyncio.gather(
-            *(provider.complete(_request(i, args.model, args.max_tokens)) for i in range(args.requests)),
+            *(provider.complete(bench_request(i, args.model, args.max_tokens)) for i in range(args.requests)),
             return_exceptions=True,
         )
     elapsed = time.monotonic() - t0
@@ -108,7 +103,7 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
             raise r
     stats = provider.stats  # type: ignore[attr-defined]
     deadline = provider.deadline  # type: ignore[attr-defined]
-    return _summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
+    return summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
         "errors": dict(errors),
         "hedges": stats.get("hedges", 0),
         "abandoned": stats.get("abandoned", 0),
@@ -135,7 +130,7 @@ async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     gate = asyncio.Semaphore(args.concurrency)
 
     async def one(i: int) -> bool:
-        req = _request(i, args.model, args.max_tokens)
+        req = bench_request(i, args.model, args.max_tokens)
         async with gate:
             try:
                 await client.chat.completions.create(
@@ -152,20 +147,7 @@ async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     elapsed = time.monotonic() - t0
     await client.close()
     retries = max(0, seen["attempts"] - args.requests)
-    return _summary("naive", args.requests, oks.count(False), elapsed, seen["http_429"], retries)
-
-
-def _summary(mode: str, n: int, failed: int, elapsed: float, http_429: int, retries: int) -> dict[str, Any]:
-    return {
-        "mode": mode,
-        "requests": n,
-        "ok": n - failed,
-        "failed": failed,
-        "elapsed_s": round(elapsed, 3),
-        "throughput_rps": round((n - failed) / elapsed, 3) if elapsed > 0 else 0.0,
-        "http_429": http_429,
-        "retries": retries,
-    }
+    return summary("naive", args.requests, oks.count(False), elapsed, seen["http_429"], retries)
 
 
 HOSTILE = {  # issue 30's server: 40 requests / 5 s, 5 % faults incl. 5-8 s holds, every Retry-After style

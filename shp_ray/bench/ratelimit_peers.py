@@ -20,6 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from shp_ray.bench.ratelimit_calls import bench_request, summary
+
 PINS = {"litellm_router": "litellm==1.110.2", "openai_aiolimiter": "aiolimiter==1.3.0"}
 
 
@@ -32,15 +34,11 @@ def missing(peer: str) -> str:
 
 
 def _messages(i: int) -> list[dict[str, str]]:
-    from shp_ray.bench.ratelimit import _request
-
-    return _request(i, "", 0).openai_messages()
+    return bench_request(i, "", 0).openai_messages()
 
 
 async def _fire(args: argparse.Namespace, one: Callable[[int], Awaitable[object]], mode: str) -> dict[str, Any]:
     """``--requests`` calls of ``one`` at most ``--concurrency`` at a time; a call that raises is lost."""
-    from shp_ray.bench.ratelimit import _summary
-
     gate = asyncio.Semaphore(args.concurrency)
 
     async def guarded(i: int) -> bool:
@@ -54,7 +52,7 @@ async def _fire(args: argparse.Namespace, one: Callable[[int], Awaitable[object]
     t0 = time.monotonic()
     oks = await asyncio.gather(*(guarded(i) for i in range(args.requests)))
     elapsed = time.monotonic() - t0
-    return _summary(mode, args.requests, oks.count(False), elapsed, -1, -1)  # -1: see the server's counts
+    return summary(mode, args.requests, oks.count(False), elapsed, -1, -1)  # -1: see the server's counts
 
 
 async def run_litellm_router(args: argparse.Namespace, base_url: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DeadlinePolicy:
-    floor_s: float = 0.5  # never hedge an attempt younger than this
+    floor_s: float = 0.25  # never hedge an attempt younger than this
     slack: float = 1.5  # x the slowest recent success
     window: int = 256  # successes remembered
     min_samples: int = 16  # successes seen before any deadline applies

@@ -34,10 +34,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shp_ray.providers.quota import Allowance, Heard, Lanes
+from shp_ray.providers.retry_policy import MAX_HINT_S
 
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
+_LEARN_HINT_S = 0.2  # a 429's hint at least this long tells a window's end (shorter: a smooth limit)
 _ARRIVAL_ORDER_S = 0.05  # requests sent this close together may reach the server in either order
 _LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W: arrival jitter must not cross a window
 
@@ -104,6 +106,8 @@ class RateLimiter:
         self._tat_learned = 0.0
         self._last_rate_cut = -math.inf
         self._admitted: collections.deque[float] = collections.deque()
+        self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
+        self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
         self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
@@ -247,13 +251,16 @@ class RateLimiter:
         if wait_hint_s is not None and wait_hint_s > 0:
             self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
+            self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
+            while self._sent and self._sent[0] < now - MAX_HINT_S:
+                self._sent.popleft()
             self._admitted.append(now)
             if self._first_admitted is None:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
         if outcome == "rate_limited":
-            self._refused(started, now)
+            self._refused(started, now, wait_hint_s)
         elif outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
@@ -270,8 +277,10 @@ class RateLimiter:
             self._refunds.append(now)
             self.counters["lanes_given_back"] += 1
 
-    def _refused(self, started: float, now: float) -> None:
+    def _refused(self, started: float, now: float, hint: float | None) -> None:
         """A 429: the limit is lower than paced for -- or the lanes given back were counted after all."""
+        if self._lanes is None and not self.limits.told and hint is not None and self._learn_window(now, hint):
+            return
         width = self._lanes.width_s if self._lanes is not None else 0.0
         while self._refunds and self._refunds[0] < now - width - 1.0:
             self._refunds.popleft()
@@ -288,6 +297,8 @@ class RateLimiter:
             raised = min(0.1 * lanes.width_s, 1.5 * lanes.margin_s + 0.05)
             lanes.hold(now, raised - lanes.margin_s)
             lanes.margin_s = raised
+            if self._window_from_429:  # a guessed window that still draws 429s: a smaller one
+                lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
             self._last_decrease = now
             self.counters["margin_raised"] += 1
         elif started >= self._last_decrease:
@@ -296,6 +307,18 @@ class RateLimiter:
             self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
+
+    def _learn_window(self, now: float, hint: float) -> bool:
+        """The first 429 with a hint, no limit told and no headers: the window is what the server admitted
+        since the run's first request, and it lasts until the hinted time -- a sliding window that fills
+        up while the client ramps up refuses exactly then. Lanes of that window, holding those requests."""
+        if hint < _LEARN_HINT_S or len(self._sent) < 2 or self.counters["rate_cuts"]:
+            return False
+        self._rebuild_lanes(len(self._sent), now + hint - self._sent[0], self._sent)
+        self._window_from_429 = True
+        self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
+        self.counters["window_learned"] += 1
+        return True
 
     def _heed(self, said: dict[str, Allowance], seen: tuple[int, float], now: float) -> None:
         """A reply stated the quota: the lanes (created if no limit was told) and the tokens follow it."""
@@ -314,10 +337,13 @@ class RateLimiter:
         if tokens is not None:
             self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])
 
-    def _rebuild_lanes(self, capacity: int, width: float) -> None:
-        """Lanes of the server's stated window, holding every lease already granted (their starts stand)."""
+    def _rebuild_lanes(self, capacity: int, width: float, sent: collections.deque[float] | None = None) -> None:
+        """Lanes of the server's window, holding the requests ``sent`` before and every lease already
+        granted (their starts stand)."""
         margin = max(_margin(width), self._lanes.margin_s if self._lanes is not None else 0.0)
         self._lanes = Lanes(capacity, width, margin)
+        for start in sent or ():
+            self._lanes.reserve(0, start)
         for lease, (start, _, _) in sorted(self._leases.items()):
             self._lanes.reserve(lease, start, self._rate_scale)
         self.counters["lanes_rebuilt"] += 1
