@@ -19,7 +19,9 @@ from shp_ray.providers.sim.server import SimServer
 
 pytestmark = pytest.mark.integration
 SEED, RATE = 5, 0.3
-FAST = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0)  # learns from the two warm-up calls at once
+FAST = DeadlinePolicy(
+    floor_s=0.2, min_samples=2, watch=0.0, abandon_floor_s=0.0
+)  # learns from the two warm-up calls at once
 
 
 def _req(i: int) -> ChatRequest:
@@ -83,7 +85,7 @@ def test_without_room_the_stuck_attempt_is_abandoned_and_retried_through_the_que
     draws = _probe(24)
     healthy = [i for i, (first, _) in enumerate(draws) if not first][:2]
     stuck = next(i for i, (first, second) in enumerate(draws) if first and not second)
-    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0, abandon_after=2.0)
+    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0, abandon_after=2.0, abandon_floor_s=0.0)
     # max_concurrency=1: the stuck attempt holds the only slot, so a hedge never finds room
     with SimServer(seed=SEED, slow_fault_rate=RATE, slow_fault_s=(5.0, 5.0)) as sim:
         client = _client(sim.base_url, deadline=policy, max_concurrency=1)

@@ -253,7 +253,7 @@ class OpenAICompatProvider:
             except BaseException:
                 limiter.release(lease, outcome="cancelled", est_tokens=call.est)
                 raise
-        hard = soft * self.deadline.policy.abandon_after
+        hard = self.deadline.abandon_at(soft)
         send = functools.partial(self._attempt, session, call.request)
         won = await race(send, limiter, lease, call.est, soft, self.deadline, hard)  # releases all if cancelled
         call.attempts += won.hedges

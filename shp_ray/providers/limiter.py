@@ -334,7 +334,7 @@ class RateLimiter:
                 self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, _margin(width))
             self._lanes.sync(requests, *seen, now)
             self.counters["synced"] += 1
-        if tokens is not None:
+        if tokens is not None and self.limits.tpm is None:  # a told tpm is paced already (GCRA)
             self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])
 
     def _rebuild_lanes(self, capacity: int, width: float, sent: collections.deque[float] | None = None) -> None:

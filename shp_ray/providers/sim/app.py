@@ -99,9 +99,9 @@ class SimApp:
         self.batch.register(self.app)
         self.app.on_shutdown.append(self._unstall)
 
-    def _refund(self, tokens: int, charged_at: float) -> None:
+    def _refund(self, tokens: int, charged_at: float, fault: str | None) -> None:
         """A server error (or a dropped connection) on a server whose errors use no quota: give it back."""
-        if self.o.fault_quota == "refunded":
+        if self.o.fault_quota == "refunded" and fault in ("500", "503", "504", "drop"):
             self.limits.uncharge(tokens, charged_at)
 
     async def _unstall(self, app: web.Application) -> None:
@@ -161,7 +161,7 @@ class SimApp:
         if hold is not None:
             self.stats.slow_faults += 1
             await asyncio.sleep(hold)
-            self._refund(used, now)
+            self._refund(used, now, "504")
             return _error(504, "upstream timed out (simulated slow fault)", "server_error")
         self.arrivals += 1
         fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
@@ -179,8 +179,7 @@ class SimApp:
             delay += self.o.slow_s
         if delay > 0:
             await asyncio.sleep(delay)
-        if fault in ("500", "503", "drop"):
-            self._refund(used, now)
+        self._refund(used, now, fault)
         headers = self.limits.limit_headers(time.monotonic())
         if fault in ("500", "503"):
             return _error(int(fault), "injected fault (simulated)", "server_error", headers)
