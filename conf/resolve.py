@@ -153,6 +153,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("provider.rpm", *number(*plan.RPM, null="unknown: adaptive concurrency")),
     Rule("provider.tpm", *number(*plan.TPM, null="unknown")),
+    Rule("provider.rate_window_s", *number(0, plan.TIMEOUT_S[1], lo_open=True, null="unknown: smooth pacing")),
     Rule("provider.max_concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
     Rule("provider.timeout_s", *number(*plan.TIMEOUT_S)),

@@ -19,7 +19,9 @@ from shp_ray.providers.sim.server import SimServer
 
 pytestmark = pytest.mark.integration
 SEED, RATE = 5, 0.3
-FAST = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0)  # learns from the two warm-up calls at once
+FAST = DeadlinePolicy(
+    floor_s=0.2, min_samples=2, watch=0.0, abandon_floor_s=0.0
+)  # learns from the two warm-up calls at once
 
 
 def _req(i: int) -> ChatRequest:
@@ -83,7 +85,7 @@ def test_without_room_the_stuck_attempt_is_abandoned_and_retried_through_the_que
     draws = _probe(24)
     healthy = [i for i, (first, _) in enumerate(draws) if not first][:2]
     stuck = next(i for i, (first, second) in enumerate(draws) if first and not second)
-    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0, abandon_after=2.0)
+    policy = DeadlinePolicy(floor_s=0.2, min_samples=2, watch=0.0, abandon_after=2.0, abandon_floor_s=0.0)
     # max_concurrency=1: the stuck attempt holds the only slot, so a hedge never finds room
     with SimServer(seed=SEED, slow_fault_rate=RATE, slow_fault_s=(5.0, 5.0)) as sim:
         client = _client(sim.base_url, deadline=policy, max_concurrency=1)
@@ -102,9 +104,12 @@ def test_a_hedge_never_takes_a_slot_the_limiter_has_promised_to_someone_else():
         assert lim.try_acquire(max_delay_s=0.02) is None  # pacing puts the next start ~0.1 s out
         before = lim.snapshot()["acquired"]
         assert lim.try_acquire(max_delay_s=0.02) is None and lim.snapshot()["acquired"] == before  # nothing reserved
-        queued = [await lim.acquire() for _ in range(3)]  # a queue of paced requests
-        assert all(d > 0 for _, d in queued)
+        queued = [asyncio.ensure_future(lim.acquire()) for _ in range(3)]  # a queue of paced requests
+        await asyncio.sleep(0)  # they are waiting for their starts
+        assert not any(q.done() for q in queued) and lim.snapshot()["waiting"] == 3
         assert lim.try_acquire(max_delay_s=0.02) is None  # still no room: the hedge waits its turn
+        for q in queued:
+            q.cancel()
         full = RateLimiter(RateLimits(max_concurrency=1, initial_concurrency=1))
         await full.acquire()
         assert full.try_acquire(max_delay_s=0.02) is None  # no free slot
@@ -169,3 +174,17 @@ def test_the_bench_reports_paid_calls(capsys):
     assert out["paid_calls"] == out["server"]["ok"] >= 12
     assert out["paid_calls_wasted"] == out["paid_calls"] - 12
     assert {"hedges", "abandoned", "deadline", "goodput"} <= out.keys()
+
+
+def test_the_bench_runs_told_untold_and_the_peers_side_by_side(capsys):
+    argv = ["--serve", "--serve-rpm", "6000", "--serve-window", "1", "--requests", "12", "--peers"]
+    assert bench_ratelimit.main([*argv, "--seed", str(SEED)]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["told"]["ok"] == out["untold"]["ok"] == 12 and out["told"]["server"]["simulated"]
+    for peer in ("litellm_router", "openai_aiolimiter"):
+        if "skipped" in out[peer]:  # the bench extra is not installed: one line says so
+            assert f"{peer} skipped: " in captured.err and "pip install" in out[peer]["skipped"]
+        else:
+            assert out[peer]["ok"] + out[peer]["failed"] == 12
+    assert set(out["side_by_side"]) == {"told", "untold", "litellm_router", "openai_aiolimiter"}

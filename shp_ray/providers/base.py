@@ -121,6 +121,10 @@ class ProviderSpec:
     api_key_env: str = ""  # name of the env var holding the key; "" = no key (local servers)
     rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
     tpm: float | None = None  # tokens per minute; None = unknown
+    # The window the provider enforces rpm over ("40 requests per 5 s": rpm=480, rate_window_s=5): a
+    # window's allowance then goes out at its start. None = unknown: smooth pacing at rpm, until the
+    # provider's rate-limit headers state the window.
+    rate_window_s: float | None = None
     max_concurrency: int = 16
     max_retries: int = 8
     timeout_s: float = 120.0

@@ -36,7 +36,9 @@ from shp_ray.providers.batch_files import (
     split_lines,
 )
 from shp_ray.providers.batch_results import BatchResults, read_results
-from shp_ray.providers.client import error_message, read_key, redact, safe_endpoint, should_retry
+from shp_ray.providers.client import read_key, redact, safe_endpoint
+from shp_ray.providers.reply import error_message
+from shp_ray.providers.retry_policy import should_retry
 
 T = TypeVar("T")
 NO_KEY = "no-key"  # the SDK insists on a key; a local server without one ignores this placeholder

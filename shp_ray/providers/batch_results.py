@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shp_ray.providers.base import Completion, Usage
-from shp_ray.providers.client import error_message, redact, reply_content
+from shp_ray.providers.client import redact
+from shp_ray.providers.reply import error_message, reply_content
 from shp_ray.providers.retry_policy import is_retryable_status
 
 # A request the batch never ran can run in the next one; other codes are about the request itself.

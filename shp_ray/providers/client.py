@@ -34,6 +34,7 @@ import math
 import os
 import re
 import time
+import types
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -44,19 +45,15 @@ from shp_ray.providers.base import ChatRequest, Completion, ProviderError, Provi
 from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy
 from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
-from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
+from shp_ray.providers.quota import Heard, read_allowances
+from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_usage
+from shp_ray.providers.retry_policy import Backoff, parse_retry_after, should_retry
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
-from shp_ray.providers.tokens import count_tokens
 
 SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
 SILENT_AFTER = 2.0  # x timeout_s of nothing but attempts without a reply: the endpoint is dead
 _SILENT_KINDS = ("timeout", "abandoned")  # no reply at all (an error status or a reset is a reply of sorts)
 _KEYLIKE = re.compile(r"(sk|key|tok)-[A-Za-z0-9_\-]{6,}", re.IGNORECASE)
-
-
-def estimate_prompt_tokens(request: ChatRequest) -> int:
-    """Before the call: a generous estimate (regex tokens or chars/4, whichever is larger)."""
-    return sum(max(count_tokens(c), math.ceil(len(c) / 4)) + 4 for _, c in request.messages)
 
 
 def redact(text: str, key: str = "") -> str:
@@ -105,12 +102,26 @@ _WHAT = {"empty": "an empty reply"}  # how a failed attempt's kind reads in its 
 
 
 @dataclass
+class _Call:
+    """One ``complete`` call across its attempts."""
+
+    request: ChatRequest
+    est: int  # tokens reserved per attempt: the prompt's estimate + max_tokens
+    t0: float
+    attempts: int = 0  # HTTP attempts, hedges included
+    errors: int = 0
+    limited: int = 0  # 429s
+    abandoned: int = 0
+
+
+@dataclass
 class _Attempt:
     kind: str  # ok | http | timeout | abandoned | connection | malformed | empty (a 200 with no text)
     status: int | None = None
     headers: dict[str, str] | None = None
     completion: tuple[str, Usage, str] | None = None  # content, usage, model
     detail: str = ""
+    sent_at: float | None = None  # when the request's headers were written (None: it never left)
 
 
 class OpenAICompatProvider:
@@ -141,7 +152,13 @@ class OpenAICompatProvider:
                 f"{spec.api_key_env} holds an API key; keep one of them",
                 retryable=False,
             )
-        self.limits = RateLimits(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency, headroom=headroom)
+        self.limits = RateLimits(
+            rpm=spec.rpm,
+            tpm=spec.tpm,
+            max_concurrency=spec.max_concurrency,
+            headroom=headroom,
+            window_s=spec.rate_window_s,
+        )
         self.backoff = backoff or Backoff()
         self.rate_limit_budget_s = rate_limit_budget_s
         self._use_ray = use_ray
@@ -167,7 +184,9 @@ class OpenAICompatProvider:
         if self._loop is not loop or self._session is None or self._session.closed or self._limiter is None:
             self._loop = loop
             connector = aiohttp.TCPConnector(limit=max(100, 2 * self.limits.max_concurrency))
-            self._session = aiohttp.ClientSession(connector=connector)
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(_mark_sent)
+            self._session = aiohttp.ClientSession(connector=connector, trace_configs=[trace])
             self._limiter = get_limiter(self.spec.base_url, self._key, self.limits, use_ray=self._use_ray)
         return self._session, self._limiter
 
@@ -199,98 +218,112 @@ class OpenAICompatProvider:
     # -- the call -----------------------------------------------------------------------------
     async def complete(self, request: ChatRequest) -> Completion:
         session, limiter = self._ensure()
-        t0 = time.monotonic()
-        est = estimate_prompt_tokens(request) + request.max_tokens
-        attempts = errors = limited = abandoned = 0
+        call = _Call(request, estimate_prompt_tokens(request) + request.max_tokens, time.monotonic())
         while True:
-            attempts += 1
-            lease, delay = await limiter.acquire(est)
-            released = False
+            lease, delay = await limiter.acquire(call.est)
+            result, lease, sent = await self._send(session, limiter, (lease, delay), call)
+            settled = self._settle(limiter, lease, result, sent, call)  # releases the lease
+            if isinstance(settled, Completion):
+                return settled
+            self.counters["retries"] += 1
+            if settled > 0:
+                await asyncio.sleep(settled)
+
+    async def _send(
+        self, session: aiohttp.ClientSession, limiter: LimiterHandle, grant: tuple[int, float], call: _Call
+    ) -> tuple[_Attempt, int, float]:
+        """One attempt, raced against hedges once a deadline applies: (result, its lease, when it was sent).
+
+        The lease behind the result comes back unreleased; if this is cancelled, every lease is released.
+        """
+        lease, delay = grant
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        except BaseException:
+            limiter.release(lease, outcome="cancelled", est_tokens=call.est)
+            raise
+        soft = None if self.deadline is None else self.deadline.for_attempt(call.abandoned)
+        call.attempts += 1
+        self.counters["attempts"] += 1
+        if soft is None or self.deadline is None:
+            sent = time.monotonic()
             try:
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                sent = time.monotonic()
-                self.counters["attempts"] += 1
-                soft = None if self.deadline is None else self.deadline.for_attempt(abandoned)
-                if soft is None:
-                    result = await self._attempt(session, request)
-                else:
-                    assert self.deadline is not None
-                    released = True  # the race owns the lease until it hands one back
-                    hard = soft * self.deadline.policy.abandon_after
-                    send = functools.partial(self._attempt, session, request)
-                    won = await race(send, limiter, lease, est, soft, self.deadline, hard)
-                    lease, released, sent = won.lease, False, won.sent
-                    attempts += won.hedges
-                    self.counters["attempts"] += won.hedges
-                    self.counters["hedges"] += won.hedges
-                    result = won.result or _Attempt("abandoned", detail=f"no reply within {hard:.2f} s (adaptive)")
-                latency = time.monotonic() - sent
-                headers = result.headers or {}
-                if result.kind == "ok" and result.completion is not None:
-                    content, usage, model = result.completion
-                    limiter.release(
-                        lease,
-                        outcome="ok",
-                        est_tokens=est,
-                        actual_tokens=usage.total_tokens,
-                        latency_s=latency,
-                        wait_hint_s=exhausted_window(headers),
-                    )
-                    released = True
-                    if self.deadline is not None:
-                        self.deadline.observe(latency)
-                    self.counters["ok"] += 1
-                    self.counters["prompt_tokens"] += usage.prompt_tokens
-                    self.counters["completion_tokens"] += usage.completion_tokens
-                    return Completion(
-                        content=content,
-                        usage=usage,
-                        latency_s=time.monotonic() - t0,
-                        attempts=attempts,
-                        model=model or request.model,
-                    )
-                hint = parse_retry_after(headers)
-                if hint is None:
-                    hint = exhausted_window(headers)
-                if result.kind == "http" and not should_retry(result.status or 0, headers, result.detail):
-                    limiter.release(lease, outcome="error", est_tokens=est)
-                    released = True
-                    self.counters["failed"] += 1
-                    raise self._fail(result, attempts, retryable=False)
-                if result.status == 429:
-                    limited += 1
-                    self.counters["http_429"] += 1
-                    limiter.release(lease, outcome="rate_limited", est_tokens=est, actual_tokens=0, wait_hint_s=hint)
-                    released = True
-                    if time.monotonic() - t0 + (hint or 0.0) > self.rate_limit_budget_s:
-                        raise self._fail(result, attempts, retryable=True, why="rate-limit budget exhausted")
-                    # a real hint pauses every caller in the shared limiter; without one (or "0"), back off alone
-                    wait = 0.0 if hint is not None and hint >= 0.05 else self.backoff.delay(limited - 1)
-                else:
-                    errors += 1
-                    if result.kind != "abandoned":
-                        self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
-                    limiter.release(lease, outcome="error", est_tokens=est, wait_hint_s=hint)  # e.g. 503 + Retry-After
-                    released = True
-                    if self._silent(result.kind, sent):
-                        why = f"{SILENT} for {SILENT_AFTER:g} x provider.timeout_s = {self.silent_after_s:g} s"
-                        raise self._fail(result, attempts, retryable=True, why=why)
-                    if errors > self.spec.max_retries:
-                        raise self._fail(result, attempts, retryable=True, why="retry budget exhausted")
-                    wait = max(hint or 0.0, self.backoff.delay(errors - 1))
-                    if result.kind == "abandoned":  # it already waited far longer than any backoff
-                        abandoned += 1
-                        self.counters["abandoned"] += 1
-                        if self.deadline is not None:
-                            self.deadline.spend(1)
-                        wait = 0.0
-                self.counters["retries"] += 1
-                if wait > 0:
-                    await asyncio.sleep(wait)
-            finally:
-                if not released:
-                    limiter.release(lease, outcome="cancelled", est_tokens=est)
+                return await self._attempt(session, call.request), lease, sent
+            except BaseException:
+                limiter.release(lease, outcome="cancelled", est_tokens=call.est)
+                raise
+        hard = self.deadline.abandon_at(soft)
+        send = functools.partial(self._attempt, session, call.request)
+        won = await race(send, limiter, lease, call.est, soft, self.deadline, hard)  # releases all if cancelled
+        call.attempts += won.hedges
+        self.counters["attempts"] += won.hedges
+        self.counters["hedges"] += won.hedges
+        result = won.result or _Attempt("abandoned", detail=f"no reply within {hard:.2f} s (adaptive)")
+        return result, won.lease, won.sent
+
+    def _settle(
+        self, limiter: LimiterHandle, lease: int, result: _Attempt, sent: float, call: _Call
+    ) -> Completion | float:
+        """Release ``lease`` by what came of the attempt: the completion, or how long to wait before the
+        next attempt (raises when the call fails for good)."""
+        headers = result.headers or {}
+        heard = Heard(result.sent_at, read_allowances(headers))
+        if result.kind == "ok" and result.completion is not None:
+            return self._succeed(limiter, lease, result, sent, call, heard)
+        hint = parse_retry_after(headers)
+        if result.kind == "http" and not should_retry(result.status or 0, headers, result.detail):
+            limiter.release(lease, outcome="error", est_tokens=call.est, heard=heard)
+            self.counters["failed"] += 1
+            raise self._fail(result, call.attempts, retryable=False)
+        if result.status == 429:
+            call.limited += 1
+            self.counters["http_429"] += 1
+            limiter.release(lease, outcome="rate_limited", est_tokens=call.est, wait_hint_s=hint, heard=heard)
+            if time.monotonic() - call.t0 + (hint or 0.0) > self.rate_limit_budget_s:
+                raise self._fail(result, call.attempts, retryable=True, why="rate-limit budget exhausted")
+            # a real hint pauses every caller in the shared limiter and headers re-pace it; else back off alone
+            paced = (hint is not None and hint >= 0.05) or bool(heard.said)
+            return 0.0 if paced else self.backoff.delay(call.limited - 1)
+        call.errors += 1
+        if result.kind != "abandoned":
+            self.counters[f"fault_{result.kind if result.kind != 'http' else 'http_5xx'}"] += 1
+        outcome = "unreached" if _unreached(result) else "error"
+        limiter.release(lease, outcome=outcome, est_tokens=call.est, wait_hint_s=hint, heard=heard)
+        if self._silent(result.kind, sent):
+            why = f"{SILENT} for {SILENT_AFTER:g} x provider.timeout_s = {self.silent_after_s:g} s"
+            raise self._fail(result, call.attempts, retryable=True, why=why)
+        if call.errors > self.spec.max_retries:
+            raise self._fail(result, call.attempts, retryable=True, why="retry budget exhausted")
+        if result.kind == "abandoned":  # it already waited far longer than any backoff
+            call.abandoned += 1
+            self.counters["abandoned"] += 1
+            if self.deadline is not None:
+                self.deadline.spend(1)
+            return 0.0
+        return max(hint or 0.0, self.backoff.delay(call.errors - 1))
+
+    def _succeed(
+        self, limiter: LimiterHandle, lease: int, result: _Attempt, sent: float, call: _Call, heard: Heard
+    ) -> Completion:
+        assert result.completion is not None
+        content, usage, model = result.completion
+        latency = time.monotonic() - sent
+        limiter.release(
+            lease, outcome="ok", est_tokens=call.est, actual_tokens=usage.total_tokens, latency_s=latency, heard=heard
+        )
+        if self.deadline is not None:
+            self.deadline.observe(latency)
+        self.counters["ok"] += 1
+        self.counters["prompt_tokens"] += usage.prompt_tokens
+        self.counters["completion_tokens"] += usage.completion_tokens
+        return Completion(
+            content=content,
+            usage=usage,
+            latency_s=time.monotonic() - call.t0,
+            attempts=call.attempts,
+            model=model or call.request.model,
+        )
 
     def _silent(self, kind: str, sent: float) -> bool:
         """An attempt sent at ``sent`` got no reply (``kind``): has the endpoint now been silent too long?"""
@@ -314,13 +347,20 @@ class OpenAICompatProvider:
         return redact(text, self._key)
 
     async def _attempt(self, session: aiohttp.ClientSession, request: ChatRequest) -> _Attempt:
+        mark = types.SimpleNamespace(sent_at=None)  # _mark_sent sets it when the headers are written
+        result = await self._post(session, request, mark)
+        result.sent_at = mark.sent_at
+        return result
+
+    async def _post(self, session: aiohttp.ClientSession, request: ChatRequest, mark: object) -> _Attempt:
         payload = request.openai_body(self.spec.model)
         headers = {"Content-Type": "application/json"}
         if self._key or self._auth:
             headers["Authorization"] = f"Bearer {self._key}" if self._key else self._auth
         try:
             timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
-            async with session.post(self._url, json=payload, headers=headers, timeout=timeout) as resp:
+            post = session.post(self._url, json=payload, headers=headers, timeout=timeout, trace_request_ctx=mark)
+            async with post as resp:
                 body = await resp.read()
                 status, resp_headers = resp.status, dict(resp.headers)
             self._heard, self._quiet_since = time.monotonic(), None
@@ -337,60 +377,15 @@ class OpenAICompatProvider:
         content, missing = reply_content(data)
         if content is None:  # paid for, but nothing to keep: retried like a 5xx, never returned (so never cached)
             return _Attempt("empty", None, resp_headers, detail=f"a 200 reply with no text ({missing})")
-        usage = _usage(data.get("usage"), request, content)
+        usage = reply_usage(data.get("usage"), request, content)
         return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
 
 
-def reply_content(data: Any) -> tuple[str | None, str]:
-    """The text of a ``chat.completion`` body's first choice, or (None, what is missing).
-
-    A reply without text (no choices, no message, a null, empty or blank content) is a failed
-    attempt, never a draft: stored, it would be an empty draft for good, as a rerun skips it.
-    """
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices:
-        return None, "no choices"
-    message = choices[0].get("message") if isinstance(choices[0], dict) else None
-    if not isinstance(message, dict):
-        return None, "no message"
-    content = message.get("content")
-    if content is None:
-        return None, "message.content is null"
-    if not isinstance(content, str):
-        return None, "message.content is not a string"
-    if not content.strip():
-        return None, "message.content is empty"
-    return content, ""
+async def _mark_sent(session: aiohttp.ClientSession, ctx: types.SimpleNamespace, params: object) -> None:
+    """aiohttp's trace hook: the request's headers are written (its attempt's ``sent_at``)."""
+    ctx.trace_request_ctx.sent_at = time.monotonic()
 
 
-def should_retry(status: int, headers: dict[str, str], detail: str) -> bool:
-    """Transient statuses are retried unless the server says ``x-should-retry: false`` or the
-    429 is an exhausted quota (billing), which no amount of waiting fixes."""
-    lower = {k.lower(): v.strip().lower() for k, v in headers.items()}
-    if lower.get("x-should-retry") == "false":
-        return False
-    if status == 429 and "insufficient_quota" in detail:
-        return False
-    if lower.get("x-should-retry") == "true" and status not in (400, 401, 403, 404):
-        return True
-    return is_retryable_status(status)
-
-
-def _usage(raw: Any, request: ChatRequest, content: str) -> Usage:
-    """The provider's reported usage; if it reports none, our own count (the sim tokenizer)."""
-    try:
-        return Usage(int(raw["prompt_tokens"]), int(raw["completion_tokens"]))
-    except (TypeError, KeyError, ValueError):
-        return Usage(estimate_prompt_tokens(request), count_tokens(content))
-
-
-def error_message(body: bytes | object) -> str:
-    """An error reply's message and code (``body`` raw, or already decoded as in a batch error file)."""
-    try:
-        data = json.loads(body) if isinstance(body, bytes) else body
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", "") if isinstance(err, dict) else str(err)
-        code = err.get("code") or err.get("type") or "" if isinstance(err, dict) else ""
-        return f"{msg} [{code}]" if code and str(code) not in str(msg) else str(msg)
-    except (ValueError, AttributeError):
-        return body[:200].decode("utf-8", "replace") if isinstance(body, bytes) else str(body)[:200]
+def _unreached(result: _Attempt) -> bool:
+    """A failure that never used the server's quota: no connection, or a server error (a 5xx)."""
+    return result.kind == "connection" or (result.kind == "http" and (result.status or 0) >= 500)

@@ -4,7 +4,8 @@ A fixed timeout (``ProviderSpec.timeout_s``, minutes) is for a dead server. A se
 request for seconds and then fails it (a stuck upstream behind a gateway) costs a caller the whole
 hold; once the rest of the run's requests are done, that hold is the run's tail. So an attempt that
 has run past every recent success gets a hedge when the limiter has room (:mod:`hedge`), and is
-abandoned and retried at ``abandon_after`` x that deadline. The deadline is learned:
+abandoned and retried at ``abandon_after`` x that deadline (``abandon_floor_s`` at the soonest). The
+deadline is learned:
 
     deadline = max(floor_s, slack x the slowest of the last ``window`` successful attempts)
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DeadlinePolicy:
-    floor_s: float = 1.0  # never hedge an attempt younger than this
+    floor_s: float = 0.25  # never hedge an attempt younger than this
     slack: float = 1.5  # x the slowest recent success
     window: int = 256  # successes remembered
     min_samples: int = 16  # successes seen before any deadline applies
@@ -44,6 +45,9 @@ class DeadlinePolicy:
     budget_share: float = 0.05  # extra attempts (hedges, abandoned) allowed per attempt, in the long run
     budget_cap: float = 5.0  # ... and in a burst
     abandon_after: float = 4.0  # x the deadline: cancel what still runs and retry through the queue
+    # ... but never sooner than this: abandoning a reply of a slow class not yet seen pays for it twice,
+    # while a hedge at the tail (only where the limiter has room) ends a stall without waiting that long
+    abandon_floor_s: float = 4.0
     max_overdue: int = 4  # hedge only while at most this many attempts are past their deadline at once
 
     def __post_init__(self) -> None:
@@ -51,8 +55,8 @@ class DeadlinePolicy:
             raise ValueError(
                 f"DeadlinePolicy{self}: need floor_s > 0, slack >= 1, window >= 1, min_samples >= 1, abandon_after >= 1"
             )
-        if self.watch < 0 or self.max_overdue < 0:
-            raise ValueError(f"DeadlinePolicy{self}: need watch >= 0 and max_overdue >= 0")
+        if self.watch < 0 or self.max_overdue < 0 or self.abandon_floor_s < 0:
+            raise ValueError(f"DeadlinePolicy{self}: need watch >= 0, max_overdue >= 0 and abandon_floor_s >= 0")
         if not 0.0 <= self.budget_share <= 1.0 or self.budget_cap < 0:
             raise ValueError(f"DeadlinePolicy{self}: need budget_share in [0, 1] and budget_cap >= 0")
 
@@ -79,6 +83,10 @@ class AdaptiveDeadline:
             return None
         deadline = max(self.policy.floor_s, self.policy.slack * max(self._latencies))
         return deadline if time.monotonic() - self._since >= self.policy.watch * deadline else None
+
+    def abandon_at(self, deadline_s: float) -> float:
+        """When an attempt with this deadline is cancelled and retried through the queue."""
+        return max(self.policy.abandon_floor_s, deadline_s * self.policy.abandon_after)
 
     def for_attempt(self, abandoned_before: int) -> float | None:
         """The deadline of an attempt about to be sent (None = run to the timeout); earns the budget its share.

@@ -1,31 +1,47 @@
-"""One rate limiter per (endpoint, key): smooth RPM/TPM pacing, server pauses, AIMD concurrency.
+"""One rate limiter per (endpoint, key): window lanes or smooth pacing, server pauses, AIMD concurrency.
 
 Why not a token bucket library: a request's token cost is only an ESTIMATE (prompt + max_tokens)
 until the reply's ``usage`` settles it, and many processes share one limiter through a Ray actor
-that must never block on a sleeping caller. So this is GCRA-style virtual scheduling: ``acquire``
-RESERVES the earliest start time that keeps requests and tokens under
-``headroom * limit`` (smooth: one request every 60/rpm seconds, not a burst of a minute's quota),
-returns how long the caller should sleep, and ``release`` refunds or charges the difference
-between the estimate and the real usage.
+that must never block on a sleeping caller. So ``acquire`` RESERVES a start time and returns how
+long the caller should sleep, and ``release`` reports what came of it.
 
-When the limits are unknown the limiter adapts a concurrency window AIMD-style (TCP's rule):
-grow by one per success (doubling per round trip until the first 429, then ~+1 per round trip),
-halve on a 429, hold while latency is far above the best seen. Server hints (Retry-After,
-exhausted x-ratelimit-remaining) pause every caller of the endpoint until the hinted time.
+Requests: a told limit with its window (``rpm`` and ``window_s``: "40 requests per 5 s") is paced by
+the window's lanes (:mod:`quota`): the allowance a window grants at its start goes out at once, and
+an attempt that never reached the quota (``outcome="unreached"``: a refused connection, a 5xx the
+server does not count) gives its lane back, so its retry does not wait for a window. A told rpm
+without a window is paced smoothly at ``headroom * rpm`` (one lane of width 60/rpm). A reply's
+rate-limit headers (``said``) re-synchronise the lanes and, when no limit was told, create them:
+the client bursts to what the server says it allows. Tokens (``tpm``) are paced GCRA-style: the
+estimate is reserved and settled with the reply's ``usage``; a reply that says how many tokens are
+left holds back a request that would not fit until the server's reset.
+
+When the limits are unknown and no header tells them, the limiter adapts a concurrency window
+AIMD-style (TCP's rule): grow by one per success (doubling per round trip until the first 429, then
+~+1 per round trip), halve on a 429, hold while latency is far above the best seen; and it paces at
+a request rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint
+until the hinted time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shp_ray.providers.quota import Allowance, Heard, Lanes
+from shp_ray.providers.retry_policy import MAX_HINT_S
+
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
+GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
+_LEARN_HINT_S = 0.2  # a 429's hint at least this long tells a window's end (shorter: a smooth limit)
+_ARRIVAL_ORDER_S = 0.05  # requests sent this close together may reach the server in either order
+_LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W: arrival jitter must not cross a window
 
 
 @dataclass(frozen=True)
@@ -33,12 +49,13 @@ class RateLimits:
     rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
     tpm: float | None = None  # tokens per minute; None = unknown
     max_concurrency: int = 16  # hard cap on calls in flight for the whole endpoint
-    headroom: float = 0.98  # pace at this share of a told limit: arrival jitter must not cross it
+    headroom: float = 0.98  # smooth pacing (no window told) runs at this share of rpm/tpm: arrival jitter
     initial_concurrency: int = 4  # AIMD start when the limits are unknown
     lease_ttl_s: float = 300.0  # a lease not released by then (caller died) is reclaimed
+    window_s: float | None = None  # the window the rpm is enforced over (rpm * window_s / 60 per window)
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm"):
+        for name in ("rpm", "tpm", "window_s"):
             v = getattr(self, name)
             if v is not None and not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"RateLimits.{name}={v!r}: must be a positive number or None")
@@ -51,6 +68,18 @@ class RateLimits:
     def told(self) -> bool:
         return self.rpm is not None or self.tpm is not None
 
+    def lanes(self) -> Lanes | None:
+        """The request lanes a told rpm gives: one window's allowance, or one lane (smooth pacing)."""
+        if self.rpm is None:
+            return None
+        if self.window_s is None:
+            return Lanes(1, 60.0 / (self.rpm * self.headroom), 0.0)
+        return Lanes(int(self.rpm * self.window_s / 60.0), self.window_s, _margin(self.window_s))
+
+
+def _margin(width_s: float) -> float:
+    return _LANE_MARGIN[0] + _LANE_MARGIN[1] * width_s
+
 
 class RateLimiter:
     """The limiter state of one endpoint. Async-safe within one event loop; shared via Ray."""
@@ -58,10 +87,15 @@ class RateLimiter:
     def __init__(self, limits: RateLimits) -> None:
         self.limits = limits
         self._ids = itertools.count(1)
-        self._leases: dict[int, tuple[float, float]] = {}  # id -> (start time, expiry)
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._tat_req = 0.0  # theoretical arrival time of the next request (GCRA)
+        self._leases: dict[int, tuple[float, float, int]] = {}  # id -> (start time, expiry, est tokens)
+        self._turn = asyncio.Lock()  # callers wait in turn (FIFO); the one holding it waits for room
+        self._changed = asyncio.Event()  # set when a slot or a lane frees: the caller in turn looks again
+        self._queued = 0  # callers waiting for their turn or for room
+        self._lanes = limits.lanes()
+        self._refunds: collections.deque[float] = collections.deque()  # when lanes were given back
+        self._refunds_trusted = True  # False once a 429 followed a lane given back: the server counts them
         self._tat_tok = 0.0
+        self._tokens_said: tuple[float, float, float] | None = None  # (remaining, whole again at, as of)
         self._pause_until = 0.0
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
@@ -72,6 +106,8 @@ class RateLimiter:
         self._tat_learned = 0.0
         self._last_rate_cut = -math.inf
         self._admitted: collections.deque[float] = collections.deque()
+        self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
+        self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
         self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
@@ -80,18 +116,23 @@ class RateLimiter:
         """New limits for the same endpoint (the latest client's spec wins); pacing state is kept."""
         if limits != self.limits:
             self.limits = limits
+            self._lanes = limits.lanes() or self._lanes
             self._cwnd = min(self._cwnd, float(limits.max_concurrency))
             self.counters["reconfigured"] += 1
             self._wake()
 
     # -- concurrency -------------------------------------------------------------------------
+    def _paced(self) -> bool:
+        """Pacing knows the limit (told, or stated by the server's headers): no AIMD window."""
+        return self.limits.told or self._lanes is not None
+
     def _window(self) -> int:
-        if self.limits.told:
+        if self._paced():
             return self.limits.max_concurrency
         return max(1, min(self.limits.max_concurrency, int(self._cwnd)))
 
     def _reclaim(self, now: float) -> None:
-        dead = [i for i, (_, expiry) in self._leases.items() if expiry < now]
+        dead = [i for i, (_, expiry, _) in self._leases.items() if expiry < now]
         for i in dead:
             del self._leases[i]
             self.counters["leases_reclaimed"] += 1
@@ -99,68 +140,84 @@ class RateLimiter:
             self._wake()
 
     def _wake(self) -> None:
-        free = self._window() - len(self._leases)
-        while self._waiters and free > 0:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                free -= 1
+        self._changed.set()
+
+    def _start_at(self, est_tokens: int, now: float) -> float:
+        """When pacing would let a request of ``est_tokens`` start (nothing reserved)."""
+        start = max(now, self._pause_until)
+        if self._lanes is not None:
+            start = max(start, self._lanes.next_free())
+        if self.limits.tpm is not None:
+            start = max(start, self._tat_tok)
+        start = max(start, self._tokens_wait(est_tokens, now))
+        if not self._paced() and self._learned_rps is not None:
+            start = max(start, self._tat_learned)
+        return start
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
-        """Take a slot and reserve a start time. Returns (lease id, seconds to sleep before sending)."""
-        self._reclaim(time.monotonic())
-        while len(self._leases) >= self._window() or self._waiters_ahead():
-            fut = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
-            try:
-                await fut
-            except BaseException:
-                if fut in self._waiters:
-                    self._waiters.remove(fut)
-                self._wake()
-                raise
-            if len(self._leases) < self._window():
-                break
-        grant = self._reserve(est_tokens)
-        assert grant is not None  # no max_delay_s: always reserves
-        return grant
+        """Take a slot and reserve a start time. Returns (lease id, seconds to sleep before sending).
+
+        A start is granted at most ``GRANT_AHEAD_S`` ahead: until then the caller waits here, in turn,
+        so a lane handed back (an attempt that never reached the quota) goes to the next caller at
+        once instead of sitting behind reservations made for a later window.
+        """
+        self._queued += 1
+        try:
+            async with self._turn:
+                while True:
+                    now = time.monotonic()
+                    self._reclaim(now)
+                    wait = None  # no slot: until one frees
+                    if len(self._leases) < self._window():
+                        wait = self._start_at(est_tokens, now) - now
+                        if wait <= GRANT_AHEAD_S:
+                            grant = self._reserve(est_tokens)
+                            assert grant is not None  # no max_delay_s: always reserves
+                            return grant
+                    self._changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), None if wait is None else wait)
+        finally:
+            self._queued -= 1
 
     def try_acquire(self, est_tokens: int = 0, max_delay_s: float | None = None) -> tuple[int, float] | None:
         """``acquire`` if a slot is free right now (nobody waiting ahead), else None.
 
-        With ``max_delay_s``, also None unless pacing would let it start within that many seconds:
-        a hedge takes only capacity nobody else is queued for, never a later slot.
+        Also None unless pacing lets it start within ``max_delay_s`` (default ``GRANT_AHEAD_S``): a
+        hedge takes only capacity nobody else is queued for, never a later slot.
         """
         self._reclaim(time.monotonic())
-        if len(self._leases) >= self._window() or self._waiters_ahead():
+        if len(self._leases) >= self._window() or self._queued:
             return None
-        return self._reserve(est_tokens, max_delay_s)
+        return self._reserve(est_tokens, GRANT_AHEAD_S if max_delay_s is None else max_delay_s)
 
     def _reserve(self, est_tokens: int, max_delay_s: float | None = None) -> tuple[int, float] | None:
         now = time.monotonic()
-        start = max(now, self._pause_until)
-        lim = self.limits
-        tat_req, tat_tok, tat_learned = self._tat_req, self._tat_tok, self._tat_learned
-        if lim.rpm is not None:
-            start = max(start, tat_req)
-            tat_req = start + 60.0 / (lim.rpm * lim.headroom * self._rate_scale)
-        if lim.tpm is not None:
-            start = max(start, tat_tok)
-            tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
-        if not lim.told and self._learned_rps is not None:
-            rate = self._learned_now(now)
-            start = max(start, tat_learned)
-            tat_learned = start + 1.0 / rate
+        start = self._start_at(est_tokens, now)
         if max_delay_s is not None and start - now > max_delay_s:
             return None  # nothing reserved
-        self._tat_req, self._tat_tok, self._tat_learned = tat_req, tat_tok, tat_learned
+        lim = self.limits
+        if lim.tpm is not None:
+            self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
+        if not self._paced() and self._learned_rps is not None:
+            self._tat_learned = start + 1.0 / self._learned_now(now)
         lease = next(self._ids)
-        self._leases[lease] = (start, start + lim.lease_ttl_s)
+        if self._lanes is not None:
+            self._lanes.reserve(lease, start, self._rate_scale)
+        self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
 
-    def _waiters_ahead(self) -> bool:
-        return any(not f.done() for f in self._waiters)
+    def _tokens_wait(self, est_tokens: int, now: float) -> float:
+        """When a reply said how many tokens are left: the reset, if this request would not fit before it."""
+        if self._tokens_said is None:
+            return now
+        remaining, whole_at, seen = self._tokens_said
+        if whole_at <= now:
+            self._tokens_said = None
+            return now
+        ahead = sum(est for start, _, est in self._leases.values() if start > seen)
+        return whole_at if ahead + est_tokens > remaining else now
 
     # -- outcomes ----------------------------------------------------------------------------
     def release(
@@ -172,9 +229,11 @@ class RateLimiter:
         actual_tokens: int | None = None,
         latency_s: float | None = None,
         wait_hint_s: float | None = None,
+        heard: Heard | None = None,
     ) -> None:
-        """Return the slot. outcome: "ok" | "rate_limited" | "error" | "cancelled"."""
-        started, _ = self._leases.pop(lease, (time.monotonic(), 0.0))
+        """Return the slot. outcome: "ok" | "rate_limited" | "error" | "unreached" (an error that never
+        reached the quota) | "cancelled". ``heard``: when the request left, what its reply stated."""
+        started, _, _ = self._leases.pop(lease, (time.monotonic(), 0.0, 0))
         now = time.monotonic()
         self.counters[outcome] += 1
         lim = self.limits
@@ -182,27 +241,26 @@ class RateLimiter:
             self._tat_tok = max(
                 now - 1.0, self._tat_tok + (actual_tokens - est_tokens) * 60.0 / (lim.tpm * lim.headroom)
             )
+        if heard is not None and heard.sent_at is not None and self._lanes is not None:
+            self._lanes.anchor(lease, heard.sent_at)
+        if heard is not None and heard.said:
+            left = heard.sent_at if heard.sent_at is not None else started
+            self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
+        elif outcome == "unreached":
+            self._give_back(lease, now)
         if wait_hint_s is not None and wait_hint_s > 0:
             self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
+            self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
+            while self._sent and self._sent[0] < now - MAX_HINT_S:
+                self._sent.popleft()
             self._admitted.append(now)
             if self._first_admitted is None:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
-        if (
-            outcome == "rate_limited"
-            and not lim.told
-            and now - self._last_rate_cut >= 1.0
-            and started >= self._last_rate_cut  # evidence about the CURRENT rate, not a stale request
-        ):
-            self._cut_learned_rate(now)
-        if outcome == "rate_limited" and started >= self._last_decrease:
-            self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
-            self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
-            self._slow_start = False
-            self._last_decrease = now
-            self.counters["decreases"] += 1
+        if outcome == "rate_limited":
+            self._refused(started, now, wait_hint_s)
         elif outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
@@ -210,6 +268,85 @@ class RateLimiter:
             if not congested:
                 self._cwnd += 1.0 if self._slow_start else 1.0 / max(1.0, self._cwnd)
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
+        self._wake()
+
+    def _give_back(self, lease: int, now: float) -> None:
+        """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the
+        server was full, whatever the lanes said)."""
+        if self._lanes is not None and self._refunds_trusted and self._lanes.give_back(lease):
+            self._refunds.append(now)
+            self.counters["lanes_given_back"] += 1
+
+    def _refused(self, started: float, now: float, hint: float | None) -> None:
+        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all."""
+        if self._lanes is None and not self.limits.told and hint is not None and self._learn_window(now, hint):
+            return
+        width = self._lanes.width_s if self._lanes is not None else 0.0
+        while self._refunds and self._refunds[0] < now - width - 1.0:
+            self._refunds.popleft()
+        if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
+            self._refunds_trusted = False
+            self.counters["refunds_distrusted"] += 1
+            return
+        if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
+            self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
+        lanes = self._lanes
+        if lanes is not None and lanes.capacity > 1 and started >= self._last_decrease:
+            # A window's worth of lanes refused at its start: the server saw the last window's requests
+            # later than they were sent (a queue before its clock). Hold each lane longer, up to 10 % of W.
+            raised = min(0.1 * lanes.width_s, 1.5 * lanes.margin_s + 0.05)
+            lanes.hold(now, raised - lanes.margin_s)
+            lanes.margin_s = raised
+            if self._window_from_429:  # a guessed window that still draws 429s: a smaller one
+                lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
+            self._last_decrease = now
+            self.counters["margin_raised"] += 1
+        elif started >= self._last_decrease:
+            self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
+            self._rate_scale = max(0.3, self._rate_scale * 0.85)  # a told limit that is too high
+            self._slow_start = False
+            self._last_decrease = now
+            self.counters["decreases"] += 1
+
+    def _learn_window(self, now: float, hint: float) -> bool:
+        """The first 429 with a hint, no limit told and no headers: the window is what the server admitted
+        since the run's first request, and it lasts until the hinted time -- a sliding window that fills
+        up while the client ramps up refuses exactly then. Lanes of that window, holding those requests."""
+        if hint < _LEARN_HINT_S or len(self._sent) < 2 or self.counters["rate_cuts"]:
+            return False
+        self._rebuild_lanes(len(self._sent), now + hint - self._sent[0], self._sent)
+        self._window_from_429 = True
+        self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
+        self.counters["window_learned"] += 1
+        return True
+
+    def _heed(self, said: dict[str, Allowance], seen: tuple[int, float], now: float) -> None:
+        """A reply stated the quota: the lanes (created if no limit was told) and the tokens follow it."""
+        requests, tokens = said.get("requests"), said.get("tokens")
+        if requests is not None:
+            capacity = int(requests.limit) if requests.limit else int(requests.remaining) + 1
+            if not requests.limit and self._lanes is not None:  # no size stated: the most ever seen free
+                capacity = max(capacity, self._lanes.capacity)
+            width = max(requests.reset_s, self._lanes.width_s if self._lanes is not None else 0.0)
+            if self._lanes is None or (self.limits.window_s is None and capacity != self._lanes.capacity):
+                self._rebuild_lanes(capacity, width)  # the server's window, not a told one
+            elif self.limits.window_s is None and width > self._lanes.width_s:
+                self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, _margin(width))
+            self._lanes.sync(requests, *seen, now)
+            self.counters["synced"] += 1
+        if tokens is not None and self.limits.tpm is None:  # a told tpm is paced already (GCRA)
+            self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])
+
+    def _rebuild_lanes(self, capacity: int, width: float, sent: collections.deque[float] | None = None) -> None:
+        """Lanes of the server's window, holding the requests ``sent`` before and every lease already
+        granted (their starts stand)."""
+        margin = max(_margin(width), self._lanes.margin_s if self._lanes is not None else 0.0)
+        self._lanes = Lanes(capacity, width, margin)
+        for start in sent or ():
+            self._lanes.reserve(0, start)
+        for lease, (start, _, _) in sorted(self._leases.items()):
+            self._lanes.reserve(lease, start, self._rate_scale)
+        self.counters["lanes_rebuilt"] += 1
         self._wake()
 
     def _learned_now(self, now: float) -> float:
@@ -245,9 +382,11 @@ class RateLimiter:
         return {
             "limits": asdict(self.limits),
             "in_flight": len(self._leases),
-            "waiting": sum(not f.done() for f in self._waiters),
+            "waiting": self._queued,
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
+            "refunds_trusted": self._refunds_trusted,
+            **(self._lanes.snapshot(time.monotonic()) if self._lanes is not None else {}),
             "learned_rps": None if self._learned_rps is None else round(self._learned_rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),

@@ -98,6 +98,19 @@ def exhausted_window(headers: Mapping[str, str]) -> float | None:
     return wait
 
 
+def should_retry(status: int, headers: dict[str, str], detail: str) -> bool:
+    """Transient statuses are retried unless the server says ``x-should-retry: false`` or the
+    429 is an exhausted quota (billing), which no amount of waiting fixes."""
+    lower = {k.lower(): v.strip().lower() for k, v in headers.items()}
+    if lower.get("x-should-retry") == "false":
+        return False
+    if status == 429 and "insufficient_quota" in detail:
+        return False
+    if lower.get("x-should-retry") == "true" and status not in (400, 401, 403, 404):
+        return True
+    return is_retryable_status(status)
+
+
 @dataclass(frozen=True)
 class Backoff:
     base_s: float = 0.25

@@ -16,7 +16,7 @@ import hashlib
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from shp_ray.providers.base import ProviderSpec
@@ -100,6 +100,7 @@ class RayLimiter:
         self._acquires: list[tuple[asyncio.Future[tuple[int, float]], int]] = []
         self._releases: list[tuple[int, dict[str, Any]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._same_clock = False  # does the actor read this process's monotonic clock (same host)?
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
         loop = asyncio.get_running_loop()
@@ -130,7 +131,7 @@ class RayLimiter:
         # On the actor's host the reserved start is an absolute time on our own clock: wait until
         # exactly then. (Guessing half the round trip sent requests early after a slow reply, and
         # early is what a short server window refuses.) Elsewhere, fall back to that guess.
-        same_clock = clock == host_clock()
+        same_clock = self._same_clock = clock == host_clock()
         for (fut, _), (lease, delay, start) in zip(batch, grants, strict=False):
             if fut.done():  # the caller was cancelled meanwhile: give the slot back
                 self.release(lease, outcome="cancelled")
@@ -147,6 +148,9 @@ class RayLimiter:
         return await self.actor.try_acquire_now.remote(est_tokens)
 
     def release(self, lease: int, **outcome: Any) -> None:
+        heard = outcome.get("heard")
+        if heard is not None and not self._same_clock:  # a send time on another host's clock means nothing
+            outcome["heard"] = replace(heard, sent_at=None)
         if not self._releases:
             asyncio.get_running_loop().call_soon(self._flush_releases)
         self._releases.append((lease, outcome))

@@ -85,15 +85,7 @@ class SimApp:
     def __init__(self, options: SimOptions) -> None:
         self.o = options
         self.replies = ReplyOptions(seed=options.seed, approve_rate=options.approve_rate)
-        self.limits = Limits(
-            options.rpm,
-            options.tpm,
-            window_s=options.window_s,
-            window_kind=options.window_kind,
-            count_rejected=options.count_rejected,
-            retry_after=options.retry_after,
-            ratelimit_headers=options.ratelimit_headers,
-        )
+        self.limits = Limits(options)
         self.seen: collections.Counter[str] = collections.Counter()
         self.arrivals = 0  # chat requests admitted past the limits (faults_after counts these)
         self.unstall = asyncio.Event()  # set on shutdown: the stalled requests end, unanswered
@@ -106,6 +98,11 @@ class SimApp:
         self.app.router.add_get("/v1/models", self.models)
         self.batch.register(self.app)
         self.app.on_shutdown.append(self._unstall)
+
+    def _refund(self, tokens: int, charged_at: float, fault: str | None) -> None:
+        """A server error (or a dropped connection) on a server whose errors use no quota: give it back."""
+        if self.o.fault_quota == "refunded" and fault in ("500", "503", "504", "drop"):
+            self.limits.uncharge(tokens, charged_at)
 
     async def _unstall(self, app: web.Application) -> None:
         self.unstall.set()
@@ -164,6 +161,7 @@ class SimApp:
         if hold is not None:
             self.stats.slow_faults += 1
             await asyncio.sleep(hold)
+            self._refund(used, now, "504")
             return _error(504, "upstream timed out (simulated slow fault)", "server_error")
         self.arrivals += 1
         fault = draw_fault(self.o.seed, self.o.faults, self.o.fault_rate, digest, nth)
@@ -181,6 +179,7 @@ class SimApp:
             delay += self.o.slow_s
         if delay > 0:
             await asyncio.sleep(delay)
+        self._refund(used, now, fault)
         headers = self.limits.limit_headers(time.monotonic())
         if fault in ("500", "503"):
             return _error(int(fault), "injected fault (simulated)", "server_error", headers)

@@ -4,8 +4,9 @@ A quota of ``rpm`` requests per minute is enforced as ``rpm * window_s / 60`` re
 ``window_s`` seconds, so a burst of a whole minute's quota is refused as real providers refuse it.
 Two kinds of window: *sliding* (a log of the last ``window_s`` seconds) and *fixed* (the quota
 resets at each boundary, so bursts at the edges pass -- as some providers do). A refusal is
-answered with ``Retry-After`` in the style asked for (seconds, an HTTP date, milliseconds or none)
-and ``x-ratelimit-*`` headers, so clients can be tested against each style.
+answered with ``Retry-After`` in the style asked for (seconds, an HTTP date, milliseconds, none, or
+each in turn), and every reply states the quotas in OpenAI's or Anthropic's headers, so clients can
+be tested against each style.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from __future__ import annotations
 import collections
 import math
 import time
+from datetime import UTC, datetime
 from email.utils import formatdate
+from typing import TYPE_CHECKING
 
-RETRY_AFTER_STYLES = ("seconds", "http-date", "ms", "none")
+if TYPE_CHECKING:  # the options are built from this module's constants: a type-only import
+    from shp_ray.providers.sim.options import SimOptions
+
+RETRY_AFTER_STYLES = ("seconds", "http-date", "ms", "none", "rotate")
+RATELIMIT_DIALECTS = ("openai", "anthropic")
 
 
 class SlidingWindow:
@@ -51,8 +58,16 @@ class SlidingWindow:
         return max(0, int(self.cap - self.used))
 
     def reset_in(self, now: float) -> float:
+        """Seconds until the window is whole again (its newest use expires)."""
         self._expire(now)
-        return max(0.0, self.log[0][0] + self.window_s - now) if self.log else 0.0
+        return max(0.0, self.log[-1][0] + self.window_s - now) if self.log else 0.0
+
+    def remove(self, amount: float, at: float) -> None:
+        for i, (t, a) in enumerate(self.log):
+            if t == at and a == amount:
+                del self.log[i]
+                self.used -= amount
+                return
 
 
 class FixedWindow:
@@ -84,31 +99,33 @@ class FixedWindow:
     def reset_in(self, now: float) -> float:
         return (int(now // self.window_s) + 1) * self.window_s - now
 
+    def remove(self, amount: float, at: float) -> None:
+        if int(at // self.window_s) == self.index:
+            self.used = max(0.0, self.used - amount)
+
 
 def _duration(seconds: float) -> str:
     return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:.3f}s"
 
 
+def _rfc3339(wall: float) -> str:
+    """An RFC 3339 UTC time with milliseconds (Anthropic's reset headers are RFC 3339 times)."""
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class Limits:
     """The request and token quotas (either may be off) and the headers that report them."""
 
-    def __init__(
-        self,
-        rpm: float | None,
-        tpm: float | None,
-        *,
-        window_s: float = 2.0,
-        window_kind: str = "sliding",
-        count_rejected: bool = False,
-        retry_after: str = "seconds",
-        ratelimit_headers: bool = True,
-    ) -> None:
+    def __init__(self, options: SimOptions) -> None:
+        rpm, tpm, window_s = options.rpm, options.tpm, options.window_s
         self.rpm, self.tpm = rpm, tpm
-        self.count_rejected = count_rejected
-        self.retry_after = retry_after
-        self.ratelimit_headers = ratelimit_headers
+        self.count_rejected = options.count_rejected
+        self.retry_after = options.retry_after
+        self.ratelimit_headers = options.ratelimit_headers
+        self.dialect = options.ratelimit_dialect
+        self.refusals = 0  # 429s answered so far: "rotate" takes the next Retry-After style at each
         per_window = window_s / 60.0
-        window = FixedWindow if window_kind == "fixed" else SlidingWindow
+        window = FixedWindow if options.window_kind == "fixed" else SlidingWindow
         self.requests = window(max(1.0, rpm * per_window), window_s) if rpm else None
         self.tokens = window(max(1.0, tpm * per_window), window_s) if tpm else None
 
@@ -133,22 +150,41 @@ class Limits:
         if self.tokens is not None:
             self.tokens.add(tokens, now)
 
+    def uncharge(self, tokens: int, charged_at: float) -> None:
+        """Give back what :meth:`charge` took at ``charged_at`` (a server error that does not count)."""
+        if self.requests is not None:
+            self.requests.remove(1, charged_at)
+        if self.tokens is not None:
+            self.tokens.remove(tokens, charged_at)
+
     def limit_headers(self, now: float) -> dict[str, str]:
-        """``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (none when turned off)."""
+        """The quotas' state in the configured dialect (none when turned off): OpenAI's
+        ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (reset a duration) or Anthropic's
+        ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`` (reset an RFC 3339 time).
+        The limit is the window's quota; the reset is when the quota is whole again, as both define it."""
         h: dict[str, str] = {}
         if not self.ratelimit_headers:
             return h
-        for name, win, per_min in (("requests", self.requests, self.rpm), ("tokens", self.tokens, self.tpm)):
+        for name, win in (("requests", self.requests), ("tokens", self.tokens)):
             if win is None:
                 continue
-            h[f"x-ratelimit-limit-{name}"] = str(int(per_min or 0))
-            h[f"x-ratelimit-remaining-{name}"] = str(win.remaining(now))
-            h[f"x-ratelimit-reset-{name}"] = _duration(win.reset_in(now))
+            limit, remaining, reset = str(int(win.cap)), str(win.remaining(now)), win.reset_in(now)
+            if self.dialect == "anthropic":
+                h[f"anthropic-ratelimit-{name}-limit"] = limit
+                h[f"anthropic-ratelimit-{name}-remaining"] = remaining
+                h[f"anthropic-ratelimit-{name}-reset"] = _rfc3339(time.time() + reset)
+            else:
+                h[f"x-ratelimit-limit-{name}"] = limit
+                h[f"x-ratelimit-remaining-{name}"] = remaining
+                h[f"x-ratelimit-reset-{name}"] = _duration(reset)
         return h
 
     def retry_headers(self, wait: float) -> dict[str, str]:
-        """How long to wait, in the ``retry_after`` style."""
+        """How long to wait, in the ``retry_after`` style ("rotate": each 429 the next style in turn)."""
         style = self.retry_after
+        if style == "rotate":
+            style = RETRY_AFTER_STYLES[self.refusals % 4]
+        self.refusals += 1
         if style == "seconds":
             return {"Retry-After": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000))}
         if style == "http-date":  # 1 s resolution: round up to the next whole second

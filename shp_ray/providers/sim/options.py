@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from shp_ray.providers.batch_files import MAX_BYTES, MAX_LINES
 from shp_ray.providers.sim.faults import ALL_FAULT_KINDS, FAULT_KINDS
-from shp_ray.providers.sim.limits import RETRY_AFTER_STYLES
+from shp_ray.providers.sim.limits import RATELIMIT_DIALECTS, RETRY_AFTER_STYLES
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,10 @@ class SimOptions:
     slow_s: float = 1.5  # extra delay of a "slow" fault
     slow_fault_rate: float = 0.0  # share of arrivals held for slow_fault_s, then failed (504)
     slow_fault_s: tuple[float, float] = (5.0, 8.0)  # the hold is uniform in this range, per request
-    retry_after: str = "seconds"  # seconds (+ retry-after-ms) | http-date | ms | none
-    ratelimit_headers: bool = True  # send x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+    retry_after: str = "seconds"  # seconds (+ retry-after-ms) | http-date | ms | none | rotate (each in turn)
+    ratelimit_headers: bool = True  # state the quotas in every reply's headers
+    ratelimit_dialect: str = "openai"  # x-ratelimit-*-{requests,tokens} | anthropic: anthropic-ratelimit-*
+    fault_quota: str = "charged"  # charged: a faulted request uses quota | refunded: a 5xx or a drop does not
     api_key_env: str = ""  # if set, requests must carry "Bearer $value-of-that-env-var" (else 401)
     basic_auth: str = ""  # if set, "user:password" requests must carry as HTTP basic auth (a proxy in front)
     models: tuple[str, ...] = ()  # if set, other models get 404; empty = any model is served
@@ -57,6 +59,10 @@ class SimOptions:
             raise ValueError(f"SimOptions.faults_after={self.faults_after} must be >= 0")
         if self.retry_after not in RETRY_AFTER_STYLES:
             raise ValueError(f"SimOptions.retry_after={self.retry_after!r}; choose from {RETRY_AFTER_STYLES}")
+        if self.ratelimit_dialect not in RATELIMIT_DIALECTS:
+            raise ValueError(f"SimOptions.ratelimit_dialect={self.ratelimit_dialect!r}: one of {RATELIMIT_DIALECTS}")
+        if self.fault_quota not in ("charged", "refunded"):
+            raise ValueError(f"SimOptions.fault_quota={self.fault_quota!r}; choose charged or refunded")
         if not 0.0 <= self.fault_rate <= 1.0:
             raise ValueError(f"SimOptions.fault_rate={self.fault_rate} is not in [0, 1]")
         if not 0.0 <= self.slow_fault_rate <= 1.0:

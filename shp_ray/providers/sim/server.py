@@ -35,7 +35,7 @@ from aiohttp import web
 from shp_ray.providers.batch_files import MAX_BYTES, MAX_LINES
 from shp_ray.providers.sim.app import SimApp
 from shp_ray.providers.sim.faults import ALL_FAULT_KINDS, FAULT_KINDS, parse_range, parse_share
-from shp_ray.providers.sim.limits import RETRY_AFTER_STYLES
+from shp_ray.providers.sim.limits import RATELIMIT_DIALECTS, RETRY_AFTER_STYLES
 from shp_ray.providers.sim.options import SimOptions
 
 
@@ -135,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slow-fault-rate", type=parse_share, default=0.0, help="share (0.01 or 1/120) held, then 504")
     p.add_argument("--slow-fault-s", type=parse_range, default=(5.0, 8.0), help="a slow fault's hold: LOW,HIGH s")
     p.add_argument("--retry-after", default="seconds", choices=RETRY_AFTER_STYLES)
-    p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
+    p.add_argument("--no-ratelimit-headers", action="store_true", help="send no rate-limit headers")
+    p.add_argument("--ratelimit-dialect", default="openai", choices=RATELIMIT_DIALECTS, help="whose header names")
+    p.add_argument(
+        "--fault-quota", default="charged", choices=("charged", "refunded"), help="do 5xx faults and drops use quota"
+    )
     p.add_argument("--api-key-env", default="", help="require 'Bearer $VAR' (the NAME of an env var)")
     p.add_argument("--approve-rate", type=float, default=0.3)
     b = p.add_argument_group("Batch API", "/v1/files and /v1/batches: their own pace and faults, not the live limits")
@@ -164,7 +168,8 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         faults=tuple(f for f in args.faults.split(",") if f), faults_after=args.faults_after, slow_s=args.slow,
         retry_after=args.retry_after,
         slow_fault_rate=args.slow_fault_rate, slow_fault_s=args.slow_fault_s,
-        ratelimit_headers=not args.no_ratelimit_headers,
+        ratelimit_headers=not args.no_ratelimit_headers, ratelimit_dialect=args.ratelimit_dialect,
+        fault_quota=args.fault_quota,
         api_key_env=args.api_key_env, approve_rate=args.approve_rate,
         batch_delay_s=args.batch_delay, batch_lines_per_s=args.batch_lines_per_s, batch_expiry_s=args.batch_expiry,
         batch_fault_rate=args.batch_fault_rate, batch_malformed_rate=args.batch_malformed_rate,

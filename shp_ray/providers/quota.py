@@ -1,0 +1,186 @@
+"""A server's request window as the client sees it: lanes that a burst may fill, and what headers say.
+
+Why lanes, not a smooth pacer: a server that enforces "C requests per W seconds" (a sliding log, or
+fixed windows that reset at their boundary) admits C requests at once at the start of a window. A
+pacer that spaces requests 60/rpm apart never uses that allowance, and every retry costs it a whole
+slot. Here the window is C *lanes*: a request takes the lane that frees first and holds it for W
+(plus a margin for arrival jitter). No interval of W then holds more than C sends -- under either
+window kind -- and a window's allowance goes out at its start. Smooth pacing is the case C = 1.
+
+A request that never reached the quota (a refused connection, a 5xx the server does not count)
+hands its lane back (:meth:`Lanes.give_back`): its retry does not wait for a window.
+
+Headers: a reply that says how much of the quota is left (OpenAI's ``x-ratelimit-remaining-requests``
+with ``x-ratelimit-reset-requests`` as a duration such as "6m0s" or "20ms"; Anthropic's
+``anthropic-ratelimit-requests-remaining`` with ``-reset`` as an RFC 3339 time) re-synchronises the
+lanes (:meth:`Lanes.sync`): as many lanes are taken as the server counts as used, until it says the
+quota is whole again, and the rest may go out at once -- a burst to what the server allows, no more.
+Both providers define the reset as the time until the quota is *fully* replenished.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shp_ray.providers.retry_policy import MAX_HINT_S, parse_duration
+
+KINDS = ("requests", "tokens")
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one reply said about one quota (requests or tokens)."""
+
+    remaining: float
+    reset_s: float  # seconds from the reply until the quota is whole again
+    limit: float | None = None  # the quota's size, when the server says it
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What one attempt tells the limiter besides its outcome."""
+
+    sent_at: float | None = None  # time.monotonic() when its request left (None: it never did)
+    said: dict[str, Allowance] = field(default_factory=dict)  # the quotas its reply stated
+
+
+def _rfc3339_in(value: str, wall_now: float) -> float | None:
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.timestamp() - wall_now
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        x = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return x if x is not None and math.isfinite(x) and x >= 0 else None
+
+
+def read_allowances(headers: Mapping[str, str], wall_now: float | None = None) -> dict[str, Allowance]:
+    """The allowances a reply's headers state, by kind ("requests", "tokens"); {} when it states none."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    wall = time.time() if wall_now is None else wall_now
+    out: dict[str, Allowance] = {}
+    for kind in KINDS:
+        remaining = _number(lower.get(f"x-ratelimit-remaining-{kind}"))
+        reset = lower.get(f"x-ratelimit-reset-{kind}")
+        seconds = parse_duration(reset) if reset is not None else None
+        limit = _number(lower.get(f"x-ratelimit-limit-{kind}"))
+        if remaining is None or seconds is None:  # Anthropic's names, an absolute reset time
+            remaining = _number(lower.get(f"anthropic-ratelimit-{kind}-remaining"))
+            reset = lower.get(f"anthropic-ratelimit-{kind}-reset")
+            seconds = _rfc3339_in(reset, wall) if reset is not None else None
+            limit = _number(lower.get(f"anthropic-ratelimit-{kind}-limit"))
+        if remaining is not None and seconds is not None:
+            out[kind] = Allowance(remaining, min(MAX_HINT_S, max(0.0, seconds)), limit)
+    return out
+
+
+class Lanes:
+    """C lanes of width W: the request quota of one server window, in the client's terms.
+
+    ``reserve`` gives a lease the start time of the lane that frees first; ``give_back`` undoes a
+    lease's reservation (it never reached the quota); ``sync`` aligns the lanes with what a reply
+    said. Lease ids grow with time, so "sent after the reply's request" is "a larger lease id".
+    """
+
+    def __init__(self, capacity: int, width_s: float, margin_s: float) -> None:
+        self.width_s, self.margin_s = width_s, margin_s
+        self.free_at: list[float] = []
+        self.holder: list[int] = []  # lease holding the lane (0: nobody, or a use the server reported)
+        self.before: list[float] = []  # the lane's free_at before its holder took it
+        self.started: list[float] = []  # when the lane's holder left (known once it was answered)
+        self.answered: list[bool] = []  # the holder's reply came: the server has counted it
+        self.resize(capacity)
+
+    @property
+    def capacity(self) -> int:
+        return len(self.free_at)
+
+    def resize(self, capacity: int, width_s: float | None = None) -> None:
+        capacity = max(1, int(capacity))
+        if width_s is not None:
+            self.width_s = width_s
+        while len(self.free_at) < capacity:
+            self.free_at.append(0.0)
+            self.holder.append(0)
+            self.before.append(0.0)
+            self.started.append(0.0)
+            self.answered.append(False)
+        while len(self.free_at) > capacity:  # drop the lanes that free first: the model stays cautious
+            i = self.free_at.index(min(self.free_at))
+            for lst in (self.free_at, self.holder, self.before, self.started, self.answered):
+                del lst[i]
+
+    def next_free(self) -> float:
+        return min(self.free_at)
+
+    def reserve(self, lease: int, not_before: float, scale: float = 1.0) -> float:
+        """The start time of ``lease``: when the first lane frees (or ``not_before``); the lane is held W."""
+        i = self.free_at.index(min(self.free_at))
+        start = max(not_before, self.free_at[i])
+        self.before[i], self.holder[i], self.started[i], self.answered[i] = self.free_at[i], lease, start, False
+        self.free_at[i] = start + (self.width_s + self.margin_s) / scale
+        return start
+
+    def anchor(self, lease: int, sent_at: float) -> None:
+        """``lease`` was answered, and had left at ``sent_at`` (later than reserved when a connection had to
+        be opened or the event loop was busy): its lane is held W from then -- the server's window counts
+        from the arrival, not from the reservation."""
+        for i, who in enumerate(self.holder):
+            if who == lease:
+                self.free_at[i] = max(self.free_at[i], sent_at + self.width_s + self.margin_s)
+                self.started[i], self.answered[i] = sent_at, True
+
+    def hold(self, now: float, extra_s: float) -> None:
+        """Every lane busy now is held ``extra_s`` longer (the margin grew)."""
+        self.free_at = [t + extra_s if t > now else t for t in self.free_at]
+
+    def give_back(self, lease: int) -> bool:
+        """``lease`` never reached the quota: its lane is as it was before (False if it holds none)."""
+        for i, who in enumerate(self.holder):
+            if who == lease:
+                self.free_at[i], self.holder[i] = self.before[i], 0
+                return True
+        return False
+
+    def sync(self, said: Allowance, lease: int, seen_before: float, now: float) -> None:
+        """A reply to ``lease`` said ``said``: the server counts ``capacity - remaining`` as used, until
+        ``now + reset_s`` at the latest.
+
+        The server has surely counted the lanes whose requests were answered and left before
+        ``seen_before`` (when the replied request left, less a little: requests sent together may
+        arrive in either order); the other lanes stay as they are, since it may not count them yet.
+        """
+        used = max(0, min(self.capacity, self.capacity - int(said.remaining)))
+        until = now + said.reset_s + self.margin_s
+        known = [
+            i
+            for i, t in enumerate(self.free_at)
+            if t > now and (self.holder[i] in (0, lease) or (self.answered[i] and self.started[i] <= seen_before))
+        ]
+        known.sort(key=lambda i: self.free_at[i])
+        for i in known[: max(0, len(known) - used)]:  # the server has freed these: free now
+            self.free_at[i] = self.before[i] = now
+            self.holder[i] = 0
+        idle = [i for i, t in enumerate(self.free_at) if t <= now]
+        for i in idle[: max(0, used - (self.capacity - len(idle)))]:  # more used than we hold: someone else
+            self.free_at[i] = self.before[i] = until
+            self.holder[i] = 0
+
+    def snapshot(self, now: float) -> dict[str, float | int]:
+        return {
+            "lanes": self.capacity,
+            "lane_width_s": round(self.width_s, 3),
+            "lanes_busy": sum(t > now for t in self.free_at),
+        }

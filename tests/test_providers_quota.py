@@ -1,0 +1,147 @@
+"""The window lanes and the rate-limit headers: the limiter alone, then the client against the simulated
+server on 127.0.0.1 (behaviour and counts; the throughput is measured in ``shp-bench ratelimit``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from email.utils import formatdate
+
+import pytest
+
+from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
+from shp_ray.providers.client import OpenAICompatProvider
+from shp_ray.providers.limiter import RateLimiter, RateLimits
+from shp_ray.providers.quota import Allowance, Heard, read_allowances
+from shp_ray.providers.retry_policy import Backoff
+from shp_ray.providers.sim.server import SimServer
+
+
+def test_both_dialects_of_rate_limit_headers_are_read():
+    openai = {
+        "x-ratelimit-limit-requests": "5000",
+        "x-ratelimit-remaining-requests": "4999",
+        "x-ratelimit-reset-requests": "12ms",
+        "x-ratelimit-limit-tokens": "160000",
+        "x-ratelimit-remaining-tokens": "159976",
+        "x-ratelimit-reset-tokens": "6m0s",
+    }
+    said = read_allowances(openai)
+    assert said["requests"] == Allowance(4999, pytest.approx(0.012), 5000)
+    assert said["tokens"] == Allowance(159976, 360.0, 160000)
+    now = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    anthropic = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "42",
+        "anthropic-ratelimit-requests-reset": "2026-01-01T00:00:34Z",
+        "anthropic-ratelimit-tokens-remaining": "18000",
+        "anthropic-ratelimit-tokens-reset": "2026-01-01T00:00:06.500+00:00",
+    }
+    said = read_allowances(anthropic, wall_now=now)
+    assert said["requests"] == Allowance(42, 34.0, 50) and said["tokens"] == Allowance(18000, 6.5, None)
+    assert read_allowances({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "soon"}) == {}
+    assert read_allowances({"Retry-After": formatdate(now, usegmt=True)}) == {}
+
+
+def _grants(lim: RateLimiter, n: int) -> list[int]:
+    """Leases granted right now, without waiting (at most ``n``)."""
+    out = []
+    for _ in range(n):
+        grant = lim.try_acquire()
+        if grant is None:
+            break
+        out.append(grant[0])
+    return out
+
+
+def test_a_told_window_is_granted_at_once_and_a_lane_that_never_reached_the_quota_comes_back():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(rpm=240, window_s=30.0, max_concurrency=200))  # 120 per 30 s window
+        leases = _grants(lim, 200)
+        assert len(leases) == 120  # the whole window's allowance, now; the next waits for the window
+        lim.release(leases[0], outcome="error")  # it reached the server: its lane stays taken
+        assert _grants(lim, 1) == []
+        lim.release(leases[1], outcome="unreached")  # a refused connection: its lane is free again
+        assert len(_grants(lim, 2)) == 1
+        assert lim.snapshot()["lanes_given_back"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_429_after_a_lane_came_back_stops_giving_lanes_back():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(rpm=4, window_s=30.0))  # 2 per 30 s window
+        a, b = _grants(lim, 3)
+        lim.release(a, outcome="unreached")
+        (c,) = _grants(lim, 1)
+        lim.release(c, outcome="rate_limited")  # the server had counted the failed one after all
+        assert lim.snapshot()["refunds_trusted"] is False
+        lim.release(b, outcome="unreached")
+        assert _grants(lim, 1) == []  # no longer given back
+
+    asyncio.run(run())
+
+
+def test_headers_create_lanes_and_a_reply_that_says_nothing_is_left_holds_them_until_the_reset():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=2))  # nothing told
+        first = _grants(lim, 10)
+        assert len(first) == 2  # the AIMD start
+        said = {"requests": Allowance(remaining=4, reset_s=30.0, limit=6)}
+        lim.release(first[0], outcome="ok", latency_s=0.01, heard=Heard(time.monotonic(), said))
+        assert lim.snapshot()["lanes"] == 6
+        assert len(_grants(lim, 10)) == 4  # 6 in the window: 2 taken, the 4 the server has left
+        lim.release(first[1], outcome="ok", latency_s=0.01, heard=Heard(time.monotonic(), said))
+        assert _grants(lim, 1) == []
+
+    asyncio.run(run())
+
+
+def _req(i: int) -> ChatRequest:
+    return ChatRequest("sim-1", (("system", "You are the Critic."), ("user", f"Question: w{i}?\nRound: 2")), 16)
+
+
+def _fire(client: OpenAICompatProvider, n: int) -> tuple[list[Completion | BaseException], dict]:
+    """``n`` calls at once; their results and the limiter's state after them."""
+
+    async def run() -> tuple[list[Completion | BaseException], dict]:
+        async with client:
+            done = await asyncio.gather(*(client.complete(_req(i)) for i in range(n)), return_exceptions=True)
+            return done, await client.limiter_snapshot()
+
+    return asyncio.run(run())
+
+
+def _client(base_url: str, **spec: object) -> OpenAICompatProvider:
+    spec = {"kind": "sim", "base_url": base_url, "model": "sim-1", "max_concurrency": 64, **spec}
+    return OpenAICompatProvider(ProviderSpec(**spec), backoff=Backoff(base_s=0.01, cap_s=0.1), use_ray=False)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_the_headers_allow_a_burst_and_no_request_is_refused(dialect):
+    # 20 per 30 s window, the client told nothing: the first reply's headers say how much is left
+    with SimServer(rpm=40, window_s=30.0, ratelimit_dialect=dialect) as sim:
+        client = _client(sim.base_url)
+        results, limiter = _fire(client, 20)
+        stats = sim.stats
+    assert all(isinstance(r, Completion) for r in results)
+    assert stats["http_429"] == 0 and stats["ok"] == 20
+    assert len(stats["timeline"]) <= 2  # all 20 went out together, within the window's first seconds
+    assert limiter["lanes"] == 20 and limiter["synced"] == 20
+
+
+@pytest.mark.integration
+def test_a_retry_of_a_request_that_never_reached_the_quota_does_not_wait_for_the_window():
+    # 10 per 30 s window, told; a third of the arrivals fail with a 5xx or a dropped connection, and
+    # this server does not count those against the quota: every retry fits in the first window
+    opts = {"faults": ("500", "503", "drop"), "fault_rate": 0.3, "fault_quota": "refunded", "seed": 3}
+    with SimServer(rpm=20, window_s=30.0, ratelimit_headers=False, **opts) as sim:
+        client = _client(sim.base_url, rpm=20, rate_window_s=30.0, max_retries=10)
+        results, limiter = _fire(client, 10)
+        stats = sim.stats
+    assert all(isinstance(r, Completion) for r in results)
+    assert stats["faults_total"] >= 2 and stats["http_429"] == 0 and stats["ok"] == 10
+    assert len(stats["timeline"]) < 30  # no retry waited for the next window
+    assert client.stats["fault_connection"] + client.stats["fault_http_5xx"] == stats["faults_total"]
+    assert limiter["lanes_given_back"] == stats["faults_total"]  # each failed attempt handed its lane back
