@@ -106,11 +106,22 @@ def critique(report: TestReport, approval: str) -> str:
     return f"- {text}" if text.lower().startswith(approval.lower()) else text
 
 
+def hidden_program(question: str, name: str, task_id: str) -> str:
+    """The hidden test as it runs. HumanEval ran prompt, completion and test in one namespace, so its checks
+    call the prompt's helpers (``poly``, ``encode_cyclic``) and its imports, and some call the function by its
+    own name (``sort_third``): the prompt's preamble comes first, and ``check`` binds that name to the candidate
+    before the original check runs. The sandbox runs this apart from the candidate's namespace."""
+    bind = (
+        f"\n\ndef check(candidate, _check=check):\n    globals()[{name!r}] = candidate\n    return _check(candidate)\n"
+    )
+    return preamble(question, name) + "\n" + hidden_test(task_id) + bind
+
+
 def _tests(task: Task, draft: str) -> dict[str, Scored]:
     name = entry_point(task.meta)
     task_id = task.meta.get("task_id")
     code = program(task.question, name, draft)
-    hidden = run_check(code, name, hidden_test(str(task_id)))
+    hidden = run_check(code, name, hidden_program(task.question, name, str(task_id)))
     visible = run_examples(code, name, examples(task.meta)) if examples(task.meta) else None
     return {
         "hidden_pass": Scored(float(hidden.all_passed), hidden.error_class),

@@ -72,7 +72,7 @@ def _expected(rest: str) -> str | None:
     """The expected value at the start of ``rest``: the whole text, or what stands before a trailing ``.``,
     ``# a comment`` or ``(a remark)``."""
     rest = rest.strip()
-    for cut in (rest, rest.rstrip("."), rest.split(" #")[0], rest.split(" (")[0].rstrip().rstrip(".")):
+    for cut in (rest.rstrip("."), rest, rest.split(" #")[0], rest.split(" (")[0].rstrip().rstrip(".")):
         if cut.strip() and (got := _literal(cut)) is not None:
             return got
     return None
@@ -226,7 +226,7 @@ def problems() -> tuple[dict[str, Any], ...]:
         ) from None
     path = root / DATA_FILE
     rows: list[dict[str, Any]] = []
-    with gzip.open(path.open("rb"), "rt", encoding="utf-8") as fh:  # type: ignore[arg-type]
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
