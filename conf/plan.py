@@ -58,10 +58,11 @@ CONFIRM_EMBEDDED_S = 2 * 3600.0  # two hours on the embedded model
 CONFIRM_PAID_USD = 10.0  # ten dollars on a paid endpoint (the mode the job pays: live or batch)
 
 
-def calls_per_scenario(max_rounds: int, llm_judge: bool) -> int:
+def calls_per_scenario(max_rounds: int, llm_judge: bool, critic_calls: bool = True) -> int:
     """Paid calls of one trajectory: a Writer call each round, a Critic call each round but the last
-    (its critique is never read), and a judge call each round when the judge is an LLM."""
-    return max_rounds + (max_rounds - 1) + (max_rounds if llm_judge else 0)
+    (its critique is never read; none when the Critic is a test report: critic=tests), and a judge call
+    each round when the judge is an LLM."""
+    return max_rounds + (max_rounds - 1 if critic_calls else 0) + (max_rounds if llm_judge else 0)
 
 
 def embedded_seconds(model: str, input_tokens: float, output_tokens: float) -> float:

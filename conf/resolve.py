@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from conf import plan, schema
+from conf import code_loop, plan, schema
 from conf.errors import ConfigError
 from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
@@ -166,7 +166,7 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0, plan.LATENCY_S)),  # sim
-    Rule("dataset.name", *one_of((*DATASETS, FILE_DATASET))),
+    Rule("dataset.name", *one_of((*DATASETS, *code_loop.CODE_DATASETS, FILE_DATASET))),
     Rule("dataset.path", lambda v: isinstance(v, str) and v.strip() != "", "a tasks file: a local path or s3://..."),
     Rule("dataset.fields.id", *matches(r".+", "the name of the file's id column")),
     Rule("dataset.fields.question", *matches(r".+", "the name of the file's question column")),
@@ -308,6 +308,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
     """
     check_known_keys(cfg)
     check_rules(cfg)
+    code_loop.check(cfg)  # the code loop's dataset, critic and scorer (its own module)
     p = cfg.provider
     if p.kind == "openai" and not p.base_url:
         raise ConfigError("provider.base_url: required for provider=openai (any OpenAI-compatible /v1 URL)")

@@ -12,7 +12,8 @@ Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mo
 turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
 YAML files only select groups and override values.
 
-Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | file: the user's
+Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | humaneval: the code loop, whose
+option ``sweeps/dataset/humaneval.yaml`` also picks its prompts, critic and scorer | file: the user's
 tasks file, ``dataset.path`` + ``dataset.fields``), prompts (shp-wc-v3 | shp-wc-v2 | shp-wc-v1: data
 registered here as the group's options, ``shp_ray/data/prompts``; a preset of your own is a YAML in
 ``<dir>/prompts/``), judge (lexical | llm), prices (default: the price table ``shp_ray/data/prices.yaml``, data
@@ -66,7 +67,9 @@ LLAMA_KEYS = every(LlamaOptions)  # provider=llama
 SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "latency_s", "sim_seed": "seed"}
 # The rest of GenerationConfig is tuning the sweep leaves at its defaults; judge comes from the judge group.
 # The prompts come from the prompts group.
-GENERATION_KEYS = same("max_rounds", "temperature", "seed", "max_tokens", "embedder", "workers", "concurrency")
+GENERATION_KEYS = same(
+    "max_rounds", "temperature", "seed", "max_tokens", "embedder", "workers", "concurrency", "critic"
+)  # critic: llm | tests | llm_tests (the code loop: conf.code_loop)
 JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 # critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
 # cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
@@ -201,7 +204,7 @@ def prices_node(table: PriceTable) -> PricesConf:
 
 @dataclass
 class DatasetConf:
-    name: str = MISSING  # hotpotqa | shp_paper | asqa | file
+    name: str = MISSING  # hotpotqa | shp_paper | asqa | humaneval | file
     split: str | None = "test"  # dev | test | null (both)
     limit: int | None = None
 

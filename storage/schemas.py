@@ -198,6 +198,8 @@ SCORES = pa.schema(
         ("value", pa.float64()),  # NULL: the scorer raised (``error`` says what)
         ("error", pa.string()),
         ("scorer", pa.string()),  # which scorer wrote it (shp_ray.policy.scorers.Scorer.identity)
+        # what the value stands for, where the scorer says (the tests scorer: the run's error class); NULL: nothing
+        ("label", pa.string()),
     ]
 )
 
@@ -224,6 +226,7 @@ ADDED_COLUMNS: dict[str, dict[str, object]] = {
     "rounds": {"writer_mode": "live", "critic_mode": "live"},
     "judgments": {"judge_mode": "live"},
     "signals": {"writer_prompt_tokens": None, "critic_prompt_tokens": None, "writer_mode": None, "critic_mode": None},
+    "scores": {"label": None},
 }
 
 # The strings a stored column can hold (NULL aside: a row written without it reads as ADDED_COLUMNS says).

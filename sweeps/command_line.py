@@ -19,12 +19,12 @@ from sweeps.plan import CONFIRM
 
 GROUPS = {  # one line each; the options are read from the ConfigStore
     "provider": "where the Writer, Critic and LLM judge calls go (llama: the embedded local model, no key)",
-    "dataset": "the questions: HotpotQA, the SHP paper's frozen split, ASQA",
+    "dataset": "the tasks: HotpotQA, the SHP paper's frozen split, ASQA, HumanEval (the code loop), your file",
     "judge": "what scores each draft into IS (lexical: deterministic token overlap, not an LLM)",
     "prices": "the price table of the cost columns (default: shp_ray/data/prices.yaml)",
 }
 SECTIONS = {
-    "generation": "the loop: max_rounds, temperature, seed, prompt_version, max_tokens, embedder, workers",
+    "generation": "the loop: max_rounds, temperature, seed, max_tokens, embedder, workers, critic (the code loop)",
     "halting": "the cascade's parameters: eps, k, warmup, max_rounds, min_gain",
     "weights": "IS weights: strategy=uniform|entropy|ahp",
     "replay": "which policies replay: policies=[standard], [standard,families] or names",
@@ -43,8 +43,18 @@ usage: shp-sweep [key=value ...]             one job
 """
 
 
-def _options(group: str) -> list[str]:
+def _registered(group: str) -> list[str]:
     return sorted(name.removesuffix(".yaml") for name in ConfigStore.instance().list(group))
+
+
+def _options(group: str) -> list[str]:
+    """The group's options: the registered ones and the option files of ``sweeps/<group>/`` (dataset=humaneval,
+    whose keys are a registered option's)."""
+    names = set(_registered(group))
+    folder = resources.files("sweeps").joinpath(group)
+    if folder.is_dir():
+        names |= {p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")}
+    return sorted(names)
 
 
 def presets() -> dict[str, str]:
@@ -93,7 +103,7 @@ def known_keys() -> tuple[set[str], set[str]]:
     pairs = list(_keys(cs.load("schema.yaml").node, ""))
     for group in GROUPS:
         pairs.append((group, False))
-        for option in _options(group):
+        for option in _registered(group):
             pairs += _keys(cs.load(f"{group}/{option}.yaml").node, f"{group}.")
     pairs.append(("sweep", False))
     pairs.append((CONFIRM, False))  # +confirm=true: a yes for one command, never a setting of the schema

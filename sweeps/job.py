@@ -24,9 +24,10 @@ from analysis import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
 from shp_ray.generation.cluster_lock import generation_lease
-from shp_ray.generation.datasets import DatasetError, Scenario, load_scenarios, select
+from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, load_scenarios, select
 from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
+from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
 from shp_ray.generation.prompts import extra_fields
 from shp_ray.generation.tasks_file import load_tasks
 from shp_ray.providers.base import ProviderSpec
@@ -245,6 +246,8 @@ def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
 
     A tasks file that fails its checks raises DatasetError (``file:line``, the field): nothing runs.
     """
+    if job.dataset == HUMANEVAL:
+        return job, load_humaneval(DEV_FRACTION)
     if job.tasks is None:
         return job, load_scenarios(job.dataset)
     tasks = load_tasks(job.tasks, extra_fields(job.generation.prompts))

@@ -68,11 +68,11 @@ def _tokens(scn: Scenario, job: JobSpec) -> tuple[int, int]:
     g, m, model = job.generation, job.generation.max_tokens, job.provider.model
     r = g.max_rounds
     writer = prompt_tokens(list(writer_request(scn, g, model, 1, "", "").messages))
-    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m
+    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m if g.critic != "tests" else 0
     inputs = writer * r + 2 * m * (r - 1) + critic * (r - 1)  # rounds 2..R carry the draft and critique
     if g.judge == "llm":
         inputs += r * (prompt_tokens(list(judge_messages(scn.question, scn.contexts, scn.ground_truth, ""))) + m)
-    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm")
+    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm", g.critic != "tests")
 
 
 def _nearest(store: Store, gen_id: str, parts: dict[str, object], ids: set[str]) -> list[str]:
@@ -131,7 +131,7 @@ def make_plan(job: JobSpec) -> JobPlan:
         dev = [s for s in select(every_task, "dev", job.limit) if s.scenario_id not in done]
         todo, plan.dev_to_generate, preflights = todo + dev, len(dev), preflights + (1 if dev else 0)
     plan.rejudge_calls = len(rejudge)
-    per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm")
+    per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm", g.critic != "tests")
     plan.calls = len(todo) * per + preflights + plan.rejudge_calls
     for scn in todo:
         i, o = _tokens(scn, job)

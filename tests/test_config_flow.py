@@ -161,6 +161,12 @@ FLOWS: dict[str, Flow] = {
     ),
     "generation.workers": flow("generation.workers=1", where=lambda j: j.generation.workers, expected=1),
     "generation.concurrency": flow("generation.concurrency=4", where=lambda j: j.generation.concurrency, expected=4),
+    "generation.critic": flow(  # the code loop's Critic: the visible-test report, or the LLM with it in hand
+        "generation.critic=llm_tests",
+        where=lambda j: (j.generation.critic, j.generation.gen_id_parts("sim", "m")["critic"]),
+        expected=("llm_tests", "llm_tests"),
+        base=("dataset=humaneval",),
+    ),
     # halting: the base HaltConfig, and through it every cascade policy replayed
     "halting.eps": flow(
         "halting.eps=0.03", where=lambda j: (j.halt.eps, policy(j, "shp").halt.eps), expected=(0.03, 0.03)

@@ -64,7 +64,6 @@ def test_a_failing_scorer_records_the_round_under_the_names_it_gave_elsewhere() 
         ("python:os.path", "score.target: 'os.path' is not package.module:function"),
         ("python:shp_ray.policy.scorers:TASKS", "has no 'TASKS'"),
         ("regex:(x)", "score.pattern: '(x)': no named group (?P<answer>...)"),
-        ("tests", "score.kind: score=tests"),
         ("bleu", "score.kind: unknown kind 'bleu'"),
     ],
 )

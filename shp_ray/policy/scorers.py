@@ -49,6 +49,15 @@ ScoreFn = Callable[[Task, str], Mapping[str, object]]
 
 
 @dataclass(frozen=True)
+class Scored:
+    """A value with a label: a word saying what the value stands for (stored in the row's ``label``), e.g. the
+    error class of a test run that scored 0. A scorer may give it in place of a plain number."""
+
+    value: float | None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
 class Scorer:
     """A named score function. ``identity`` says what computes the values (stored with each row);
     ``names`` the scores it gives when known in advance (a python scorer's come from its results)."""
@@ -109,20 +118,23 @@ def builtin(kind: str, name: str = "") -> Scorer:
     raise ValueError(f"unknown built-in scorer {kind!r}; known: hotpot, exact, contains (and regex, python)")
 
 
-def _checked(result: object) -> dict[str, float | None]:
-    """A scorer's result as {name: float or None}; ValueError naming what is wrong."""
+def _checked(result: object) -> dict[str, tuple[float | None, str | None]]:
+    """A scorer's result as {name: (float or None, label or None)}; ValueError naming what is wrong."""
     if not isinstance(result, Mapping) or not result:
         raise ValueError(f"a scorer must return a non-empty dict[str, float], got {type(result).__name__}")
-    out: dict[str, float | None] = {}
-    for key, value in result.items():
+    out: dict[str, tuple[float | None, str | None]] = {}
+    for key, given in result.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"a score name must be a non-empty string, got {key!r}")
+        value, label = (given.value, given.label) if isinstance(given, Scored) else (given, None)
+        if label is not None and not isinstance(label, str):
+            raise ValueError(f"score {key!r}: a label must be a string, got {label!r}")
         if value is None:
-            out[key] = None
+            out[key] = (None, label)
             continue
         if not isinstance(value, (int, float)) or not math.isfinite(float(value)):
             raise ValueError(f"score {key!r} must be a finite number, got {value!r}")
-        out[key] = float(value)
+        out[key] = (float(value), label)
     return out
 
 
@@ -142,7 +154,7 @@ def score_rows(
     items = list(items)
     rows: list[dict[str, object]] = []
     for scorer in scorers:
-        results: list[tuple[Task, int, dict[str, float | None] | str]] = []
+        results: list[tuple[Task, int, dict[str, tuple[float | None, str | None]] | str]] = []
         for task, rnd, draft in items:
             try:
                 results.append((task, rnd, _checked(scorer.fn(task, draft or ""))))
@@ -155,7 +167,9 @@ def score_rows(
         for task, rnd, res in results:
             base = {"gen_id": gen_id, "scenario_id": task.scenario_id, "round": rnd, "scorer": scorer.identity}
             if isinstance(res, str):
-                rows += [{**base, "score": n, "value": None, "error": res} for n in names or [scorer.kind]]
+                rows += [
+                    {**base, "score": n, "value": None, "error": res, "label": None} for n in names or [scorer.kind]
+                ]
             else:
-                rows += [{**base, "score": n, "value": v, "error": None} for n, v in res.items()]
+                rows += [{**base, "score": n, "value": v, "error": None, "label": lab} for n, (v, lab) in res.items()]
     return rows
