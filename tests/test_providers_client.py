@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 import pytest
 
@@ -50,13 +49,13 @@ def test_told_limit_is_paced_politely():
         client = OpenAICompatProvider(
             ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-1", rpm=600), headroom=0.9, use_ray=False
         )
-        t0 = time.monotonic()
         results = asyncio.run(_fire(client, 30))
-        elapsed = time.monotonic() - t0
         stats = sim.stats
     assert all(isinstance(r, Completion) for r in results)
     assert stats["http_429"] <= 3  # <= 10 % of requests
-    assert 2.8 <= elapsed <= 15.0  # 30 requests at 9/s: smooth, not a burst
+    # 30 requests at 9/s: smooth, not a burst -- read from the server's own clock (admissions per second since
+    # the first request), which a loaded machine can only spread further, never squeeze
+    assert len(stats["timeline"]) >= 3, stats["timeline"]
 
 
 @pytest.mark.parametrize("style", ["http-date", "ms", "none"])
