@@ -113,7 +113,7 @@ def _sim_job(sim: SimServer, store, *extra: str):
     return shp_sweep(
         "provider=openai", f"provider.base_url={sim.base_url}", "provider.api_key_env=", "provider.model=sim-model",
         "generation.max_rounds=2", "generation.workers=1", "generation.concurrency=2", "report.enabled=false",
-        f"store.path={store}", *extra,
+        f"store.path={store}", f"hydra.run.dir={store}-run", *extra,  # its run folder beside the store, not ./runs
     )  # fmt: skip
 
 
