@@ -1,4 +1,20 @@
-"""Shared fixtures. Integration tests use the real parts: Ray on this machine, quietly."""
+"""Shared fixtures. Integration tests use the real parts: Ray on this machine, quietly.
+
+The expensive real parts are started once and shared (each is still the real thing):
+
+- ``ray_session``: one Ray in this process (2 CPUs), kept up from one test to the next while the next test asks
+  for it too (directly or through a fixture), and stopped before a test that does not (Ray never runs during a
+  test that did not ask: a test must not pass only because a cluster happened to be up). Modules that ask for
+  it run next to each other (:func:`pytest_collection_modifyitems`). An in-process ``generate`` or sweep job
+  reuses it (and leaves it running). Do not use it where a test starts its own cluster
+  (``tests.cluster_support.local_cluster``) or checks how a run starts Ray (``ray.num_cpus``, ``ray.address``).
+- ``embedder_factory``: ``embedder_factory(batch_size=16)`` is a fresh :class:`Embedder` (its own cache and
+  counters) over the one real all-MiniLM-L6-v2 loaded for the suite.
+- ``embedded_llm``: ``embedded_llm("qwen2.5-coder-0.5b-instruct")`` is a running embedded llama.cpp server of
+  that model, one per model for the suite (1 thread), stopped at the end. Never kill it or change it: a test
+  that does starts its own ``LlamaServer``.
+- ``small_store``: a synthetic store to read, never write.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +24,12 @@ import shutil
 import tempfile
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (a failure is reproduced by rerunning, never by luck) and
+# keep no example database in the checkout (.hypothesis/).
+settings.register_profile("shp-suite", derandomize=True, database=None, print_blob=True)
+settings.load_profile("shp-suite")
 
 # What reading a store records (verified parts, kept derived files: storage.user_cache) goes to the user's cache
 # directory; the suite's goes to a folder of its own, removed at exit (set before any Ray worker or subprocess
@@ -34,18 +56,123 @@ def no_shp_temp_leftovers():
         pytest.fail(f"the test left {len(added)} entr{'y' if len(added) == 1 else 'ies'} in {tmp}: {', '.join(added)}")
 
 
+RAY_FIXTURE = "ray_session"
+_ray_modules: set[object] = set()  # the test modules where some test asks for it
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules that use the shared Ray one after another (at the place of the first of them; the order
+    is otherwise unchanged), so that Ray starts once for all of them instead of once per module."""
+    modules: dict[object, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.module, []).append(item)
+    groups = list(modules.values())
+    with_ray = [g for g in groups if any(RAY_FIXTURE in i.fixturenames for i in g)]
+    _ray_modules.update(g[0].module for g in with_ray)
+    if len(with_ray) < 2:
+        return
+    ordered: list[pytest.Item] = []
+    for group in groups:
+        if group is with_ray[0]:
+            ordered.extend(i for g in with_ray for i in g)
+        elif group not in with_ray:
+            ordered.extend(group)
+    items[:] = ordered
+
+
+class _SharedRay:
+    """The suite's one Ray in this process: started on demand, stopped before a test that does not ask for it."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def up(self):  # noqa: ANN201 - the ray module
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+            self.started = True
+        return ray
+
+    def down(self) -> None:
+        if not self.started:
+            return
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        self.started = False
+
+
+_shared_ray = _SharedRay()
+
+
 @pytest.fixture(scope="module")
 def ray_session():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    import ray
+    """Ray in this process (2 CPUs), shared by every test that asks for it (see the top)."""
+    return _shared_ray.up()
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_only_in_modules_that_ask(request: pytest.FixtureRequest) -> None:
+    """Before a module's own fixtures: the shared Ray is stopped if no test of the module asks for it (a module
+    fixture that runs a generation must start its own Ray, as it would alone)."""
+    if request.module not in _ray_modules:
+        _shared_ray.down()
+
+
+@pytest.fixture(autouse=True)
+def ray_only_where_asked(request: pytest.FixtureRequest) -> None:
+    """Before each test: the shared Ray is up if the test asks for ``ray_session`` (directly or through a
+    fixture), and stopped if it does not -- a test that starts its own Ray or cluster, or checks how a run
+    starts one, never finds the suite's running."""
+    if RAY_FIXTURE in request.fixturenames:
+        _shared_ray.up()
+    else:
+        _shared_ray.down()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _shared_ray.down()
+
+
+@pytest.fixture(scope="session")
+def embedder_factory():
+    """``embedder_factory(**kw)``: a fresh real Embedder (own LRU cache and counters) over the suite's one
+    loaded all-MiniLM-L6-v2 (loading it is what costs: torch, the weights)."""
+    from shp_ray.generation.config import DEFAULT_EMBEDDER
+    from shp_ray.generation.embedder import Embedder
+
+    loaded = Embedder(DEFAULT_EMBEDDER)._load()
+
+    def make(**kw: object) -> Embedder:
+        e = Embedder(**kw)  # type: ignore[arg-type]
+        if e.model_spec == DEFAULT_EMBEDDER:
+            e._model = loaded  # the same weights, read only: sharing them changes nothing a test can see
+        return e
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def embedded_llm():
+    """``embedded_llm(alias)``: the suite's running embedded llama.cpp server for ``alias`` (started on first
+    use, 1 thread, stopped at the end). Read-only use: a test that kills or reconfigures a server starts its own."""
+    from shp_ray.providers.llama import MODEL_ALIAS, LlamaServer
+
+    servers: dict[str, LlamaServer] = {}
+
+    def get(alias: str = MODEL_ALIAS) -> LlamaServer:
+        server = servers.get(alias)
+        if server is None or not server.running:
+            server = servers[alias] = LlamaServer(alias=alias, n_threads=1).start()
+        return server
+
+    yield get
+    for server in servers.values():
+        server.stop()
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from shp_ray.policy.scoring import cosine_distance
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder("default", batch_size=16)
+def embedder(embedder_factory) -> Embedder:
+    return embedder_factory(model="default", batch_size=16)  # the suite's loaded model, this module's cache
 
 
 def test_real_model_unit_vectors_and_meaningful_distances(embedder: Embedder) -> None:

@@ -6,7 +6,6 @@ the client alone first, then through the preflight and through ``shp-sweep`` (re
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pyarrow.compute as pc
 import pytest
@@ -62,13 +61,12 @@ def test_replies_with_no_text_now_and_then_are_retried_and_never_returned():
 
 def test_a_stalled_endpoint_fails_the_call_within_twice_its_timeout_whatever_the_retry_budget():
     with SimServer(fault_rate=1.0, faults=("stall",)) as sim:
-        t0 = time.monotonic()
         (err,) = asyncio.run(_complete(_client(sim.base_url, max_retries=30, timeout_s=1.0)))
-        elapsed = time.monotonic() - t0
         requests = sim.stats["requests"]
     assert isinstance(err, ProviderError) and SILENT in str(err) and "2 x provider.timeout_s = 2 s" in str(err)
+    # Two attempts of timeout_s each (the server never answers a stalled request): the call's whole cost is
+    # bounded by the count of attempts, not by how fast this machine happens to be.
     assert requests == 2  # not 31 timeouts in a row
-    assert elapsed < 10 * 1.0  # a bound, not a timing
 
 
 def test_url_credentials_are_the_endpoints_basic_auth_and_stay_out_of_messages():
@@ -100,15 +98,12 @@ def test_url_credentials_beside_an_api_key_are_refused_before_any_call(monkeypat
 
 def test_the_preflight_declares_a_stalled_endpoint_dead_within_twice_its_timeout():
     with SimServer(fault_rate=1.0, faults=("stall",)) as sim:
-        t0 = time.monotonic()
         with pytest.raises(GenerationAborted) as err:
             preflight(ProviderSpec(kind="openai", base_url=sim.base_url, model="m", timeout_s=1.0))
-        elapsed = time.monotonic() - t0
         requests = sim.stats["requests"]
     said = str(err.value)
     assert said.startswith(f"preflight: one test completion against {sim.base_url}") and SILENT in said
     assert requests == 2  # two attempts of timeout_s: 2 x timeout_s, not (max_retries + 1) x timeout_s
-    assert elapsed < 10 * 1.0
 
 
 # --- shp-sweep, end to end ----------------------------------------------------------------------------
@@ -118,7 +113,7 @@ def _sim_job(sim: SimServer, store, *extra: str):
     return shp_sweep(
         "provider=openai", f"provider.base_url={sim.base_url}", "provider.api_key_env=", "provider.model=sim-model",
         "generation.max_rounds=2", "generation.workers=1", "generation.concurrency=2", "report.enabled=false",
-        f"store.path={store}", *extra,
+        f"store.path={store}", f"hydra.run.dir={store}-run", *extra,  # its run folder beside the store, not ./runs
     )  # fmt: skip
 
 

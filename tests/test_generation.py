@@ -107,6 +107,19 @@ print(json.dumps(generate(load_scenarios("shp_paper", limit=n), cfg, store, spec
 """
 
 
+def _settled(sim: SimServer, limit_s: float = 60.0) -> None:
+    """Wait until the server has answered every request it took (none still sleeping out its latency): the
+    event itself, not a pause that a loaded machine can outlast."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        s = sim.stats
+        answered = s["ok"] + s["http_429"] + s["http_4xx"] + s["faults_total"] + s["slow_faults"]
+        if answered >= s["requests"]:
+            return
+        assert time.monotonic() < deadline, f"{s['requests'] - answered} request(s) still unanswered after {limit_s} s"
+        time.sleep(0.02)
+
+
 def _cmd(store: Path, base_url: str, n: int) -> list[str]:
     return [sys.executable, "-c", _GENERATE, str(store), base_url, str(n)]
 
@@ -133,7 +146,7 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
         proc.wait(30)
         proc.stderr.close()
         psutil.wait_procs([p for p in map(_proc, family) if p is not None], timeout=30)
-        time.sleep(0.5)  # let the server finish replies that were in flight
+        _settled(sim)  # the replies that were in flight when the run died are served (paid) before counting
         cached_at_kill, paid_before = _count(cache), sim.stats["ok"]
         assert 12 <= cached_at_kill < n * 5
         stored = Store(store_dir).read("rounds")

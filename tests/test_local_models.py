@@ -236,12 +236,12 @@ def test_the_catalogue_matches_the_makefile_and_records_the_hash():
 
 
 @pytest.mark.integration
-def test_the_real_qwen_0_5b_is_verified_and_serves_a_chat_completion():
+def test_the_real_qwen_0_5b_is_verified_and_serves_a_chat_completion(embedded_llm):
     """The real chunks from the installed packages (make test installs them), one real completion."""
     import asyncio
 
     from shp_ray.providers.base import ChatRequest
-    from shp_ray.providers.llama import LlamaServer, model_path
+    from shp_ray.providers.llama import model_path
     from shp_ray.providers.registry import make_provider
 
     alias = "qwen2.5-coder-0.5b-instruct"
@@ -253,16 +253,16 @@ def test_the_real_qwen_0_5b_is_verified_and_serves_a_chat_completion():
             digest.update(block)
     assert digest.hexdigest() == model.sha256 and path.stat().st_size == model.size
 
-    with LlamaServer(alias=alias, n_threads=1) as server:  # one thread, like the other server tests
-        assert server.model == path and "--model_alias" in server.command()
+    server = embedded_llm(alias)  # the suite's server for this model (conftest), one thread
+    assert server.running and server.model == path and "--model_alias" in server.command()
 
-        async def one_call():
-            async with make_provider(server.spec()) as provider:  # type: ignore[attr-defined]
-                return await provider.complete(
-                    ChatRequest(alias, (("user", "Name one primary colour. One word."),), max_tokens=16, seed=1)
-                )
+    async def one_call():
+        async with make_provider(server.spec()) as provider:  # type: ignore[attr-defined]
+            return await provider.complete(
+                ChatRequest(alias, (("user", "Name one primary colour. One word."),), max_tokens=16, seed=1)
+            )
 
-        reply = asyncio.run(one_call())
+    reply = asyncio.run(one_call())
     assert reply.content.strip() and 0 < reply.usage.completion_tokens <= 16
     assert reply.model == alias
 

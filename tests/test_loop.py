@@ -38,8 +38,8 @@ class Recording(ScriptedProvider):
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder("default")
+def embedder(embedder_factory) -> Embedder:
+    return embedder_factory(model="default")  # the suite's loaded model, this module's cache
 
 
 def _services(provider, embedder, cache_dir=None, judge="lexical"):

@@ -18,7 +18,7 @@ from sweeps.job import snapshot
 pytestmark = pytest.mark.integration
 
 
-def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path):
+def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path, ray_session):
     store = tmp_path / "store"
     overrides = ["provider=sim", "dataset.limit=4", "generation.max_rounds=3", f"store.path={store}",
                  "score=python", "score.target=shp_ray.policy.scorers:hotpot"]  # fmt: skip

@@ -31,7 +31,7 @@ def _sdk(sim: SimServer) -> OpenAI:
     return OpenAI(base_url=sim.base_url, api_key="unused", max_retries=0)
 
 
-def _wait(sdk: OpenAI, batch_id: str, every: float = 0.02, limit_s: float = 10.0) -> tuple[object, list[str]]:
+def _wait(sdk: OpenAI, batch_id: str, every: float = 0.02, limit_s: float = 60.0) -> tuple[object, list[str]]:
     seen: list[str] = []
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
@@ -163,9 +163,11 @@ def test_batch_lines_never_use_the_live_rate_limit():
 
 def test_the_enqueued_token_limit_fails_a_batch_that_does_not_fit():
     lines = lines_for(writer_requests(10))
-    with SimServer(batch_lines_per_s=5.0, batch_enqueued_tokens=250) as sim:
+    # The first batch answers a line per 5 s (50 s in all; cancelled at the end): it is surely still enqueued when
+    # the second arrives, however slow the machine (at 5 lines/s it could finish first under load).
+    with SimServer(batch_lines_per_s=0.2, batch_enqueued_tokens=250) as sim:
         sdk = _sdk(sim)
-        first = raw_batch(sim.base_url, jsonl(*lines))  # 230 prompt tokens: fits, and runs for 2 s
+        first = raw_batch(sim.base_url, jsonl(*lines))  # 230 prompt tokens: fits
         while sdk.batches.retrieve(first).status == "validating":
             time.sleep(0.01)
         second, _ = _wait(sdk, raw_batch(sim.base_url, jsonl(*lines_for(writer_requests(10), prefix="s"))))

@@ -18,8 +18,8 @@ FIRST, SECOND = HEADER + "Revised answer: The Eiffel Tower.", HEADER + "Revised 
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder()
+def embedder(embedder_factory) -> Embedder:
+    return embedder_factory()  # the suite's loaded model, this module's cache
 
 
 def test_cleaning_strips_headers_but_keeps_the_answer() -> None:

@@ -19,7 +19,7 @@ from sweeps.job import snapshot
 pytestmark = pytest.mark.integration
 
 
-def test_sweep_replays_families_with_a_dev_fitted_gain_model(tmp_path):
+def test_sweep_replays_families_with_a_dev_fitted_gain_model(tmp_path, ray_session):
     store = tmp_path / "store"
     overrides = [
         "provider=sim",

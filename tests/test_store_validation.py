@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -158,10 +157,9 @@ def aws_env(monkeypatch):
 def test_an_unreachable_s3_endpoint_is_refused_in_seconds_without_the_secret(hydra_ctx, aws_env, closed_port):
     aws_env.setenv("AWS_SECRET_ACCESS_KEY", "TOPSECRETVALUE")
     aws_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{closed_port}")
-    t0 = time.monotonic()
     message = refused("store.path=s3://bucket/store")
-    assert time.monotonic() - t0 < 30
     assert message.startswith("store.path: s3://bucket/store: ")
+    assert "no answer within" not in message  # refused by the closed port itself, not after the check's timeout
     assert "TOPSECRETVALUE" not in message and f"127.0.0.1:{closed_port}" in message
     assert "connect" in message.lower()  # the underlying reason, e.g. "Couldn't connect to server"
 
@@ -193,10 +191,10 @@ def test_an_endpoint_that_never_answers_costs_the_timeout_not_minutes(aws_env):
     port = silent.getsockname()[1]
     aws_env.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
     try:
-        t0 = time.monotonic()
         with pytest.raises(StoreUnusable, match=r"no answer within 0\.5 s"):
             check_root("s3://bucket/store", timeout_s=0.5)
-        assert time.monotonic() - t0 < 5
+        # The event, not a stopwatch: the check gave up while its call was still waiting on the silent server.
+        assert any(t.name == "shp-store-check" and t.is_alive() for t in threading.enumerate())
     finally:
         silent.close()  # the abandoned check now fails fast; let it end before pyarrow finalizes S3
         for worker in threading.enumerate():

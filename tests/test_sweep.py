@@ -49,7 +49,7 @@ def rounds_of(store: Path):
     return Store(store).read("rounds", columns=["gen_id", "scenario_id", "round"])
 
 
-def test_job_in_process_generates_once_then_replays_for_free(tmp_path):
+def test_job_in_process_generates_once_then_replays_for_free(tmp_path, ray_session):
     store = tmp_path / "store"
     with initialize_config_module(config_module="conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=["provider=sim", *SMALL, f"store.path={store}"])
