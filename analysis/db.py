@@ -87,8 +87,8 @@ class Setup:
     signals: str = "computed"  # where the per-round signals came from (analysis.views.signals_source)
     prices: PriceTable | None = None  # what the cost columns are priced with (None: nothing, every cost NULL)
     batch: bool = False  # some call in scope was paid in batch mode (replay_inputs has the batch lists)
-    # replay_inputs: "built" now (and kept), "stored" (read back: analysis.derived), "written" (from the store's
-    # trajectory_inputs rows: analysis.stored_inputs) or "view"
+    # replay_inputs: "built" now from the signals and judgments, "written" (built now from the writer's
+    # trajectory_inputs rows: analysis.stored_inputs), both kept; "stored" (read back: analysis.derived) or "view"
     inputs: str = "built"
 
 
@@ -206,19 +206,17 @@ def connect(
         )
         stmts = build()
         inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
-        # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep; the
-        # writer's trajectory_inputs rows are read as they are, the same at every open: nothing to keep either)
-        keep = materialize and not facts.inputs
-        key = derived.key(stmts[: at + 1]) if keep else ""
-        kept = derived.inputs(key) if keep else None
-        inputs = "written" if facts.inputs and materialize else inputs
-        if keep and kept is None and judgments_unique(con, where):  # the same rows without the pick
+        inputs = "written" if facts.inputs and materialize else inputs  # computed from the writer's rows
+        # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
+        key = derived.key(stmts[: at + 1]) if materialize else ""
+        kept = derived.inputs(key) if materialize else None
+        if materialize and kept is None and not facts.inputs and judgments_unique(con, where):  # no pick needed
             stmts = build(unique_judgments=True)
         for i, stmt in enumerate(stmts):
             if i == at and kept is not None and derived.attach_inputs(con, kept, key):
                 inputs = "stored"
                 continue
-            if i == at and keep and derived.build_inputs(con, key, _inputs_select(stmt)):
+            if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
                 continue  # computed into the kept file, and read there
             con.execute(stmt)
         if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
