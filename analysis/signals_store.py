@@ -95,15 +95,15 @@ def _stored_keys(store: Store) -> set[str]:
     return set(pc.unique(_key(t)).to_pylist())
 
 
-def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[str, pa.Table, int]]:
-    """Per rounds part: its path, the signals of its trajectories (those not in ``skip``) and how many it holds."""
+def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int, str]]:
+    """Per rounds part: the signals of its trajectories (those not in ``skip``), how many it holds, its path."""
     gold, embedder, markers = _lookups(store)
     stored = pa.array(sorted(skip), pa.string()) if skip else None  # built once for every part
     for part in store.parts("rounds"):
         if stored is not None:  # read the keys first: a part whose trajectories all have signals costs no embedding
             keys = pc.unique(_key(pq.read_table(part, columns=["gen_id", "scenario_id"], filesystem=store.fs)))
             if pc.all(pc.is_in(keys, value_set=stored)).as_py():
-                yield part, SIGNALS.empty_table(), len(keys)
+                yield SIGNALS.empty_table(), len(keys), part
                 continue
         rounds = store.read_part("rounds", part, _ROUND_COLUMNS)  # a part from before call modes: all live
         rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
@@ -112,7 +112,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[str, pa.Tab
         if stored is not None:
             rounds = rounds.filter(pc.invert(pc.is_in(keys, value_set=stored)))
         if rounds.num_rows == 0:
-            yield part, SIGNALS.empty_table(), n_traj
+            yield SIGNALS.empty_table(), n_traj, part
             continue
         c = rounds.drop_columns(["embedding"]).to_pydict()
         emb = rounds["embedding"].combine_chunks()
@@ -139,7 +139,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[str, pa.Tab
             )
         except ValueError as exc:
             raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None
-        yield part, pa.table(cols, schema=SIGNALS), n_traj
+        yield pa.table(cols, schema=SIGNALS), n_traj, part
 
 
 def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
@@ -150,7 +150,7 @@ def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsRepor
     report = SignalsReport()
     skip = _stored_keys(store) if missing_only else None
     verdicts: list[pa.Table] = []  # every judgments part's rows, read when first needed
-    for part, table, n_traj in _computed(store, skip):
+    for table, n_traj, part in _computed(store, skip):
         report.trajectories += n_traj
         if table.num_rows:
             paths = write_parts(store, "signals", table)
@@ -180,7 +180,7 @@ def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
     con: duckdb.DuckDBPyConnection = new_connection()
     try:
         con.register("stored_signals", stored)
-        for _, table, n_traj in _computed(store, None):
+        for table, n_traj, _ in _computed(store, None):
             report.trajectories += n_traj
             con.register("recomputed_signals", table)
             ((checked, unstored, different, examples),) = con.execute(
