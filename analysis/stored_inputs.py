@@ -29,6 +29,7 @@ from dataclasses import replace
 import duckdb
 
 from analysis import sql
+from analysis.errors import AnalysisError
 from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.views import STORED, StoreFacts, embedding_dim, pick_judge
@@ -52,7 +53,7 @@ def stored_facts(
     version: str | None,
 ) -> StoreFacts | None:
     """The connection's facts from the trajectory_inputs rows, if they can be believed (see the module); None: compute
-    them from the parts. Needs the ``judgments_raw`` view; raises what :func:`pick_judge` raises."""
+    them from the parts. Needs the ``judgments_raw`` view."""
     scope = (lambda t: store.part_infos(t)) if gen_id is None else (lambda t: store.part_infos(t, gen_id))
     if not scope(TABLE):
         return None
@@ -64,7 +65,10 @@ def stored_facts(
     named = _named(con.execute(sql.query("stored_inputs_parts", inputs=rows)).fetchall(), digests)
     if named is None:
         return None
-    picked = pick_judge(con, judge, version)
+    try:
+        picked = pick_judge(con, judge, version)
+    except AnalysisError:  # no such judge, or several: the full computation says so, after its own checks
+        return None
     if picked != named:
         return None
     where = sql.judge_where(*picked)
