@@ -80,7 +80,8 @@ def inputs_table(written: Written, judgments: pa.Table) -> pa.Table:
     sig = written.signals
     if sig.num_rows == 0:
         return TRAJECTORY_INPUTS.empty_table()
-    verdicts = _one_per_draft(judgments)
+    mine = pc.is_in(judgments["scenario_id"], value_set=pc.unique(sig["scenario_id"]))  # all of their scenarios'
+    verdicts = _one_per_draft(judgments.filter(mine))
     rows = sig.join(verdicts, keys=["scenario_id", "draft_hash"], join_type="left outer")
     rows = rows.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
     key = pc.binary_join_element_wise(rows["gen_id"], rows["scenario_id"], "\x1f").combine_chunks()
