@@ -33,6 +33,8 @@ from analysis.sandbox import new_connection as _new_connection
 from analysis.signals import SIGNAL_COLUMNS, SIGNAL_SELECT, connect_signals, trajectories_from_signals
 from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
+from analysis.stored_inputs import relation as stored_relation
+from analysis.stored_inputs import stored_facts
 from analysis.views import (
     DEFAULT_DELTA,
     MIXED,
@@ -85,7 +87,9 @@ class Setup:
     signals: str = "computed"  # where the per-round signals came from (analysis.views.signals_source)
     prices: PriceTable | None = None  # what the cost columns are priced with (None: nothing, every cost NULL)
     batch: bool = False  # some call in scope was paid in batch mode (replay_inputs has the batch lists)
-    inputs: str = "built"  # replay_inputs: "built" now, "stored" (read back: analysis.derived) or "view"
+    # replay_inputs: "built" now from the signals and judgments, "written" (built now from the writer's
+    # trajectory_inputs rows: analysis.stored_inputs), both kept; "stored" (read back: analysis.derived) or "view"
+    inputs: str = "built"
 
 
 # Each connection's Setup lives exactly as long as the connection object: a weak key drops the entry
@@ -157,6 +161,9 @@ def connect(
                     con.execute(stmt)
 
         def facts_now() -> dict:
+            found = stored_facts(con, store, tables, gen_id, scenario_ids, judge, judge_prompt_version)
+            if found is not None:  # the writer's trajectory_inputs rows account for every part in scope
+                return asdict(found)
             skip, once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
             read_once(skip, once)
             found = store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)
@@ -195,13 +202,15 @@ def connect(
             price_rows=price_rows,
             gen_ids=facts.gen_ids,
             read_once=facts.read_once,
+            stored_inputs=stored_relation(tables, gen_id, scenario_ids) if facts.inputs else None,
         )
         stmts = build()
         inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
+        inputs = "written" if facts.inputs and materialize else inputs  # computed from the writer's rows
         # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
         key = derived.key(stmts[: at + 1]) if materialize else ""
         kept = derived.inputs(key) if materialize else None
-        if materialize and kept is None and judgments_unique(con, where):  # the same rows without the pick
+        if materialize and kept is None and not facts.inputs and judgments_unique(con, where):  # no pick needed
             stmts = build(unique_judgments=True)
         for i, stmt in enumerate(stmts):
             if i == at and kept is not None and derived.attach_inputs(con, kept, key):

@@ -31,7 +31,8 @@ from analysis.sandbox import new_connection
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
 from storage.parts import Store, open_store
-from storage.schemas import ADDED_COLUMNS, SIGNALS
+from storage.schemas import ADDED_COLUMNS, JUDGMENTS, SIGNALS
+from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
 _ROUND_COLUMNS = [
     "gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
@@ -53,6 +54,7 @@ class SignalsReport:
     checked_rows: int = 0  # stored rows recomputed
     different_rows: int = 0  # stored rows whose recomputed values differ
     unstored: int = 0  # trajectories without stored signals (check)
+    inputs_parts: int = 0  # trajectory_inputs parts written with the signals (build)
     examples: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -93,15 +95,15 @@ def _stored_keys(store: Store) -> set[str]:
     return set(pc.unique(_key(t)).to_pylist())
 
 
-def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int]]:
-    """Per rounds part: the signals of its trajectories (those not in ``skip``) and how many it holds."""
+def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, int, str]]:
+    """Per rounds part: the signals of its trajectories (those not in ``skip``), how many it holds, its path."""
     gold, embedder, markers = _lookups(store)
     stored = pa.array(sorted(skip), pa.string()) if skip else None  # built once for every part
     for part in store.parts("rounds"):
         if stored is not None:  # read the keys first: a part whose trajectories all have signals costs no embedding
             keys = pc.unique(_key(pq.read_table(part, columns=["gen_id", "scenario_id"], filesystem=store.fs)))
             if pc.all(pc.is_in(keys, value_set=stored)).as_py():
-                yield SIGNALS.empty_table(), len(keys)
+                yield SIGNALS.empty_table(), len(keys), part
                 continue
         rounds = store.read_part("rounds", part, _ROUND_COLUMNS)  # a part from before call modes: all live
         rounds = rounds.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
@@ -110,7 +112,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
         if stored is not None:
             rounds = rounds.filter(pc.invert(pc.is_in(keys, value_set=stored)))
         if rounds.num_rows == 0:
-            yield SIGNALS.empty_table(), n_traj
+            yield SIGNALS.empty_table(), n_traj, part
             continue
         c = rounds.drop_columns(["embedding"]).to_pydict()
         emb = rounds["embedding"].combine_chunks()
@@ -137,22 +139,35 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
             )
         except ValueError as exc:
             raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None
-        yield pa.table(cols, schema=SIGNALS), n_traj
+        yield pa.table(cols, schema=SIGNALS), n_traj, part
 
 
 def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
-    """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all)."""
+    """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all), and with
+    those of a whole rounds part its trajectories' replay inputs (:mod:`storage.trajectory_inputs`)."""
     store = store_root if isinstance(store_root, Store) else open_store(store_root)  # no store: refused
     require_sound(store)
     report = SignalsReport()
     skip = _stored_keys(store) if missing_only else None
-    for table, n_traj in _computed(store, skip):
+    verdicts: list[pa.Table] = []  # every judgments part's rows, read when first needed
+    for table, n_traj, part in _computed(store, skip):
         report.trajectories += n_traj
         if table.num_rows:
-            store.write("signals", table)
+            paths = write_parts(store, "signals", table)
             report.rows_written += table.num_rows
-            report.built += len(pc.unique(_key(table)))
+            built = len(pc.unique(_key(table)))
+            report.built += built
+            if built == n_traj and len(paths) == 1:  # every trajectory of the part: their inputs account for it
+                verdicts = verdicts or [_verdicts(store)]
+                (path,) = paths.values()
+                report.inputs_parts += write_inputs(store, {0: Written(part, path, table, n_traj)}, verdicts[0])
     return report
+
+
+def _verdicts(store: Store) -> pa.Table:
+    """Every judgment of the store with the digest of its part (storage.trajectory_inputs.judged_rows)."""
+    tables = [judged_rows(store.read_part("judgments", p), p) for p in store.parts("judgments")]
+    return pa.concat_tables(tables) if tables else judged_rows(JUDGMENTS.empty_table(), "")
 
 
 def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
@@ -165,7 +180,7 @@ def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
     con: duckdb.DuckDBPyConnection = new_connection()
     try:
         con.register("stored_signals", stored)
-        for table, n_traj in _computed(store, None):
+        for table, n_traj, _ in _computed(store, None):
             report.trajectories += n_traj
             con.register("recomputed_signals", table)
             ((checked, unstored, different, examples),) = con.execute(

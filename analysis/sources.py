@@ -49,6 +49,8 @@ def _sqltype(t: pa.DataType) -> str:
         return _sqltype(t.value_type) + "[]"
     if pa.types.is_boolean(t):
         return "BOOLEAN"
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f"{f.name} {_sqltype(f.type)}" for f in t) + ")"
     raise TypeError(f"no SQL type for {t}")
 
 

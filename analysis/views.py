@@ -180,6 +180,7 @@ class StoreFacts:
     gen_ids: tuple[str, ...] = ()  # the generations in scope, sorted (gen_ids.sql): the type of gen_id
     skip_parts: tuple[str, ...] = ()  # parts whose every row another part holds too: not read (analysis.uniqueness)
     read_once: tuple[str, ...] = ()  # tables holding copies of a row even so: each key read once
+    inputs: bool = False  # replay_inputs reads the store's trajectory_inputs rows (analysis.stored_inputs)
 
 
 def store_facts(
@@ -272,6 +273,7 @@ def build_statements(
     unique_judgments: bool = False,
     gen_ids: Sequence[str] = (),
     read_once: Iterable[str] = (),
+    stored_inputs: str | None = None,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
@@ -285,6 +287,8 @@ def build_statements(
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
     have grown since, always picks). ``gen_ids``: the generations in scope (:class:`StoreFacts`), gen_id's ENUM.
     ``read_once``: the tables whose views read each key once (:class:`StoreFacts`, analysis.uniqueness).
+    ``stored_inputs``: the store's trajectory_inputs rows in scope, shown to be what the parts say
+    (:mod:`analysis.stored_inputs`): replay_inputs reads them instead of grouping round_signals.
     """
     policies = tuple(policies)
     where = sql.judge_where(judge, judge_prompt_version)
@@ -306,7 +310,13 @@ def build_statements(
         *costs.statements(prices, list(price_rows)),
         sql.create(
             "replay_inputs",
-            sql.replay_inputs_sql(rounds, inputs, batch=batch, gen_type=sql.gen_id_type(gen_ids)),
+            sql.replay_inputs_sql(
+                rounds,
+                inputs,
+                batch=batch,
+                gen_type=sql.gen_id_type(gen_ids),
+                stored=None if stored_inputs is None else sql.StoredInputs(stored_inputs, weights),
+            ),
             table=materialize,
         ),
         # the per-trajectory lists (family replay, statistics, users): computed when read

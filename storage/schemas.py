@@ -16,6 +16,10 @@
 - ``scores``:      one row per (round, score name): the value a scorer gave the round's draft (a user's
   notion of a right answer: ``shp_ray.policy.scorers``), or the error it raised. Its own table, so
   parts written before scorers stay sound and a store without it replays as before.
+- ``trajectory_inputs``: one row per trajectory: what the replay reads of it (its signals and its judge's
+  verdicts, as per-round lists), written with its signals so a store's first open groups and joins nothing.
+  Derived, and believed only while the parts it names by their hash are in the store; a store without it (older,
+  imported) is read from its signals and judgments as before.
 
 A table gains columns over time (:data:`ADDED_COLUMNS`): a part written before a column existed stays
 sound without it, and every reader reads it as the value such a part means -- the call modes of a store
@@ -189,6 +193,55 @@ SIGNALS = pa.schema(
     ]
 )
 
+# Round t of a trajectory as the replay reads it (trajectory_inputs.rounds[t]): d_t (+inf at round 1 and where the
+# distance is unknown: a missing distance never halts), approved, writer / critic / judge tokens (the judge's:
+# prompt + completion), has_answer_line, answer EM / F1, the prompt tokens of the three calls, whether each call was
+# paid in batch mode, and the judge's four metrics (IS is computed from them under the reader's weights).
+INPUT_ROUND = pa.struct(
+    [
+        ("d", pa.float64()),
+        ("a", pa.bool_()),
+        ("w", pa.int64()),
+        ("c", pa.int64()),
+        ("j", pa.int64()),
+        ("hl", pa.bool_()),
+        ("em", pa.float64()),
+        ("f1", pa.float64()),
+        ("wp", pa.int64()),
+        ("cp", pa.int64()),
+        ("jpr", pa.int64()),
+        ("wb", pa.bool_()),
+        ("cb", pa.bool_()),
+        ("jb", pa.bool_()),
+        *[(m, pa.float64()) for m in METRIC_COLUMNS],
+    ]
+)
+
+# One row per trajectory: its per-round signals and its judge's verdicts on its drafts (rounds[t] = round t), written
+# by the generation's writer with the signals (storage.trajectory_inputs), so opening a store groups and joins
+# nothing. Derived: believed only while the parts it names (by the sha256 in their names) are in the store and
+# account for every trajectory of them; else the reader computes the same from those parts.
+TRAJECTORY_INPUTS = pa.schema(
+    [
+        ("gen_id", pa.string()),
+        ("scenario_id", pa.string()),
+        ("depth", pa.int32()),  # its rounds: 1..depth, once each
+        ("first_approved", pa.int32()),  # the first round whose critique approved (NULL: none)
+        ("rounds", pa.list_(INPUT_ROUND)),
+        ("judge", pa.string()),  # whose verdict each round has (every round has one)
+        ("judge_prompt_version", pa.string()),
+        ("batch", pa.bool_()),  # some call of the trajectory was paid in batch mode
+        ("signals_version", pa.string()),
+        ("inputs_version", pa.string()),  # how these rows are laid out (storage.trajectory_inputs.INPUTS_VERSION)
+        # the parts the row was read from, by the sha256 digest in their names, and how many trajectories the
+        # rounds part holds: believed only while these parts are in the store and every such trajectory has a row
+        ("rounds_part", pa.string()),
+        ("signals_part", pa.string()),
+        ("judgments_part", pa.string()),
+        ("rounds_part_trajectories", pa.int64()),
+    ]
+)
+
 SCORES = pa.schema(
     [
         ("gen_id", pa.string()),
@@ -214,6 +267,7 @@ TABLES: dict[str, pa.Schema] = {
     "feedback_embeddings": FEEDBACK_EMBEDDINGS,
     "signals": SIGNALS,
     "scores": SCORES,
+    "trajectory_inputs": TRAJECTORY_INPUTS,
 }
 
 # How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports nothing).
@@ -278,6 +332,7 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
         "answer_f1": (0.0, 1.0, False),
     },
     "scores": {"round": (1, None, False), "value": (None, None, False)},
+    "trajectory_inputs": {"depth": (1, None, False), "rounds_part_trajectories": (1, None, False)},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -291,6 +346,17 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "feedback_embeddings": ("embedder", "text_hash", "embedding"),
     "signals": ("gen_id", "scenario_id", "round", "approved", "signals_version"),
     "scores": ("gen_id", "scenario_id", "round", "score", "scorer"),
+    "trajectory_inputs": (
+        "gen_id",
+        "scenario_id",
+        "depth",
+        "signals_version",
+        "inputs_version",
+        "rounds_part",
+        "signals_part",
+        "judgments_part",
+        "rounds_part_trajectories",
+    ),
 }
 
 

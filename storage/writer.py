@@ -7,8 +7,9 @@ a kill before the rounds part means the trajectory is regenerated -- from the
 response cache, paying nothing. The rounds' ``signals`` come right after the
 rounds: derived data, so a kill between the two loses nothing (the reader
 computes missing signals from the embeddings; ``shp-query --signals rebuild``
-stores them). Its ``scores`` come last, measurements of the stored drafts that ``shp-import --rescore``
-computes again if a kill lost them.
+stores them). Its ``scores`` come next, measurements of the stored drafts that ``shp-import --rescore``
+computes again if a kill lost them; last, each trajectory's replay inputs (:mod:`storage.trajectory_inputs`),
+derived too: a kill before them costs the reader one computation, nothing else.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage.parts import Store
 from storage.resume import column_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
+from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
 _ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals", "scores")
 
@@ -75,17 +78,36 @@ class StoreWriter:
             self.flush()
 
     def flush(self) -> int:
-        """Write every buffered row (rounds, then their signals, last); returns the number of parts written."""
+        """Write every buffered row (rounds, then their signals, their scores, their replay inputs last); returns the
+        number of parts written."""
         parts = 0
+        tables: dict[str, pa.Table] = {}
+        paths: dict[str, dict[object, str]] = {}
         for name in _ORDER:
             rows = self.buffers[name]
             if not rows:
                 continue
-            table = rows_to_table(name, rows, self.schemas[name])
-            self.store.write(name, table, self.schemas[name])
+            tables[name] = rows_to_table(name, rows, self.schemas[name])
+            paths[name] = write_parts(self.store, name, tables[name], self.schemas[name])
             self.written[name] += len(rows)
             self.buffers[name] = []
             parts += 1
+        parts += self._write_inputs(tables, paths)
         self.pending = 0
         self.parts_written += parts
         return parts
+
+    def _write_inputs(self, tables: dict[str, pa.Table], paths: dict[str, dict[object, str]]) -> int:
+        """The replay inputs of the trajectories just written, with the verdicts written with them (a verdict
+        written earlier, a draft judged before: that trajectory is left to the reader)."""
+        if not {"rounds", "signals", "judgments"} <= tables.keys():
+            return 0
+        written = {}
+        for gen, signals_path in paths["signals"].items():
+            signals = tables["signals"].filter(pc.equal(tables["signals"]["gen_id"], gen))
+            rounds = tables["rounds"].filter(pc.equal(tables["rounds"]["gen_id"], gen))
+            n = len(pc.unique(rounds["scenario_id"]))
+            if gen in paths["rounds"]:
+                written[gen] = Written(paths["rounds"][gen], signals_path, signals, n)
+        (judgments_path,) = paths["judgments"].values()
+        return write_inputs(self.store, written, judged_rows(tables["judgments"], judgments_path))

@@ -124,15 +124,16 @@ def create(name: str, select: str, *, table: bool = False) -> str:
     return f"CREATE OR REPLACE {'TEMP TABLE' if table else 'VIEW'} {name} AS {select}"
 
 
-def is_expression(weights: Mapping[str, float], prefix: str = "") -> str:
-    """IS under ``weights``, summed in METRICS order like scoring.information_score.
+def is_expression(weights: Mapping[str, float], prefix: str = "", suffix: str = "") -> str:
+    """IS under ``weights``, summed in METRICS order like scoring.information_score, over the columns
+    ``<prefix><metric><suffix>`` (a suffix ``[t]``: round t of a list column).
 
     NULL when a positively weighted metric is NaN or missing (never 0), clipped to [0, 1].
     """
     w = check_weights(weights)
-    terms = [(m, wm) for m, wm in w.items() if wm != 0.0]
-    total = "0.0::DOUBLE" + "".join(f" + {double(wm)} * {prefix}{m}" for m, wm in terms)
-    unknown = " OR ".join(f"{prefix}{m} IS NULL OR isnan({prefix}{m})" for m, _ in terms) or "false"
+    terms = [(f"{prefix}{m}{suffix}", wm) for m, wm in w.items() if wm != 0.0]
+    total = "0.0::DOUBLE" + "".join(f" + {double(wm)} * {m}" for m, wm in terms)
+    unknown = " OR ".join(f"{m} IS NULL OR isnan({m})" for m, _ in terms) or "false"
     return f"CASE WHEN {unknown} THEN NULL ELSE least(1.0, greatest(0.0, {total})) END"
 
 
@@ -382,7 +383,7 @@ def family_replay_sql(outcome_kinds: Iterable[str] = (), batch: bool = False) ->
 # columns, the cascade's CASE chains, the cost columns).
 from analysis.sql.approval_text import APPROVED_REGEX, approval_markers_sql, approval_regex  # noqa: E402, F401
 from analysis.sql.cost_text import cost_columns_sql  # noqa: E402
-from analysis.sql.replay_text import cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
+from analysis.sql.replay_text import StoredInputs, cascade_code_sql, replay_inputs_sql, replay_sql  # noqa: E402, F401
 from analysis.sql.source_text import (  # noqa: E402, F401
     ScenarioSlice,
     empty_select,

@@ -1,7 +1,8 @@
 -- One row per trajectory: the replay's inputs. The cascade's comparisons are scalar columns (m<k>_<t>, g_t), so each
 -- (policy, trajectory) row of the replay is a few vectorised comparisons and no list lambda runs per row.
--- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: per_round (r_t, t = 1..T: round t's row
--- as one struct, one aggregate per round instead of one per value), round_values (d_t, s_t, ... and the cumulative
+-- Filled by sql.replay_inputs_sql for T = the store's deepest trajectory: grouped (one row per trajectory: depth,
+-- crit and r_t, t = 1..T, round t's row as one struct: replay_inputs_grouped.sql groups the per-round signals,
+-- replay_inputs_stored.sql reads the store's trajectory_inputs rows), round_values (d_t, s_t, ... and the cumulative
 -- sums cw_t, ... as additions over r_1..r_t), derived (m<k>_<t>, g_t, the lists); then the baselines.
 -- d_t: the distance with NULL/NaN (and round 1) as +inf, so "all of the last k below eps" is
 --      greatest(d_(t-k+1) .. d_t) < eps = m<k>_<t> < eps, and a missing distance never halts.
@@ -20,21 +21,8 @@
 -- The cascade's comparisons (m<k>_<t>, g_t) are scalar columns; every other per-round value is a list of the
 -- trajectory's depth (d, s, a, cw, cc, cj, j, hl, em, f1, lt, lc, jc, ec [, lcl, jcl]; index t = round t) that
 -- the replay indexes at the row's round. Columns past a trajectory's depth are NULL: the replay never reads them.
-WITH x AS (
-    SELECT gen_id, scenario_id, round,
-           CASE WHEN distance IS NULL OR isnan(distance) OR round = 1 THEN 'inf'::DOUBLE
-                ELSE distance::DOUBLE END AS d,
-           CASE WHEN isnan(is_score) THEN NULL ELSE is_score::DOUBLE END AS s,
-           approved AS a, writer_tokens::BIGINT AS w, critic_tokens::BIGINT AS c, judge_tokens::BIGINT AS j,
-           has_answer_line AS hl, answer_em AS em, answer_f1 AS f1,
-           writer_prompt_tokens::BIGINT AS wp, critic_prompt_tokens::BIGINT AS cp, judge_prompt_tokens::BIGINT AS jpr,
-           writer_mode = 'batch' AS wb, critic_mode = 'batch' AS cb, judge_mode = 'batch' AS jb
-    FROM $signals
-), g AS (
-    SELECT gen_id, scenario_id, count(*)::INTEGER AS depth, min(round) FILTER (WHERE a) + 1 AS crit,
-           $per_round
-    FROM x
-    GROUP BY gen_id, scenario_id
+WITH g AS (
+    $grouped
 ), r AS (
     SELECT g.gen_id, g.scenario_id, depth, crit, $round_values,
            gp.loop_input_per_mtok, gp.loop_output_per_mtok, gp.loop_batch_discount,

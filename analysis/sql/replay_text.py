@@ -8,8 +8,12 @@ statements themselves are the ``.sql`` files of this folder.
 
 from __future__ import annotations
 
-from analysis.sql import REASON_CODES, query, quote
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from analysis.sql import REASON_CODES, double, query, quote
 from analysis.sql.cost_text import cost_columns_sql, loop_tokens, round_costs
+from shp_ray.policy.scoring import check_weights
 
 
 def _round_list(column: str, length: str, rounds: int) -> str:
@@ -42,20 +46,32 @@ def _paid_to(t: int, writer: str, critic: str) -> str:
 
 
 def replay_inputs_sql(
-    rounds: int, signals: str = "round_signals", batch: bool = False, gen_type: str = "VARCHAR"
+    rounds: int,
+    signals: str = "round_signals",
+    batch: bool = False,
+    gen_type: str = "VARCHAR",
+    stored: StoredInputs | None = None,
 ) -> str:
     """One row per trajectory of ``signals`` (replay_inputs.sql): the cascade's comparisons as scalar columns
     (``m<k>_<t>``, ``g_<t>``), every per-round value as a list of the trajectory's depth, the baselines;
     ``rounds``: the deepest trajectory (at least 1); ``batch``: some call was paid in batch mode, so the
     batch calls' token lists are built too (a store of live calls pays nothing for them); ``gen_type``: the type
-    of gen_id (:func:`analysis.sql.gen_id_type`)."""
+    of gen_id (:func:`analysis.sql.gen_id_type`). ``stored``: read the trajectories from the store's
+    trajectory_inputs rows instead of grouping ``signals`` (replay_inputs_stored.sql: the same values)."""
     rounds = max(1, int(rounds))
     fields = FIELDS + (BATCH_FIELDS if batch else ())
-    row = "{" + ", ".join(f"'{f}': {f}" for f in fields) + "}"
-    per_round = [f"any_value({row}) FILTER (WHERE round = {t}) AS r_{t}" for t in range(1, rounds + 1)]
+    if stored is None:
+        row = "{" + ", ".join(f"'{f}': {f}" for f in fields) + "}"
+        per_round = [f"any_value({row}) FILTER (WHERE round = {t}) AS r_{t}" for t in range(1, rounds + 1)]
+        grouped = query("replay_inputs_grouped", signals=signals, per_round=",\n       ".join(per_round))
+    else:
+        per_round = [f"rounds[{t}] AS r_{t}" for t in range(1, rounds + 1)]
+        grouped = query("replay_inputs_stored", inputs=stored.relation, per_round=", ".join(per_round))
     values = []
     for t in range(1, rounds + 1):
         values += [f"r_{t}.{c} AS {c}_{t}" for c in ("d", "s", "a", "j", "hl", "em", "f1")]
+        if stored is not None:  # IS_t under the connection's weights, from the judge's metrics the row holds
+            values[-6] = f"{_stored_is(stored.weights, t)} AS s_{t}"
         values += [f"({_upto(t, '{r}.' + c)})::BIGINT AS c{c}_{t}" for c in ("w", "c", "j")]
         values += [f"{_paid_to(t, '{r}.wp', '{r}.cp')} AS lp_{t}", f"({_upto(t, '{r}.jpr')})::BIGINT AS jp_{t}"]
         if batch:
@@ -77,12 +93,30 @@ def replay_inputs_sql(
     derived += [f"{_list_of([c[name] for c in priced], 'depth')} AS {name}" for name in priced[0]]
     return query(
         "replay_inputs",
-        signals=signals,
-        per_round=",\n           ".join(per_round),
+        grouped=grouped,
         round_values=",\n           ".join(values),
         derived=",\n       ".join(derived),
         gen_type=gen_type,
     )
+
+
+@dataclass(frozen=True)
+class StoredInputs:
+    """The trajectory_inputs rows replay_inputs reads (a relation, checked by analysis.stored_inputs) and the
+    weights IS is computed under."""
+
+    relation: str
+    weights: Mapping[str, float]
+
+
+def _stored_is(weights: Mapping[str, float], t: int) -> str:
+    """IS_t from round t's stored metrics (``r_t``): :func:`analysis.sql.is_expression`'s value -- NULL when a
+    positively weighted metric is NaN or NULL, else the weighted sum in METRICS order clipped to [0, 1] -- with one
+    test on the sum instead of two per metric (0.15 CPU-s at 100k trajectories): a NaN or NULL term makes the sum
+    NaN or NULL, and a stored metric is never infinite (storage.schemas.VALUE_RANGES)."""
+    terms = [(m, w) for m, w in check_weights(weights).items() if w != 0.0]
+    total = "(0.0::DOUBLE" + "".join(f" + {double(w)} * r_{t}.{m}" for m, w in terms) + ")"
+    return f"CASE WHEN {total} IS NULL OR isnan({total}) THEN NULL ELSE least(1.0, greatest(0.0, {total})) END"
 
 
 def cascade_code_sql(rounds: int) -> str:

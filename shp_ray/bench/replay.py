@@ -6,8 +6,9 @@ process (``--drop-caches`` also empties the OS page cache first, as root), as a 
 ``shp-query`` or sweep job would open it:
 
 - ``scan_s``: analysis.connect() -- reads the store's per-round signals (scalar columns, no
-  embedding), joins IS_t, builds the per-trajectory lists, materialised. Opening a store keeps what
-  it computed per part set (:mod:`analysis.derived`), so a store opened for the first time is measured
+  embedding), joins IS_t, builds the per-trajectory lists, materialised; or, where the store's writer stored each
+  trajectory's replay inputs (``trajectory_inputs``, :mod:`analysis.stored_inputs`), reads those. Opening a store
+  keeps what it computed per part set (:mod:`analysis.derived`), so a store opened for the first time is measured
   twice: ``first_open`` (computes and keeps it), then the headline, a later open (reads it in place);
 - ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells included) and a
   10 x 5 eps x k grid over every trajectory, with the cost columns, streamed to Arrow record batches
@@ -18,7 +19,9 @@ process (``--drop-caches`` also empties the OS page cache first, as root), as a 
   signals; measured on a subsample and extrapolated linearly (said so in the JSON).
 
 The SQL rows of the subsample are compared with the Python outcomes; any difference fails the
-benchmark. ``peak_rss_mb`` is the measuring process's. Prints ONE JSON line last.
+benchmark. The Python loop runs in a process of its own, over the subsample the measuring process wrote, so
+``peak_rss_mb`` (the measuring process's VmHWM: its own peak, from its exec on) counts neither the loop's data nor
+the store's creation. Prints ONE JSON line last.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pickle
 import resource
 import subprocess
 import sys
@@ -48,32 +52,34 @@ def _policies(rounds: int):  # noqa: ANN202
     return default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))
 
 
-def _trajectories(con, keys: list[tuple[str, str]]):  # noqa: ANN001, ANN202
-    from analysis import sql
-    from analysis.db import SIGNAL_SELECT, trajectories_from_signals
-
-    con.execute(sql.query("bench_keys_create"))
-    con.executemany(sql.query("bench_keys_insert"), keys)
-    rows = con.execute(sql.query("bench_signals", columns=SIGNAL_SELECT)).fetchall()
-    return trajectories_from_signals(rows)
-
-
 def _same(a: float | None, b: float) -> bool:
     a = math.nan if a is None else a
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM: of its own address space, which begins at exec). Not
+    ``getrusage``'s ``ru_maxrss``: Linux carries the parent's peak across fork and exec into it, so a measuring
+    process started by one that had written a 100k store reported that writer's 1.9 GB."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):  # not Linux: the rusage figure (kilobytes on Linux, bytes on macOS)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)
+
+
 def measure(
     store: Path, rounds: int, sample: int, memory_limit: str | None = None, slices: int = 1,
-    batch_rows: int = BATCH_ROWS,
+    batch_rows: int = BATCH_ROWS, sample_file: Path | None = None,
 ) -> dict[str, object]:  # fmt: skip
     """The timed part, in this (fresh) process: open the store, replay every cell (slice by slice when
-    ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next), then
-    compare a subsample (of the first slice) with the Python loop."""
+    ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next); then write a
+    subsample (of the first slice: its SQL rows and its signals) to ``sample_file`` for :func:`compare`, which runs
+    the Python loop in a process of its own (none given: compared here, after the peak memory is read)."""
     t0 = time.perf_counter()
     import analysis
     from analysis import sql
-    from shp_ray.policy.reference import replay
+    from analysis.db import SIGNAL_SELECT
 
     import_s = time.perf_counter() - t0
     policies = _policies(rounds)
@@ -93,23 +99,21 @@ def measure(
             con = part  # kept for the comparison below
         else:
             part.close()
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     if rows != n * len(policies):
         raise AssertionError(f"replay returned {rows} rows, expected {n * len(policies)}")
     keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
     step = max(1, len(keys) // min(sample, len(keys)))
     picked = keys[::step][:sample]
-    trajs = _trajectories(con, picked)
-    t0 = time.perf_counter()
-    python = {(p.name, t.gen_id, t.scenario_id): replay(p, t) for t in trajs for p in policies}
-    python_measured_s = time.perf_counter() - t0
-    result = con.execute(sql.query("bench_replay_sample")).fetchall()
-    compared = mismatched = 0
-    for name, g, s, tau, reason, op, ev, fin in result:
-        ref = python[(name, g, s)]
-        compared += 1
-        same = (tau, reason, op, ev) == (ref.stop_round, ref.reason, ref.operational_tokens, ref.evaluation_tokens)
-        mismatched += not (same and _same(fin, ref.final_is))
+    con.execute(sql.query("bench_keys_create"))
+    con.executemany(sql.query("bench_keys_insert"), picked)
+    drawn = {
+        "rounds": rounds,
+        "signals": con.execute(sql.query("bench_signals", columns=SIGNAL_SELECT)).fetchall(),
+        "sql": con.execute(sql.query("bench_replay_sample")).fetchall(),
+    }
+    if sample_file is not None:
+        sample_file.write_bytes(pickle.dumps(drawn))
     setup = analysis.setup_of(con)
     con.close()
     gens = sorted({g for g, _ in keys})
@@ -129,7 +133,13 @@ def measure(
             "rounds_parts_opened_for_one": len(st.parts("rounds", gens[0])),
         }
         one.close()
-    python_s = python_measured_s * n / len(trajs)
+    compared_here = {} if sample_file is not None else compare(drawn, n)
+    if compared_here:
+        python_s = float(compared_here["python_s"])  # type: ignore[arg-type]
+        compared_here |= {
+            "speedup": round(python_s / sql_s, 1),
+            "speedup_end_to_end": round(python_s / (scan_s + sql_s), 1),
+        }
     return {
         "trajectories": n,
         "rounds": rounds,
@@ -139,16 +149,8 @@ def measure(
         "scan_s": round(scan_s, 3),
         "end_to_end_s": round(scan_s + sql_s, 3),
         "import_s": round(import_s, 3),
-        "python_s": round(python_s, 3),
-        "python_measured_trajectories": len(trajs),
-        "python_measured_s": round(python_measured_s, 3),
-        "python_extrapolated": len(trajs) < n,
-        "speedup": round(python_s / sql_s, 1),
-        "speedup_end_to_end": round(python_s / (scan_s + sql_s), 1),
-        "identical": mismatched == 0 and compared == len(trajs) * len(policies),
-        "compared_rows": compared,
-        "mismatched_rows": mismatched,
-        "peak_rss_mb": round(peak_rss_mb, 1),
+        **compared_here,
+        "peak_rss_mb": round(peak, 1),
         "signals": setup.signals,
         "replay_inputs": setup.inputs,  # "built" now, or "stored": read back from what an earlier open kept
         "batch_calls": setup.batch,  # the replay built the batch calls' token lists
@@ -156,6 +158,34 @@ def measure(
         "slices": slices,
         "batch_rows": batch_rows,
         **narrowed,
+    }
+
+
+def compare(drawn: dict[str, object], n: int) -> dict[str, object]:
+    """The Python loop (the paper's way) over the subsample's signals, field by field against its SQL rows; its
+    time extrapolated linearly to ``n`` trajectories."""
+    from analysis.db import trajectories_from_signals
+    from shp_ray.policy.reference import replay
+
+    policies = _policies(int(drawn["rounds"]))  # type: ignore[call-overload]
+    trajs = trajectories_from_signals(drawn["signals"])  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    python = {(p.name, t.gen_id, t.scenario_id): replay(p, t) for t in trajs for p in policies}
+    python_measured_s = time.perf_counter() - t0
+    compared = mismatched = 0
+    for name, g, s, tau, reason, op, ev, fin in drawn["sql"]:  # type: ignore[attr-defined]
+        ref = python[(name, g, s)]
+        compared += 1
+        same = (tau, reason, op, ev) == (ref.stop_round, ref.reason, ref.operational_tokens, ref.evaluation_tokens)
+        mismatched += not (same and _same(fin, ref.final_is))
+    return {
+        "python_s": round(python_measured_s * n / max(1, len(trajs)), 3),
+        "python_measured_trajectories": len(trajs),
+        "python_measured_s": round(python_measured_s, 3),
+        "python_extrapolated": len(trajs) < n,
+        "identical": mismatched == 0 and compared == len(trajs) * len(policies),
+        "compared_rows": compared,
+        "mismatched_rows": mismatched,
     }
 
 
@@ -176,6 +206,24 @@ def _fresh_process(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, o
     if proc.returncode != 0:
         raise RuntimeError(f"the measuring process failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
     return cold, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _measured(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, object]]:
+    """One measurement: open and replay in a fresh process (``cmd``), then the Python loop over its subsample in
+    another one, so neither's memory is counted in the other's peak."""
+    with tempfile.TemporaryDirectory(prefix="shp-bench-sample-") as tmp:
+        drawn = Path(tmp) / "sample.pickle"
+        cold, out = _fresh_process([*cmd, "--sample-file", str(drawn)], drop_caches)
+        n = str(out["trajectories"])
+        _, loop = _fresh_process(
+            [sys.executable, "-m", "shp_ray.bench.replay", "--compare", str(drawn), "-n", n], False
+        )
+    python_s = float(loop["python_s"])
+    ratios = {
+        "speedup": round(python_s / out["sql_s"], 1),
+        "speedup_end_to_end": round(python_s / out["end_to_end_s"], 1),
+    }  # type: ignore[operator]
+    return cold, {**out, **loop, **ratios, "python_process": "its own (fresh)"}
 
 
 def _du_mb(path: Path) -> float:
@@ -210,11 +258,11 @@ def run(
     cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
     cmd += ["--memory-limit", memory_limit] if memory_limit else []
     cmd += ["--slices", str(slices), "--batch-rows", str(batch_rows)]
-    cold, out = _fresh_process(cmd, drop_caches)
+    cold, out = _measured(cmd, drop_caches)
     first: dict[str, object] | None = None
-    if out["replay_inputs"] == "built":  # the store's first open computed what every later open reads back
-        first = {k: out[k] for k in ("scan_s", "sql_s", "end_to_end_s", "peak_rss_mb")}
-        cold, out = _fresh_process(cmd, drop_caches)  # ... so measure a later open too: the headline
+    if out["replay_inputs"] in ("built", "written"):  # the store's first open computed what later opens read back
+        first = {k: out[k] for k in ("scan_s", "sql_s", "end_to_end_s", "peak_rss_mb", "replay_inputs", "identical")}
+        cold, out = _measured(cmd, drop_caches)  # ... so measure a later open too: the headline
     return {
         **out,
         "page_cache": "dropped (cold from disk)" if cold else "warm (not dropped)",
@@ -242,14 +290,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows per Arrow batch the replay streams")
     ap.add_argument("--batch-rate", type=float, default=0.0, help="share of synthetic calls paid in batch mode")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
+    ap.add_argument("--sample-file", type=Path, default=None, help=argparse.SUPPRESS)  # ... writes its subsample
+    ap.add_argument("--compare", type=Path, default=None, help=argparse.SUPPRESS)  # the Python loop's process
     args = ap.parse_args(argv)
     if min(args.trajectories, args.rounds, args.python_sample, args.generations, args.slices, args.batch_rows) < 1:
         ap.error("--trajectories, --rounds, --python-sample, --generations, --slices and --batch-rows must be >= 1")
     if args.generations > args.trajectories:
         ap.error("--generations cannot exceed --trajectories")
     if args.measure is not None:
-        out = measure(args.measure, args.rounds, args.python_sample, args.memory_limit, args.slices, args.batch_rows)
-        print(json.dumps(out), flush=True)
+        shape = (args.rounds, args.python_sample, args.memory_limit, args.slices, args.batch_rows, args.sample_file)
+        print(json.dumps(measure(args.measure, *shape)), flush=True)
+        return 0
+    if args.compare is not None:
+        print(json.dumps(compare(pickle.loads(args.compare.read_bytes()), args.trajectories)), flush=True)
         return 0
     opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations,
             "slices": args.slices, "batch_rate": args.batch_rate, "batch_rows": args.batch_rows}  # fmt: skip
