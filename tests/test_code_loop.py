@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
-from shp_ray.providers.scripted import ScriptedProvider
+from shp_ray.providers.sim.scripted import ScriptedProvider
 
 import conf.schema  # noqa: F401
 from conf.resolve import ConfigError, to_job
