@@ -24,6 +24,7 @@ ROOMS = (
     ("shp_ray.policy", "policy"),
     ("shp_ray.providers", "providers"),
     ("shp_ray.sandbox", "sandbox"),
+    ("shp_ray.redaction", "redaction"),
     ("storage", "storage"),
     ("shp_ray.generation", "generation"),
     ("analysis", "analysis"),
@@ -34,14 +35,15 @@ ROOMS = (
 )
 # Which rooms each room may import (besides itself). Arrows only point down.
 MAY_IMPORT = {
+    "redaction": set(),
     "policy": set(),
-    "providers": set(),
+    "providers": {"redaction"},
     "sandbox": set(),
-    "storage": set(),
-    "generation": {"policy", "providers", "storage", "sandbox"},
-    "analysis": {"policy", "providers", "storage"},
-    "conf": {"policy", "providers", "sandbox", "generation", "analysis"},
-    "apps": {"policy", "providers", "sandbox", "storage", "generation", "analysis", "conf"},
+    "storage": {"redaction"},
+    "generation": {"policy", "providers", "storage", "sandbox", "redaction"},
+    "analysis": {"policy", "providers", "storage", "redaction"},
+    "conf": {"policy", "providers", "sandbox", "generation", "analysis", "redaction"},
+    "apps": {"policy", "providers", "sandbox", "storage", "generation", "analysis", "conf", "redaction"},
 }
 # The policy package is pure: the standard library and numpy, nothing that reaches a disk,
 # a network, a model or a process pool.

@@ -47,6 +47,7 @@ from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.retry_policy import Backoff, exhausted_window, is_retryable_status, parse_retry_after
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
 from shp_ray.providers.tokens import count_tokens
+from shp_ray.redaction import redact_text
 
 SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
 SILENT_AFTER = 2.0  # x timeout_s of nothing but attempts without a reply: the endpoint is dead
@@ -64,14 +65,6 @@ def redact(text: str, key: str = "") -> str:
     if key:
         text = text.replace(key, "***")
     return _KEYLIKE.sub("***", text)
-
-
-def safe_endpoint(base_url: str) -> str:
-    """scheme://host[:port]/path -- no user info, no query (either may carry a secret)."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def url_auth(base_url: str) -> tuple[str, str]:
@@ -131,7 +124,7 @@ class OpenAICompatProvider:
         if not spec.base_url:
             raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
         self.spec = spec
-        self.endpoint = safe_endpoint(spec.base_url)
+        self.endpoint = redact_text(spec.base_url)  # shown in every message: no user info, no secret
         url, self._auth = url_auth(spec.base_url)
         self._url = url.rstrip("/") + "/chat/completions"
         self._key = read_key(spec, self.endpoint)
