@@ -13,7 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from analysis import sql
-from shp_ray.policy import cascade as halting
+from shp_ray.policy import cascade
 from shp_ray.policy.cascade import HaltConfig
 
 
@@ -27,13 +27,13 @@ def _cascade_udf(d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_ga
     cols = [c.to_pylist() for c in (d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain)]
     out = []
     for d_row, s_row, a_row, e, kk, w, c, cr, en, ga, mg in zip(*cols, strict=True):
-        f_row = [halting.APPROVAL if v else "" for v in a_row]
+        f_row = [cascade.APPROVAL if v else "" for v in a_row]
         cfg = HaltConfig(eps=e, k=kk, warmup=w, max_rounds=c, critic=cr, entropy=en, gain=ga, min_gain=mg)
         dist = [math.nan if v is None else v for v in d_row[1:]]
         scores = [math.nan if v is None else v for v in s_row]
         code = None
         for t in range(1, c + 1):
-            decision = halting.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
+            decision = cascade.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
             if decision.halt:
                 code = t * 8 + codes[decision.reason]
                 break

@@ -118,7 +118,7 @@ class TableSources:
             self.con.register(name, dataset(self.store, table, read))
             self._registered[key] = name
         # the dataset has the whole schema (a part without an added column reads NULL): give NULL its meaning
-        return sql.with_added_values(f"SELECT * FROM {self._registered[key]}", added(table))
+        return sql.with_added_values(sql.query("relation_rows", relation=self._registered[key]), added(table))
 
     def _infos(self, table: str, gen_id: str | None) -> list[pafs.FileInfo]:
         return self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)

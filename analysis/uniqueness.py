@@ -98,7 +98,8 @@ def _copies(
     rows = dataset(store, table, store.part_infos(table)).to_table(columns=[*TABLES[table].names, _PART], filter=wanted)
     con.register(_COPIES, rows)
     try:
-        copies = sql.with_added_values(f"SELECT * FROM {_COPIES}", added(table))  # an older part means the default
+        # an older part means the default
+        copies = sql.with_added_values(sql.query("relation_rows", relation=_COPIES), added(table))
         for column, tolerance in NOISE.get(table, {}).items():
             copies = sql.query(
                 "copies_within_tolerance",

@@ -159,7 +159,7 @@ def has_batch_calls(
     if kind == STORED and not fill_calls:
         calls = sql.narrowed(sql.signals_stored_sql(), gen_id, scenario_ids)
     else:
-        calls = "SELECT writer_mode, critic_mode FROM round_parts"
+        calls = sql.query("rounds_call_modes")
     ((batch,),) = con.execute(sql.query("batch_calls", signals=calls, judge_where=judge_where)).fetchall()
     return bool(batch)
 

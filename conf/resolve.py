@@ -31,6 +31,7 @@ from shp_ray.generation.datasets import DATASETS, SPLITS
 from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
 from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.checks import is_int
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
@@ -58,10 +59,6 @@ class Rule:
 
 
 Check = tuple[Callable[[Any], bool], str]  # (is the value fine, what it must be)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_num(v: Any) -> bool:
@@ -102,7 +99,7 @@ def number(
 
 def integer(lo: int | None = None, hi: int | None = None, *, null: str | None = None) -> Check:
     within, text = _bounds(lo, hi, False, False)
-    return _nullable(lambda v: _is_int(v) and within(v), f"an integer {text}", null)
+    return _nullable(lambda v: is_int(v) and within(v), f"an integer {text}", null)
 
 
 def one_of(choices: Any, *, null: str | None = None) -> Check:
@@ -191,7 +188,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "replay.random_seeds",
-        lambda v: isinstance(v, list) and all(_is_int(s) and s >= 0 for s in v),
+        lambda v: isinstance(v, list) and all(is_int(s) and s >= 0 for s in v),
         "a list of integers >= 0",
     ),
     Rule("report.delta", *number(0, 1, lo_open=True, hi_open=True)),  # a margin on IS, which is in [0, 1]

@@ -5,7 +5,7 @@
 prints one line per claim and exits non-zero if any fails. Each claim is a
 hypothesis property over generated (including adversarial) inputs; the test
 suite runs the same properties. Every executor reaches the cascade through
-``halting.decide`` looked up at call time, so a broken cascade is caught.
+``cascade.decide`` looked up at call time, so a broken cascade is caught.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shp_ray import policy as policies
-from shp_ray.policy import cascade as halting
+from shp_ray.policy import cascade
 from shp_ray.policy.cascade import HaltConfig, HaltTracker
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -103,7 +103,7 @@ def live_run(traj: Trajectory, cfg: HaltConfig) -> tuple[int, str]:
 
 def post_hoc_reason(traj: Trajectory, tau: int, cfg: HaltConfig) -> str | None:
     """The reason derived after the fact from the stored prefix x_1..x_tau."""
-    return halting.decide(tau, traj.distances(tau), traj.scores(tau), traj.feedback_before(tau), cfg).reason
+    return cascade.decide(tau, traj.distances(tau), traj.scores(tau), traj.feedback_before(tau), cfg).reason
 
 
 # ---- claims -----------------------------------------------------------------

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
+from shp_ray.redaction import redact_text
+
 SCHEMES = ("s3",)  # what is resolved here; other pyarrow URIs (gs://, ...) go to pyarrow as they are
 DEFAULT_REGION = "us-east-1"
 CONNECT_TIMEOUT_S = 5.0
@@ -47,10 +49,9 @@ def split(uri: str) -> tuple[str, str]:
     """``s3://bucket/prefix/`` -> (``bucket``, ``prefix``); refuses credentials and options in the URI."""
     parts = urlsplit(uri)
     if "@" in parts.netloc:
-        shown = f"{parts.scheme}://***@{parts.netloc.rsplit('@', 1)[1]}{parts.path}"
         raise ObjectStoreError(
-            f"{shown}: credentials in the store path are refused (a path is logged and stored with the config); "
-            f"set {' and '.join(_KEY_VARS)} in the environment instead"
+            f"{redact_text(uri)}: credentials in the store path are refused (a path is logged and stored with the "
+            f"config); set {' and '.join(_KEY_VARS)} in the environment instead"
         )
     if parts.query or parts.fragment:
         raise ObjectStoreError(

@@ -35,11 +35,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from shp_ray.redaction import redact_text
 from storage import objectstore, partitions
 from storage.part_rules import value_problems
 
 # Re-exported: the root checks lived here, and callers import them from here.
-from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, _redact_uri, check_root
+from storage.root_check import PROBE_PREFIX, ROOT_CHECK_TIMEOUT_S, StoreUnusable, check_root
 from storage.schemas import ADDED_COLUMNS, TABLES, with_added_columns
 from storage.verified_record import record_written
 from storage.write_fault import WriteFailed, writing
@@ -77,7 +78,7 @@ def open_store(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> 
         found.append(_holds_tables(store))
     if not found[0]:
         raise NoStore(
-            f"no store at {_redact_uri(store.uri) if store.remote else store.path}: it holds no table folder "
+            f"no store at {redact_text(store.uri) if store.remote else store.path}: it holds no table folder "
             "(rounds/, judgments/, manifests/ ...: expected <root>/<table>/part-*.parquet); nothing was read or created"
         )
     return store

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow.fs as pafs
 
+from shp_ray.redaction import redact_text
 from storage import objectstore
 
 PROBE_PREFIX = "_shp-probe-"
@@ -30,17 +29,6 @@ class StoreUnusable(ValueError):
 def _one_line(text: object, limit: int = 300) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-_SECRET_PARAM = re.compile(r"(?i)([^&=]*(?:key|secret|token|password)[^&=]*)=[^&]*")
-
-
-def _redact_uri(uri: str) -> str:
-    """``s3://KEY:SECRET@bucket/x?secret_key=S`` -> ``s3://***@bucket/x?secret_key=***`` for messages."""
-    parts = urlsplit(uri)
-    if "@" in parts.netloc:
-        parts = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1])
-    return urlunsplit(parts._replace(query=_SECRET_PARAM.sub(r"\1=***", parts.query)))
 
 
 def _nearest_existing(fs: pafs.FileSystem, path: str) -> tuple[str, pafs.FileInfo]:
@@ -112,7 +100,7 @@ def check_root(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> 
     if "://" not in text:
         _check_local(Path(text).resolve())
         return
-    shown = _redact_uri(text)
+    shown = redact_text(text)
     if objectstore.is_object_store(text):
         try:
             fs, path = objectstore.filesystem(text)  # no credentials, secrets in the URI: refused before any call

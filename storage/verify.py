@@ -27,9 +27,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from shp_ray.redaction import redact_text
 from storage.part_check import NO_CHECKSUM, PartCheck, check_part
 from storage.parts import Store
-from storage.root_check import _redact_uri
 from storage.schemas import TABLES
 from storage.verified_record import append_record, load_record, record_entry, record_key, record_mtime, rewrite_record
 
@@ -49,7 +49,7 @@ _MAX_SHOWN = 10
 
 def shown(store: Store) -> str:
     """The store root as printed: a URI's credentials (``s3://KEY:SECRET@...``) redacted."""
-    return store.uri if store.local else _redact_uri(store.uri)
+    return store.uri if store.local else redact_text(store.uri)
 
 
 def display(store: Store, path: str) -> str:

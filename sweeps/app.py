@@ -35,7 +35,7 @@ from shp_ray.generation.guard import GenerationAborted
 from shp_ray.generation.interrupt import listening, requested
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
-from storage.manifest import redact_text
+from shp_ray.redaction import redact_text
 from sweeps import command_line
 from sweeps import job as sweep_job
 from sweeps.plan import describe, gate, make_plan, take_confirm

@@ -28,6 +28,7 @@ from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, lo
 from shp_ray.generation.generate import GenerationSummary, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
+from shp_ray.generation.progress import RunCounts
 from shp_ray.generation.prompts import extra_fields
 from shp_ray.generation.tasks_file import load_tasks
 from shp_ray.providers.base import ProviderSpec
@@ -60,15 +61,13 @@ class Endpoint:
 
 
 @dataclass
-class JobResult:
+class JobResult(RunCounts):  # the generation's counts (generated, failed, skipped, tokens, ...): 0 if none ran
     run_id: str
     gen_id: str
     judge: str
     store: str
     scenarios: int
     trajectories: int
-    generated: int = 0
-    failed: int = 0
     generation_calls: int = 0
     report: str | None = None
     html: str | None = None  # the HTML report (report/index.html, beside report.md): what a sweep summary links
@@ -315,8 +314,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
             store=store.uri,
             scenarios=len(scenarios),
             trajectories=len(set(table["scenario_id"].to_pylist())),
-            generated=summary.generated if summary else 0,
-            failed=summary.failed if summary else 0,
+            **(summary.counts() if summary else {}),
             generation_calls=summary.paid_calls if summary else 0,
             nodes=dict(summary.nodes) if summary else {},
             lost_workers=summary.lost_workers if summary else 0,

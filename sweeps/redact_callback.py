@@ -12,7 +12,7 @@ is composed, before any job starts, and calls it in every job's process (a Ray w
   when a job starts (the first one closes the window) and again when the sweep ends.
 - Log records (console and the job's ``.log`` file, Hydra's own lines listing each job's overrides
   included): redacted when they are made (a ``logging`` record factory), whatever handler writes them.
-- ``sys.stdout`` / ``sys.stderr``: every write passes through :func:`storage.manifest.redact_text`
+- ``sys.stdout`` / ``sys.stderr``: every write passes through :func:`shp_ray.redaction.redact_text`
   (``sweeps.app.entry`` installs it before Hydra parses the command line, so Hydra's own error messages
   about an override are covered too).
 """
@@ -30,7 +30,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from storage.manifest import redact, redact_text
+from shp_ray.redaction import redact_text
+from storage.manifest import redact
 
 SNAPSHOT_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
 

@@ -9,6 +9,7 @@ nothing that does I/O, nothing imports in a circle, and no module outgrows one c
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ ROOMS = (
     ("shp_ray.policy", "policy"),
     ("shp_ray.providers", "providers"),
     ("shp_ray.sandbox", "sandbox"),
+    ("shp_ray.redaction", "redaction"),
     ("storage", "storage"),
     ("shp_ray.generation", "generation"),
     ("analysis", "analysis"),
@@ -33,14 +35,15 @@ ROOMS = (
 )
 # Which rooms each room may import (besides itself). Arrows only point down.
 MAY_IMPORT = {
+    "redaction": set(),
     "policy": set(),
-    "providers": set(),
+    "providers": {"redaction"},
     "sandbox": set(),
-    "storage": set(),
-    "generation": {"policy", "providers", "storage", "sandbox"},
-    "analysis": {"policy", "providers", "storage"},
-    "conf": {"policy", "providers", "sandbox", "generation", "analysis"},
-    "apps": {"policy", "providers", "sandbox", "storage", "generation", "analysis", "conf"},
+    "storage": {"redaction"},
+    "generation": {"policy", "providers", "storage", "sandbox", "redaction"},
+    "analysis": {"policy", "providers", "storage", "redaction"},
+    "conf": {"policy", "providers", "sandbox", "generation", "analysis", "redaction"},
+    "apps": {"policy", "providers", "sandbox", "storage", "generation", "analysis", "conf", "redaction"},
 }
 # The policy package is pure: the standard library and numpy, nothing that reaches a disk,
 # a network, a model or a process pool.
@@ -173,6 +176,77 @@ def test_the_simulator_options_load_no_server() -> None:
     code = "import sys, shp_ray.providers.sim.options; print('aiohttp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# All SQL text lives in analysis/sql, read by name; storage's SQLite stores keep their own statements
+# (SQLite, not DuckDB, and storage imports nothing above it). ARCHITECTURE.md, "Rules of the house".
+SQL_HOME = "analysis.sql"
+SQLITE_OWN = {"storage.cache", "storage.batch_ledger"}
+_SQL_START = re.compile(
+    r"\s*(SELECT|WITH|CREATE|INSERT|UPDATE|DELETE|PRAGMA|SET|ATTACH|DETACH|COPY|DROP|BEGIN|INSTALL|LOAD|"
+    r"DESCRIBE|EXPLAIN|ALTER|VACUUM|CHECKPOINT|SUMMARIZE)\b"
+)
+
+
+def _sql_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, start) of every string (an f-string's first literal part) that starts like a SQL statement;
+    docstrings are prose and left out."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            node = node.values[0]
+        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+        if is_text and _SQL_START.match(node.value):
+            out.append((node.lineno, node.value.strip()[:60]))
+    return sorted(set(out))  # an f-string's first part is met twice (as itself, and through the f-string)
+
+
+def test_all_sql_text_lives_in_analysis_sql() -> None:
+    wrong = [
+        f"{MODULES[m].relative_to(ROOT)}:{line}: {text!r}"
+        for m in MODULES
+        if not (m == SQL_HOME or m.startswith(SQL_HOME + ".") or m in SQLITE_OWN)
+        for line, text in _sql_strings(MODULES[m])
+    ]
+    assert not wrong, "SQL outside analysis/sql (make it a <name>.sql file there):\n" + "\n".join(sorted(set(wrong)))
+
+
+def test_the_sql_check_finds_sql(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text('"""SELECT in a docstring."""\nA = "SELECT 1"\nB = f"CREATE VIEW {x} AS y"\nC = "Selected"\n')
+    assert _sql_strings(src) == [(2, "SELECT 1"), (3, "CREATE VIEW")]
+
+
+def _documented_imports() -> dict[str, set[str]]:
+    """The "may import" column of ARCHITECTURE.md's table of rooms, in this file's room names."""
+    names = {prefix: name for prefix, name in ROOMS}
+    out = {}
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`") and cells[0] != "apps":
+            continue
+        room_name = "apps" if cells[0] == "apps" else names.get(cells[0].strip("`"))
+        if room_name is None:
+            continue
+        may = cells[1]
+        if may.startswith("everything below"):
+            out[room_name] = set(MAY_IMPORT) - {"apps"}
+        else:
+            out[room_name] = {w.strip() for w in may.split(";")[0].split(",")} & set(MAY_IMPORT)
+    return out
+
+
+def test_the_doc_states_the_rules_this_test_enforces() -> None:
+    assert _documented_imports() == MAY_IMPORT
 
 
 def test_the_policy_package_does_no_io() -> None:

@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_module
-from shp_ray.providers.sim.scripted import ScriptedProvider
 
 import conf.schema  # noqa: F401
 from conf.resolve import ConfigError, to_job
@@ -25,6 +24,7 @@ from shp_ray.generation.score_config import ScoreSpec, build
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.scorers import score_rows, task_of
 from shp_ray.policy.table import policy_by_name
+from shp_ray.providers.sim.scripted import ScriptedProvider
 from shp_ray.sandbox import ERROR_CLASSES
 from storage import Store
 from sweeps import job as sweep_job

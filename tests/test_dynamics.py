@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import analysis
-from tests.test_stoppers_property import make_encoder, write_store
+from tests.test_families_property import make_encoder, write_store
 
 
 def test_dynamics_say_whether_the_loop_revised(tmp_path) -> None:

@@ -29,7 +29,7 @@ from shp_ray.policy.families.engine import run_signals
 from shp_ray.policy.families.signals import VERIFIERS, SignalState, register_verifier
 from storage.parts import Store
 from storage.schemas import rounds_schema
-from tests.test_stoppers_property import CONTEXTS, DIM, DRAFTS, family_policy, make_encoder, write_store
+from tests.test_families_property import CONTEXTS, DIM, DRAFTS, family_policy, make_encoder, write_store
 
 TEXTS = DRAFTS + [
     "Reasoning first.\nFinal answer: Paris",

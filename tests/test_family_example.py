@@ -20,7 +20,7 @@ from shp_ray.policy.families import registry
 from shp_ray.policy.reference import replay
 from shp_ray.policy.table import policy_by_name
 from storage.parts import Store
-from tests.test_stoppers_property import live, make_encoder, write_store
+from tests.test_families_property import live, make_encoder, write_store
 
 DOC = Path(__file__).resolve().parent.parent / "ARCHITECTURE.md"
 

@@ -39,13 +39,13 @@ def test_progress_is_quiet_in_ci(monkeypatch) -> None:
     monkeypatch.setenv("CI", "true")
     assert not interactive()
     with Progress(10) as p:
-        p.update(done=4, tokens=1200, retries=2, http_429=1)
+        p.update(generated=3, failed=1, tokens=1200, retries=2, http_429=1)
         assert p._live is None  # nothing drawn
     assert p.state.done == 4
 
 
 def test_progress_line_reports_rate_tokens_retries_and_eta() -> None:
-    s = ProgressState(total=110, done=50, skipped=10, tokens=12345, retries=3, http_429=2, failed=1)
+    s = ProgressState(total=110, generated=49, failed=1, skipped=10, tokens=12345, retries=3, http_429=2)
     s.started -= 10.0  # 10 s in: 5 trajectories/s, 50 left -> ETA 10 s
     line = s.line()
     assert "50/100" in line and "12,345" in line and "retries=3" in line and "429s=2" in line
@@ -57,7 +57,7 @@ def test_progress_draws_on_a_terminal() -> None:
 
     out = io.StringIO()
     with Progress(3, enabled=True, console=Console(file=out, force_terminal=True, color_system=None, width=200)) as p:
-        p.update(done=1, tokens=77)
+        p.update(generated=1, tokens=77)
     assert "1/3 trajectories" in out.getvalue() and "tokens=77" in out.getvalue()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import ast
 import tomllib
 from pathlib import Path
 
@@ -11,9 +11,7 @@ import pytest
 from analysis import sql
 
 ROOT = Path(__file__).resolve().parents[1]
-CALLERS = ("analysis", "shp_ray", "sweeps", "storage", "conf")
-_CALL = re.compile(r"""sql\.query\(\s*["']([a-z0-9_]+)["']""")  # a caller: sql.query("name", ...)
-_BUILDER_CALL = re.compile(r"""\bquery\(\s*["']([a-z0-9_]+)["']""")  # inside analysis/sql/__init__.py
+CALLERS = ("analysis", "shp_ray", "sweeps", "storage", "conf", "hydra_plugins")
 
 
 def test_an_unknown_name_is_refused_and_the_known_ones_are_listed() -> None:
@@ -40,23 +38,57 @@ def test_the_leading_comment_is_documentation_and_a_bare_dollar_stays() -> None:
     assert "'$.gen_id_parts.provider_kind'" in sql.query("report_generations")  # a JSON path, no placeholder
 
 
-def test_every_named_statement_exists_and_every_file_is_used() -> None:
-    used = {
-        name
-        for pkg in CALLERS
-        for path in (ROOT / pkg).rglob("*.py")
-        for name in _CALL.findall(path.read_text(encoding="utf-8"))
-    }
-    missing = sorted(used - set(sql.names()))
-    assert not missing, f"sql.query() names without a file: {missing}"
-    # the rest are read by the builders in analysis/sql/ (__init__.py, replay_text.py)
-    builders = {
-        name
-        for path in (ROOT / "analysis" / "sql").glob("*.py")
-        for name in _BUILDER_CALL.findall(path.read_text(encoding="utf-8"))
-    }
-    unused = sorted(set(sql.names()) - used - builders)
-    assert not unused, f"files no code reads: {unused}"
+def _query_names(path: Path) -> tuple[list[tuple[str, int]], list[int]]:
+    """The names a module passes to ``analysis.sql.query`` (with their lines), and the lines of calls whose
+    name is no literal. Read from the syntax tree: ``sql.query(...)`` after ``from analysis import sql`` (any
+    alias), ``query(...)`` after ``from analysis.sql import query`` or inside analysis/sql/__init__.py."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    modules, functions = set(), {"query"} if path == ROOT / "analysis" / "sql" / "__init__.py" else set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "analysis":
+            modules |= {a.asname or a.name for a in node.names if a.name == "sql"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "analysis.sql":
+            functions |= {a.asname or a.name for a in node.names if a.name == "query"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "analysis.sql" and a.asname}
+    named, dynamic = [], []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        by_module = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules
+        if (isinstance(f, ast.Name) and f.id in functions) or (by_module and f.attr == "query"):
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                named.append((arg.value, node.lineno))
+            else:
+                dynamic.append(node.lineno)
+    return named, dynamic
+
+
+def test_every_named_statement_exists_and_every_file_has_a_caller() -> None:
+    """A misspelt ``sql.query("name")`` fails here, not at run time; a file no code reads is dead."""
+    known, used, missing, dynamic = set(sql.names()), set(), [], []
+    for pkg in CALLERS:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            named, lines = _query_names(path)
+            where = path.relative_to(ROOT)
+            missing += [f"{where}:{line}: sql.query({name!r})" for name, line in named if name not in known]
+            dynamic += [f"{where}:{line}" for line in lines]
+            used |= {name for name, _ in named}
+    assert not missing, "names without a file in analysis/sql:\n" + "\n".join(missing)
+    assert not dynamic, "name the statement by a literal (this test checks it):\n" + "\n".join(dynamic)
+    unused = sorted(known - used)
+    assert not unused, f"files in analysis/sql no code reads: {unused}"
+
+
+def test_the_name_check_reads_every_form_of_call(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from analysis import sql as s\nfrom analysis.sql import query as q\n"
+        "s.query('a')\nq(\n    'b', x=1)\ns.query(name)\nother.query('c')\n"
+    )
+    assert _query_names(src) == ([("a", 3), ("b", 4)], [6])
 
 
 def test_an_installed_package_ships_the_files() -> None:

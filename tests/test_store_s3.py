@@ -293,7 +293,7 @@ def test_missing_credentials_are_one_line_before_any_call(s3, monkeypatch, capsy
 def test_credentials_in_the_store_path_are_refused_and_not_echoed(s3, capsys) -> None:
     _, bucket = s3
     err = _query_error(f"s3://AKIDTESTING:{SECRET}@{bucket}/store", capsys)
-    assert f"s3://***@{bucket}/store: credentials in the store path are refused" in err
+    assert f"s3://<redacted>@{bucket}/store: credentials in the store path are refused" in err
     err = _query_error(f"s3://{bucket}/store?endpoint_override=127.0.0.1:9", capsys)
     assert "options in the store path are not read" in err
 

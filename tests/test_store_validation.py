@@ -167,7 +167,7 @@ def test_an_unreachable_s3_endpoint_is_refused_in_seconds_without_the_secret(hyd
 def test_credentials_or_options_in_an_s3_store_path_are_refused_without_echoing_them(hydra_ctx, aws_env):
     """Credentials and the endpoint come from the AWS environment variables only, never the config."""
     message = refused("store.path='s3://AKIDEXAMPLE:TOPSECRETVALUE@bucket/store'")
-    assert message.startswith("store.path: s3://***@bucket/store: credentials in the store path are refused")
+    assert message.startswith("store.path: s3://<redacted>@bucket/store: credentials in the store path are refused")
     assert "TOPSECRETVALUE" not in message and "AKIDEXAMPLE" not in message
     message = refused("store.path='s3://bucket/store?endpoint_override=127.0.0.1:9&scheme=http'")
     assert "options in the store path are not read" in message and "AWS_ENDPOINT_URL" in message

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from shp_ray import theory_checks
-from shp_ray.policy import cascade as halting
+from shp_ray.policy import cascade
 from shp_ray.policy.cascade import CONTINUE
 
 
@@ -18,13 +18,13 @@ def test_all_claims_pass():
 
 
 def test_removing_the_failsafe_fails_theorem_one(monkeypatch):
-    real = halting.decide
+    real = cascade.decide
 
     def without_failsafe(t, distances, scores, feedback, cfg):
         d = real(t, distances, scores, feedback, cfg)
         return CONTINUE if d.reason == "failsafe" else d
 
-    monkeypatch.setattr(halting, "decide", without_failsafe)
+    monkeypatch.setattr(cascade, "decide", without_failsafe)
     lines: list[str] = []
     assert not theory_checks.run(examples=150, out=lines.append, claims=theory_checks.CLAIMS[:1])
     assert lines[0].startswith("FAIL  Theorem 1")
@@ -32,12 +32,12 @@ def test_removing_the_failsafe_fails_theorem_one(monkeypatch):
 
 def test_the_papers_listing_fails_theorem_one(monkeypatch):
     # Listing 1 returns CONTINUE whenever no distance exists yet, so max_rounds = 1 halts at round 2.
-    real = halting.decide
+    real = cascade.decide
 
     def paper_listing(t, distances, scores, feedback, cfg):
         return CONTINUE if not distances else real(t, distances, scores, feedback, cfg)
 
-    monkeypatch.setattr(halting, "decide", paper_listing)
+    monkeypatch.setattr(cascade, "decide", paper_listing)
     lines: list[str] = []
     assert not theory_checks.run(examples=150, out=lines.append, claims=theory_checks.CLAIMS[:1])
     assert lines[0].startswith("FAIL  Theorem 1")

@@ -67,7 +67,7 @@ def _fsspec_sources():  # noqa: ANN202 - the alternative reader, built only in t
         def __init__(self, store, con=None) -> None:  # noqa: ANN001
             super().__init__(store, con)
             con.register_filesystem(ListedFS(self.store.fs, self.store._listing))
-            con.execute("SET parquet_metadata_cache = true")
+            con.execute(sql.query("bench_parquet_metadata_cache"))
 
         def of(self, table: str, gen_id: str | None = None) -> str:
             infos = self.store.part_infos(table) if gen_id is None else self.store.part_infos(table, gen_id)
@@ -96,12 +96,10 @@ def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
 
     connect_s, replay_s, rows, con = replay()
     t0 = time.perf_counter()
-    pushed = con.execute(
-        "SELECT count(*), sum(writer_prompt_tokens) FROM round_parts WHERE gen_id = ?", [gen]
-    ).fetchall()
+    pushed = con.execute(sql.query("bench_objectstore_pushdown"), [gen]).fetchall()
     pushdown_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    con.execute("SELECT list_sum(embedding) FROM round_parts WHERE gen_id = ? AND round = 2", [gen]).fetchall()
+    con.execute(sql.query("bench_objectstore_embeddings"), [gen]).fetchall()
     embeddings_s = time.perf_counter() - t0
     con.close()
     one_connect_s, one_replay_s, one_rows, one = replay(gen_id=gen)

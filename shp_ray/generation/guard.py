@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 
 from shp_ray.generation.loop import Failure
 from shp_ray.providers.base import ChatRequest, ProviderError, ProviderSpec
-from shp_ray.providers.client import SILENT, safe_endpoint
+from shp_ray.providers.client import SILENT
+from shp_ray.redaction import redact_text
 
 PERMANENT_STATUSES = frozenset({401, 403, 404})
 SAME_REASON_RUN = 3  # this many trajectories in a row failing the same way: the endpoint is down
@@ -81,7 +82,7 @@ def advice_for(outcome: Outcome, spec: ProviderSpec) -> str:
         return f"check provider.model ({spec.model!r}) and provider.base_url"
     if outcome.status == 429:
         return "the account's quota is exhausted: add credit or use another key"
-    return f"check that the endpoint {safe_endpoint(spec.base_url)} is up and reachable, then rerun the same command"
+    return f"check that the endpoint {redact_text(spec.base_url)} is up and reachable, then rerun the same command"
 
 
 class Breaker:
@@ -112,7 +113,7 @@ class Breaker:
         self.check_endpoint()  # a dead server explains the failure better than the failure does
         if self.tripped:
             return
-        endpoint = safe_endpoint(self.spec.base_url)
+        endpoint = redact_text(self.spec.base_url)
         why = None
         if failure.permanent:
             why = f"the endpoint {endpoint} refused the request permanently ({failure.reason})"
@@ -156,6 +157,6 @@ def preflight(spec: ProviderSpec, watchdog: Watchdog | None = None, timeout_s: f
                 raise GenerationAborted(f"preflight: {dead}") from None
         outcome = outcome_of(exc)
         raise GenerationAborted(
-            f"preflight: one test completion against {safe_endpoint(spec.base_url)} (model {spec.model!r}) "
+            f"preflight: one test completion against {redact_text(spec.base_url)} (model {spec.model!r}) "
             f"failed: {exc}. What to do: {advice_for(outcome, spec)}. Nothing was generated."
         ) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 def interactive() -> bool:
@@ -19,15 +19,31 @@ def interactive() -> bool:
     return sys.stderr.isatty()
 
 
-@dataclass
-class ProgressState:
-    total: int | None
-    done: int = 0
-    failed: int = 0
-    skipped: int = 0
+@dataclass(kw_only=True)
+class RunCounts:
+    """What a generation run counts as it goes: the one record of these fields. The progress line shows
+    them, the run's ``GenerationSummary`` and a sweep job's ``JobResult`` carry them."""
+
+    generated: int = 0  # trajectories this run stored
+    failed: int = 0  # trajectories that failed for good (no rounds stored)
+    skipped: int = 0  # trajectories already in the store, not run again
     tokens: int = 0
     retries: int = 0
     http_429: int = 0
+
+    @property
+    def done(self) -> int:
+        """Trajectories this run finished, stored or failed."""
+        return self.generated + self.failed
+
+    def counts(self) -> dict[str, int]:
+        """The counts alone (to hand from one record to another)."""
+        return {f.name: getattr(self, f.name) for f in fields(RunCounts)}
+
+
+@dataclass
+class ProgressState(RunCounts):
+    total: int | None
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -55,7 +71,7 @@ class ProgressState:
 
 
 class Progress:
-    """``with Progress(total) as p: p.update(done=..., tokens=...)``; draws only when interactive."""
+    """``with Progress(total) as p: p.update(generated=..., tokens=...)``; draws only when interactive."""
 
     def __init__(
         self, total: int | None, enabled: bool | None = None, label: str = "generate", console: object = None

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 
 from shp_ray.generation.config import GenerationConfig
-from shp_ray.generation.progress import Progress
+from shp_ray.generation.progress import Progress, RunCounts
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.local_models import pinned_sha256
 from storage.parts import Store
@@ -20,8 +20,9 @@ from storage.schemas import FAILURES
 
 
 @dataclass
-class GenerationSummary:
-    """What one ``generate`` call did (returned to the caller, printed by the sweep)."""
+class GenerationSummary(RunCounts):
+    """What one ``generate`` call did (returned to the caller, printed by the sweep): the run's counts
+    (:class:`RunCounts`: generated, failed, skipped, tokens, retries, http_429) and the rest below."""
 
     run_id: str
     gen_id: str
@@ -29,16 +30,10 @@ class GenerationSummary:
     embedder: str
     judge: str
     submitted: int = 0
-    skipped: int = 0
-    generated: int = 0
-    failed: int = 0
-    tokens: int = 0
     paid_tokens: int = 0
     calls: int = 0
     cached_calls: int = 0
     paid_calls: int = 0  # calls that reached the provider and succeeded
-    retries: int = 0
-    http_429: int = 0
     embedded_texts: int = 0
     ray_cpus: int = 0  # CPUs of the Ray cluster the run used (0: it needed no Ray)
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories finished per node (id prefix)
@@ -87,14 +82,7 @@ def count_progress(summary: GenerationSummary, prog: Progress, stats: dict[str, 
     summary.calls, summary.cached_calls, summary.paid_calls = stats["calls"], stats["cached"], stats["paid"]
     summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
     summary.http_429 = http_429
-    prog.update(
-        done=summary.generated + summary.failed,
-        failed=summary.failed,
-        skipped=summary.skipped,
-        tokens=summary.tokens,
-        retries=summary.retries,
-        http_429=summary.http_429,
-    )
+    prog.update(**summary.counts())
 
 
 def record_abort(store: Store, gen_id: str, reason: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shp_ray.importer.traces import Trace, TraceError, check_file, json_lines, parse_trace
+from shp_ray.policy.checks import check_int
 
 AGENTS = ("writer", "critic")
 
@@ -43,10 +44,7 @@ def _reply(call: Mapping[str, object], where: str) -> tuple[str, int, int]:
         raise TraceError(f"{where}.response.usage must be an object")
     counts = []
     for key in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise TraceError(f"{where}.response.usage.{key} must be an integer >= 0, got {value!r}")
-        counts.append(value)
+        counts.append(check_int(f"{where}.response.usage.{key}", usage.get(key, 0), 0, TraceError))
     return content, counts[0], counts[1]
 
 

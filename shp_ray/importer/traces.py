@@ -25,6 +25,8 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from shp_ray.policy.checks import check_int
+
 TOKEN_KEYS = ("writer_prompt", "writer_completion", "critic_prompt", "critic_completion")
 ROUND_KEYS = ("draft", "feedback", "tokens", "scores", "embedding")
 TOP_KEYS = ("id", "question", "answers", "rounds", "split")
@@ -59,9 +61,7 @@ def _where(path: str, line: int) -> str:
 
 
 def _count(value: object, where: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TraceError(f"{where}: {key} must be an integer >= 0, got {value!r}")
-    return value
+    return check_int(f"{where}: {key}", value, 0, TraceError)
 
 
 def _number(value: object, where: str, key: str) -> float:

@@ -21,17 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from shp_ray.policy.checks import check_int
+
 Reason = Literal["critic", "entropy", "no_gain", "failsafe"]
 REASONS: tuple[Reason, ...] = ("critic", "entropy", "no_gain", "failsafe")
 APPROVAL = "APPROVED"
-
-
-def _require_int(name: str, value: object, minimum: int) -> None:
-    # bool is an int subclass; True as "k" is a config mistake, not k=1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"HaltConfig.{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"HaltConfig.{name} must be >= {minimum}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -52,9 +46,9 @@ class HaltConfig:
             raise ValueError(f"HaltConfig.eps must be a number in [0, 2], got {self.eps!r}")
         if not (0.0 <= self.eps <= 2.0):  # also rejects NaN
             raise ValueError(f"HaltConfig.eps must be in [0, 2] (a cosine distance), got {self.eps}")
-        _require_int("k", self.k, 1)
-        _require_int("warmup", self.warmup, 1)
-        _require_int("max_rounds", self.max_rounds, 1)
+        check_int("HaltConfig.k", self.k, 1)
+        check_int("HaltConfig.warmup", self.warmup, 1)
+        check_int("HaltConfig.max_rounds", self.max_rounds, 1)
         for flag in ("critic", "entropy", "gain"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"HaltConfig.{flag} must be true or false, got {getattr(self, flag)!r}")
@@ -99,8 +93,7 @@ def decide(
     previous round's critique f_{t-1} ("" or None at t = 1). Only the tails of
     the histories are read, so any lengths are accepted.
     """
-    if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-        raise ValueError(f"round t must be an integer >= 1, got {t!r}")
+    check_int("round t", t, 1)
     if cfg.critic and approved(feedback):
         return _HALTS["critic"]
     if cfg.entropy and len(distances) >= cfg.k and all(d < cfg.eps for d in distances[-cfg.k :]):

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from shp_ray.policy import cascade
-from shp_ray.policy import families as stoppers
+from shp_ray.policy import cascade, families
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import Policy, random_stop_round
 from shp_ray.policy.trajectory import Trajectory
@@ -39,7 +38,7 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
     missing = [r.round for r in rounds[:cap] if r.embedding is None]
     if missing:
         raise ValueError(f"trajectory {traj.scenario_id!r}: {policy.name} needs draft embeddings; rounds {missing}")
-    return stoppers.run_trajectory(
+    return families.run_trajectory(
         policy.kind,
         policy.param_dict,
         drafts=[r.draft for r in rounds],

@@ -12,7 +12,7 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 
-from shp_ray.policy import families as stoppers
+from shp_ray.policy import families
 from shp_ray.policy.cascade import HaltConfig
 
 # "cascade", "random", "oracle", or a registered family's kind (families.FAMILIES)
@@ -56,7 +56,7 @@ class Policy:
     @property
     def family(self) -> bool:
         """Whether this is one of the other stopping systems (semantic, gain_model, verifier)."""
-        return self.kind in stoppers.FAMILIES
+        return self.kind in families.FAMILIES
 
     @property
     def param_dict(self) -> dict[str, object]:
@@ -89,9 +89,9 @@ def policy_by_name(name: str, base: HaltConfig | None = None) -> Policy:
         return Policy(name, "random", base, seed=int(m.group(1)))
     if name == "oracle_is":
         return Policy(name, "oracle", base)
-    if spec := stoppers.family_spec(name):
+    if spec := families.family_spec(name):
         return Policy(name, spec[0], base, params=tuple(sorted(spec[1].items())))  # type: ignore[arg-type]
-    known = [*NAMED_CASCADES, "fixed_k{k}", "random_s{seed}", "oracle_is", *ABLATION_CELLS, *stoppers.family_names()]
+    known = [*NAMED_CASCADES, "fixed_k{k}", "random_s{seed}", "oracle_is", *ABLATION_CELLS, *families.family_names()]
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
 
 
@@ -111,7 +111,7 @@ def standard_policies(base: HaltConfig | None = None, random_seeds: tuple[int, .
 
 def family_policies(base: HaltConfig | None = None) -> list[Policy]:
     """The other stopping systems at their defaults, capped at ``base.max_rounds``."""
-    return [policy_by_name(n, base) for n in stoppers.family_names()]
+    return [policy_by_name(n, base) for n in families.family_names()]
 
 
 def with_params(policy: Policy, **params: object) -> Policy:
@@ -119,7 +119,7 @@ def with_params(policy: Policy, **params: object) -> Policy:
     if not policy.family:
         raise ValueError(f"{policy.name} is not a stopping family; it has no params")
     merged = {**policy.param_dict, **params}
-    stoppers.registry.check_params(policy.kind, merged, policy.name)
+    families.registry.check_params(policy.kind, merged, policy.name)
     return replace(policy, params=tuple(sorted(merged.items())))
 
 

@@ -36,9 +36,10 @@ from shp_ray.providers.batch_files import (
     split_lines,
 )
 from shp_ray.providers.batch_results import BatchResults, read_results
-from shp_ray.providers.client import read_key, redact, safe_endpoint
+from shp_ray.providers.client import read_key, redact
 from shp_ray.providers.reply import error_message
 from shp_ray.providers.retry_policy import should_retry
+from shp_ray.redaction import redact_text
 
 T = TypeVar("T")
 NO_KEY = "no-key"  # the SDK insists on a key; a local server without one ignores this placeholder
@@ -103,7 +104,7 @@ class BatchAPI:
         if not spec.base_url:
             raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
         self.spec = spec
-        self.endpoint = safe_endpoint(spec.base_url)
+        self.endpoint = redact_text(spec.base_url)
         self.limits = limits or BatchLimits()
         self._key = read_key(spec, self.endpoint)
         # one SDK client per event loop (its HTTP pool is bound to the loop that made it), gone with the loop

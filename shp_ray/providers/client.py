@@ -49,6 +49,7 @@ from shp_ray.providers.quota import Heard, read_allowances
 from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_usage
 from shp_ray.providers.retry_policy import Backoff, parse_retry_after, should_retry
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
+from shp_ray.redaction import redact_text
 
 SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
 SILENT_AFTER = 2.0  # x timeout_s of nothing but attempts without a reply: the endpoint is dead
@@ -61,14 +62,6 @@ def redact(text: str, key: str = "") -> str:
     if key:
         text = text.replace(key, "***")
     return _KEYLIKE.sub("***", text)
-
-
-def safe_endpoint(base_url: str) -> str:
-    """scheme://host[:port]/path -- no user info, no query (either may carry a secret)."""
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def url_auth(base_url: str) -> tuple[str, str]:
@@ -142,7 +135,7 @@ class OpenAICompatProvider:
         if not spec.base_url:
             raise ValueError(f"ProviderSpec(kind={spec.kind!r}).base_url is empty: say which endpoint to call")
         self.spec = spec
-        self.endpoint = safe_endpoint(spec.base_url)
+        self.endpoint = redact_text(spec.base_url)  # shown in every message: no user info, no secret
         url, self._auth = url_auth(spec.base_url)
         self._url = url.rstrip("/") + "/chat/completions"
         self._key = read_key(spec, self.endpoint)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from shp_ray.policy.checks import check_int
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
@@ -45,8 +46,7 @@ def check_params(params: Mapping[str, object]) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown semantic mode {mode!r}; known: {', '.join(MODES)}")
     n = params.get("n", 1)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{mode}: n must be an integer >= 1, got {n!r}")
+    check_int(f"{mode}: n", n, 1)
     for key in ("threshold", "start", "end", "tol"):
         if key in params:
             v = params[key]

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from shp_ray.policy.checks import check_int
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
@@ -42,9 +43,7 @@ DEFAULTS: dict[str, dict[str, object]] = {
 
 def check_params(params: Mapping[str, object]) -> None:
     for key in ("cycle", "history", "budget"):
-        v = params.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"verifier-first: {key} must be an integer >= 0, got {v!r}")
+        check_int(f"verifier-first: {key}", params.get(key), 0)
     if params["cycle"] < 1 or params["history"] < 1:
         raise ValueError("verifier-first: cycle and history must be >= 1")
     if params["cycle"] > params["history"]:

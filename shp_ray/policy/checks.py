@@ -1,0 +1,21 @@
+"""The one integer check of the project: a setting, a parameter or a count read from a file that must be
+a whole number of at least some minimum.
+
+It lives in the policy package because that is the floor every room that checks integers may import
+(the config, generation, the importers, the policy's own parameters). A bool is refused though Python
+counts it as an int: ``True`` given for ``k`` is a mistake in the config, not k = 1.
+"""
+
+from __future__ import annotations
+
+
+def is_int(value: object) -> bool:
+    """An ``int`` that is no ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_int(what: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
+    """``value`` when it is an integer >= ``minimum``; else ``error`` saying what ``what`` must be."""
+    if not is_int(value) or value < minimum:  # type: ignore[operator]
+        raise error(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value  # type: ignore[return-value]
