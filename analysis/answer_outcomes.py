@@ -23,28 +23,6 @@ from analysis import sql, stats
 from analysis.sql import quote, quote_list
 from shp_ray.policy.answer import INLINE_ANSWER, NO_PARTIAL_CREDIT, SENTENCE_BREAK, VISIBLE, normalize_answer
 
-# The returned round: stop_round for the cascade, random and oracle rows, selected_round for a stopping family
-# (a best-round selector may return an earlier draft than the one it stopped at).
-_RETURNED = """
-SELECT r.policy, r.gen_id::VARCHAR AS gen_id, sp.split, r.scenario_id, r.depth, r.final_f1, r.baseline_f1,
-       {returned} AS returned_round
-FROM replay r LEFT JOIN scenario_splits sp ON sp.scenario_id = r.scenario_id {families}
-"""
-_OUTCOMES = """
-WITH r AS ({returned})
-SELECT r.policy, r.split, r.scenario_id, r.final_f1 AS strict_f1, r.baseline_f1 AS strict_baseline_f1,
-       a.answer_f1 AS lenient_f1, b.answer_f1 AS lenient_baseline_f1
-FROM r
-LEFT JOIN answers_lenient a ON a.gen_id = r.gen_id AND a.scenario_id = r.scenario_id AND a.round = r.returned_round
-LEFT JOIN answers_lenient b ON b.gen_id = r.gen_id AND b.scenario_id = r.scenario_id AND b.round = r.depth
-ORDER BY r.policy, r.split, r.scenario_id
-"""
-_ROUND_ANSWERS = """
-SELECT a.scenario_id, a.round, a.answer, p.draft_hash
-FROM answers_lenient a JOIN round_signals p USING (gen_id, scenario_id, round)
-ORDER BY a.gen_id, a.scenario_id, a.round
-"""
-
 
 def answers_lenient_sql(rounds: str = "round_parts") -> str:
     """Per draft of the relation ``rounds``: the lenient reading of its answer (an inline ``Answer:``, else the
@@ -62,19 +40,20 @@ def answers_lenient_sql(rounds: str = "round_parts") -> str:
 
 
 def _has_families(con: duckdb.DuckDBPyConnection) -> bool:
-    names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    names = {r[0] for r in con.execute(sql.query("query_tables")).fetchall()}
     return "family_replay" in names
 
 
 def returned_rounds_sql(con: duckdb.DuckDBPyConnection) -> str:
     """Each replay row with the round of the draft it returns (and its split)."""
     if _has_families(con):
-        return _RETURNED.format(
+        return sql.query(
+            "answer_returned",
             returned="coalesce(f.selected_round, r.stop_round)",
             families="LEFT JOIN family_replay f ON f.policy = r.policy AND f.gen_id = r.gen_id "
             "AND f.scenario_id = r.scenario_id",
         )
-    return _RETURNED.format(returned="r.stop_round", families="")
+    return sql.query("answer_returned", returned="r.stop_round", families="")
 
 
 def _paired(x: np.ndarray, base: np.ndarray) -> dict[str, object]:
@@ -86,7 +65,7 @@ def f1_outcomes(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str], 
     """Per (split, policy): ``{"lenient": tests, "strict": tests}``, each the paired tests of the returned draft's
     answer F1 against the baseline's (n, mean, mean_baseline, mean_diff, ci95_low/high, p_t, p_wilcoxon, d_z).
     Trajectories without a gold answer (F1 NULL) are left out of the pairs."""
-    rows = con.execute(_OUTCOMES.format(returned=returned_rounds_sql(con))).fetchall()
+    rows = con.execute(sql.query("answer_outcomes", returned=returned_rounds_sql(con))).fetchall()
     cols: dict[tuple[str | None, str], list[tuple]] = defaultdict(list)
     for policy, split, _sid, s, sb, lf, lb in rows:
         cols[(split, policy)].append((s, sb, lf, lb))
@@ -106,7 +85,7 @@ def answer_dynamics(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
     - ``share_repeat_rounds``: rounds >= 2 whose draft repeats an earlier draft of the trajectory word for word.
     """
     by_traj: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for sid, _t, answer, draft_hash in con.execute(_ROUND_ANSWERS).fetchall():
+    for sid, _t, answer, draft_hash in con.execute(sql.query("answer_rounds")).fetchall():
         by_traj[sid].append((normalize_answer(answer or ""), draft_hash))
     if not by_traj:
         return {"trajectories": 0}

@@ -50,9 +50,6 @@ from sweeps.paper_sections import (
 __all__ = ["Scope", "collect", "paper_job", "paper_tables", "render"]
 _pct, _p = pct, p_cell  # their names here before the sections moved to sweeps.paper_sections
 
-# What one call of the scope's judge costs on average, over the rounds it judged (0: the lexical judge, no call).
-JUDGE_TOKENS_PER_CALL = "SELECT avg(judge_tokens) FILTER (WHERE judge_tokens > 0) FROM round_signals"
-
 
 def paper_tables() -> dict[str, Any]:
     return yaml.safe_load((resources.files("shp_ray") / "data" / "paper_tables.yaml").read_text())
@@ -84,7 +81,7 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
         }
         f1 = {policy: v for (_split, policy), v in answer_outcomes.f1_outcomes(con).items()}
         answers = answer_outcomes.answer_dynamics(con)
-        (per_call,) = con.execute(JUDGE_TOKENS_PER_CALL).fetchone()
+        (per_call,) = con.execute(sql.query("judge_tokens_per_call")).fetchone()
     finally:
         con.close()
     n = max((int(r["n"]) for r in summary.values()), default=0)
