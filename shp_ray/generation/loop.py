@@ -39,6 +39,7 @@ from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.table import Policy, random_stop_round
 from shp_ray.policy.weights import uniform
 from shp_ray.providers.base import ChatRequest, Completion
+from storage.resume import FATAL_STAGES
 from storage.write_fault import write_failure
 
 
@@ -90,9 +91,7 @@ class TrajectoryResult:
     @property
     def fatal(self) -> Failure | None:
         """The writer/critic failure that ended this trajectory (None if it was not failed)."""
-        return (
-            next((f for f in reversed(self.failures) if f.stage in ("writer", "critic")), None) if self.failed else None
-        )
+        return next((f for f in reversed(self.failures) if f.stage in FATAL_STAGES), None) if self.failed else None
 
 
 def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
