@@ -69,6 +69,7 @@ FLOWS: dict[str, Flow] = {
     ),
     "provider.rpm": flow("provider.rpm=60", where=lambda j: j.provider.rpm, expected=60.0),
     "provider.tpm": flow("provider.tpm=9000", where=lambda j: j.provider.tpm, expected=9000.0),
+    "provider.rate_window_s": flow("provider.rate_window_s=5", where=lambda j: j.provider.rate_window_s, expected=5.0),
     "provider.max_concurrency": flow(
         "provider.max_concurrency=5", where=lambda j: j.provider.max_concurrency, expected=5
     ),
