@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from shp_ray.bench.ratelimit_calls import bench_request, summary
+from shp_ray.bench.ratelimit_calls import bench_request, fire, summary
 from shp_ray.providers.base import ProviderError, ProviderSpec
 from shp_ray.providers.sim.faults import parse_range, parse_share
 
@@ -127,27 +127,19 @@ async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     http = httpx2.AsyncClient(event_hooks={"request": [on_request], "response": [on_response]})
     key = os.environ.get(args.api_key_env, "") if args.api_key_env else ""
     client = AsyncOpenAI(base_url=base_url, api_key=key or "no-key", http_client=http, timeout=args.timeout)
-    gate = asyncio.Semaphore(args.concurrency)
 
-    async def one(i: int) -> bool:
+    async def one(i: int) -> object:
         req = bench_request(i, args.model, args.max_tokens)
-        async with gate:
-            try:
-                await client.chat.completions.create(
-                    model=req.model,
-                    messages=req.openai_messages(),
-                    max_tokens=req.max_tokens,  # type: ignore[arg-type]
-                )
-                return True
-            except Exception:  # the baseline's failures are what we measure
-                return False
+        return await client.chat.completions.create(
+            model=req.model,
+            messages=req.openai_messages(),
+            max_tokens=req.max_tokens,  # type: ignore[arg-type]
+        )
 
-    t0 = time.monotonic()
-    oks = await asyncio.gather(*(one(i) for i in range(args.requests)))
-    elapsed = time.monotonic() - t0
+    failed, elapsed = await fire(args.requests, args.concurrency, one)
     await client.close()
     retries = max(0, seen["attempts"] - args.requests)
-    return summary("naive", args.requests, oks.count(False), elapsed, seen["http_429"], retries)
+    return summary("naive", args.requests, failed, elapsed, seen["http_429"], retries)
 
 
 HOSTILE = {  # issue 30's server: 40 requests / 5 s, 5 % faults incl. 5-8 s holds, every Retry-After style

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shp_ray.providers.base import ChatRequest
@@ -24,3 +27,21 @@ def summary(mode: str, n: int, failed: int, elapsed: float, http_429: int, retri
         "http_429": http_429,
         "retries": retries,
     }
+
+
+async def fire(n: int, concurrency: int, one: Callable[[int], Awaitable[object]]) -> tuple[int, float]:
+    """``n`` calls of ``one``, at most ``concurrency`` at a time: (how many raised, seconds). A call that raises is
+    lost: a baseline's or a peer's failures are what the bench measures."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def guarded(i: int) -> bool:
+        async with gate:
+            try:
+                await one(i)
+                return True
+            except Exception:  # noqa: BLE001 - counted, never raised
+                return False
+
+    t0 = time.monotonic()
+    oks = await asyncio.gather(*(guarded(i) for i in range(n)))
+    return oks.count(False), time.monotonic() - t0

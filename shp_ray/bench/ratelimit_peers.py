@@ -13,14 +13,12 @@ one line saying so. Their retries and 429s are read from the server's counts, no
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import os
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shp_ray.bench.ratelimit_calls import bench_request, summary
+from shp_ray.bench.ratelimit_calls import bench_request, fire, summary
 
 PINS = {"litellm_router": "litellm==1.110.2", "openai_aiolimiter": "aiolimiter==1.3.0"}
 
@@ -38,21 +36,8 @@ def _messages(i: int) -> list[dict[str, str]]:
 
 
 async def _fire(args: argparse.Namespace, one: Callable[[int], Awaitable[object]], mode: str) -> dict[str, Any]:
-    """``--requests`` calls of ``one`` at most ``--concurrency`` at a time; a call that raises is lost."""
-    gate = asyncio.Semaphore(args.concurrency)
-
-    async def guarded(i: int) -> bool:
-        async with gate:
-            try:
-                await one(i)
-                return True
-            except Exception:  # the peer's failures are what we measure
-                return False
-
-    t0 = time.monotonic()
-    oks = await asyncio.gather(*(guarded(i) for i in range(args.requests)))
-    elapsed = time.monotonic() - t0
-    return summary(mode, args.requests, oks.count(False), elapsed, -1, -1)  # -1: see the server's counts
+    failed, elapsed = await fire(args.requests, args.concurrency, one)
+    return summary(mode, args.requests, failed, elapsed, -1, -1)  # -1: see the server's counts
 
 
 async def run_litellm_router(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
