@@ -42,13 +42,10 @@ from sweeps.paper_sections import (
     families_table,
     judge_note,
     oracle_gap,
-    p_cell,
-    pct,
     policy_table,
 )
 
 __all__ = ["Scope", "collect", "paper_job", "paper_tables", "render"]
-_pct, _p = pct, p_cell  # their names here before the sections moved to sweeps.paper_sections
 
 
 def paper_tables() -> dict[str, Any]:
