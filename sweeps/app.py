@@ -62,13 +62,24 @@ def _power(row: dict) -> str:
     return f"{row['tost_power']:.2f}/N{row['n_needed']}"
 
 
+def _outcome(row: dict, scored: str | None) -> str:
+    """The correctness columns of a row: pass and dpass for a run with a pass/fail score, else answer F1."""
+    if scored:
+        return f"{_num(row.get('pass_at_stop'), '.3f'):>7}{_num(row.get('delta_pass'), '+.3f'):>8}"
+    return f"{_num(row.get('mean_f1'), '.3f'):>7}"
+
+
 def _print_table(result: sweep_job.JobResult) -> None:
     from analysis.report_costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
     from analysis.report_power import warning
 
+    # A run with a pass/fail score (a code run's hidden tests) shows it where a QA run shows answer F1: a
+    # stopping rule is judged by correctness where it exists, never by the judge's IS alone.
+    scored = next((row["pass_score"] for row in result.summary if row.get("pass_at_stop") is not None), None)
+    outcome = f"{'pass':>7}{'dpass':>8}" if scored else f"{'F1':>7}"
     head = (
         f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
-        f"{'dIS':>8}{'F1':>7}  non-inferior  power/N_needed"
+        f"{'dIS':>8}{outcome}  non-inferior  power/N_needed"
     )
     for split in dict.fromkeys(row.get("split") for row in result.summary):  # a table per split, never pooled
         rows = [row for row in result.summary if row.get("split") == split]
@@ -81,12 +92,14 @@ def _print_table(result: sweep_job.JobResult) -> None:
                 f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
                 f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
                 f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
-                f"{_num(row.get('mean_f1'), '.3f'):>7}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
+                f"{_outcome(row, scored)}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
             )
-    print(
-        f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; "
-        "F1: HotpotQA answer F1 (strict reading)"
+    said_outcome = (
+        f"pass: the share whose stop-round draft passes {scored!r} (dpass against fixed_k{{depth}}, paired)"
+        if scored
+        else "F1: HotpotQA answer F1 (strict reading)"
     )
+    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; {said_outcome}")
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
         f"({'-' if not result.prices else result.prices.removeprefix('prices: ')})"

@@ -25,7 +25,9 @@ from shp_ray.policy.reference import family_replay, replay
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import policy_by_name
 from shp_ray.policy.trajectory import Round, Trajectory
+from sweeps import app
 from sweeps.code_results import render
+from sweeps.job import JobResult
 
 DEPTH = 4
 # hidden / visible test results per round of each trajectory (dev first): passes that appear, break and come back
@@ -167,6 +169,21 @@ def test_pass_at_stop_and_its_mcnemar_tests_equal_a_python_computation_per_split
         assert r["gap"] == pytest.approx(np.mean([max(h) for h in hidden]) - np.mean(got))
         checked += 1
     assert checked == len(rows) and checked >= 2 * 20
+
+
+def test_the_sweep_console_shows_pass_at_stop_where_a_qa_run_shows_f1(con, capsys) -> None:
+    summary = con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist()
+    app._print_table(JobResult(run_id="r", gen_id="g", judge="lexical", store="s", scenarios=40, trajectories=40,
+                               summary=summary))  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert "pass" in out[2].split() and "dpass" in out[2].split() and "F1" not in out[2].split()
+    assert any("passes 'hidden_pass'" in line for line in out)
+    expected = {(r["split"], r["policy"]): r for r in correctness.compare_pass(con) if r["score"] == "hidden_pass"}
+    for split in ("dev", "test"):
+        table = out[out.index(next(x for x in out if x.startswith(f"split {split},"))) :]
+        shp = next(line for line in table if line.startswith("shp ")).split()
+        row = expected[(split, "shp")]  # pass and dpass sit right after dIS
+        assert shp[9:11] == [f"{row['pass_at_stop']:.3f}", f"{row['delta_pass']:+.3f}"]
 
 
 def test_the_oracle_is_the_earliest_passing_round_and_breaks_and_fixes_are_counted(con) -> None:

@@ -1,8 +1,18 @@
 -- A sweep job's summary table (printed by shp-sweep, returned to Hydra; costs in US dollars per trajectory), a row
 -- per split and policy (a job over dev and test shows both, never pooled); n_is, margin, tost_power and n_needed
--- let shp-sweep warn when N is below what the TOST planner asks.
-SELECT split, policy, n, mean_rounds, mean_operational_tokens, mean_operational_cost_live_usd,
+-- let shp-sweep warn when N is below what the TOST planner asks. When the tasks carry a pass/fail score (a code
+-- run's hidden_pass, a user's 0/1 score: hidden_pass first), its pass_at_stop and the paired delta against
+-- fixed_k{depth} ride along: correctness is what a stopping rule is judged by where it exists.
+WITH pass AS (
+    SELECT gen_id, split, policy, score AS pass_score, pass_at_stop, delta_pass, p_mcnemar
+    FROM correctness_summary
+    QUALIFY dense_rank() OVER (ORDER BY score <> 'hidden_pass', score) = 1
+)
+SELECT s.split, s.policy, n, mean_rounds, mean_operational_tokens, mean_operational_cost_live_usd,
        mean_operational_cost_batch_usd, mean_operational_cost_usd, token_saving, mean_is, delta_is, non_inferior,
        mean_f1, n_is, margin, tost_power, n_needed, degenerate,
-       delta_is_lower95, delta_f1, delta_em, underpowered  -- the sweep's combined table (sweeps.summary)
-FROM policy_summary ORDER BY split, policy
+       delta_is_lower95, delta_f1, delta_em, underpowered,  -- the sweep's combined table (sweeps.summary)
+       pass_score, pass_at_stop, delta_pass, p_mcnemar
+FROM policy_summary s
+LEFT JOIN pass c ON c.gen_id::VARCHAR = s.gen_id::VARCHAR AND c.split IS NOT DISTINCT FROM s.split AND c.policy = s.policy
+ORDER BY s.split, s.policy
