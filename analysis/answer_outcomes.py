@@ -20,8 +20,8 @@ import duckdb
 import numpy as np
 
 from analysis import sql, stats
-from analysis.sql import quote, quote_list
-from shp_ray.policy.answer import INLINE_ANSWER, NO_PARTIAL_CREDIT, SENTENCE_BREAK, VISIBLE, normalize_answer
+from analysis.sql import quote
+from shp_ray.policy.answer import INLINE_ANSWER, SENTENCE_BREAK, VISIBLE, normalize_answer
 
 
 def answers_lenient_sql(rounds: str = "round_parts") -> str:
@@ -33,9 +33,7 @@ def answers_lenient_sql(rounds: str = "round_parts") -> str:
         inline=quote(INLINE_ANSWER),
         sentence_break=quote(SENTENCE_BREAK),
         visible=quote(VISIBLE),
-        norm_answer=sql.answer_normalize_sql("answer"),
-        norm_gold=sql.answer_normalize_sql("ground_truth"),
-        no_partial=quote_list(NO_PARTIAL_CREDIT),
+        **sql.answer_scoring(),
     )
 
 

@@ -256,17 +256,22 @@ def answer_normalize_sql(text: str) -> str:
     )
 
 
+def answer_scoring() -> dict[str, str]:
+    """The pieces every reading of an answer scores it with: ``norm_answer`` / ``norm_gold`` (answer_normalize.sql
+    over ``answer`` and ``ground_truth``), the ``counted`` CTEs (answer_tokens.sql) and the ``f1`` expression
+    (answer_token_f1.sql)."""
+    return {
+        "norm_answer": answer_normalize_sql("answer"),
+        "norm_gold": answer_normalize_sql("ground_truth"),
+        "counted": query("answer_tokens"),
+        "f1": query("answer_token_f1", no_partial=quote_list(NO_PARTIAL_CREDIT)),
+    }
+
+
 def answers_sql(rounds: str = "round_parts") -> str:
     """Per draft of the relation ``rounds``: has_answer_line, answer_em, answer_f1 against the scenario's
     gold answer (answers.sql)."""
-    return query(
-        "answers",
-        rounds=rounds,
-        answer_line=quote(ANSWER_LINE_REGEX),
-        norm_answer=answer_normalize_sql("answer"),
-        norm_gold=answer_normalize_sql("ground_truth"),
-        no_partial=quote_list(NO_PARTIAL_CREDIT),
-    )
+    return query("answers", rounds=rounds, answer_line=quote(ANSWER_LINE_REGEX), **answer_scoring())
 
 
 def t95_sql(df: str) -> str:

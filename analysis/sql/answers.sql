@@ -3,10 +3,9 @@
 -- Python values in the signals table; this is the same in SQL for rounds without them). Filled by
 -- sql.answers_sql: rounds (the relation of rounds rows), answer_line (regex of a line that starts with
 -- "Answer:" / "Final answer:"), norm_answer / norm_gold (answer_normalize.sql over answer / ground_truth),
--- no_partial ('yes', 'no', 'noanswer': no partial credit).
+-- counted (answer_tokens.sql), f1 (answer_token_f1.sql).
 -- The LAST answer line counts; a draft without one scores 0 (has_answer_line says which). A scenario without
--- a gold answer scores NULL (unknown, never 0). F1 keeps the script's order of operations (precision, recall,
--- 2PR / (P + R)), so it equals the Python value bit for bit.
+-- a gold answer scores NULL (unknown, never 0).
 WITH gold AS (
     SELECT scenario_id, any_value(ground_truth) AS ground_truth FROM scenarios GROUP BY scenario_id
 ), lines AS (
@@ -18,24 +17,12 @@ WITH gold AS (
     SELECT gen_id, scenario_id, round, ground_truth, line IS NOT NULL AS has_answer_line,
            $norm_answer AS pred, $norm_gold AS ref
     FROM (SELECT *, regexp_replace(line, $answer_line, '') AS answer FROM lines)
-), tokens AS (
-    SELECT *, list_filter(string_split(pred, ' '), lambda w: w <> '') AS pt,
-           list_filter(string_split(ref, ' '), lambda w: w <> '') AS rt
-    FROM normalised
-), counted AS (
-    -- the size of the multiset intersection (Counter(pt) & Counter(rt))
-    SELECT *, coalesce(list_sum(list_transform(list_distinct(pt), lambda w:
-               least(len(list_filter(pt, lambda x: x = w)), len(list_filter(rt, lambda x: x = w))))), 0) AS same
-    FROM tokens
-)
+), $counted
 SELECT gen_id, scenario_id, round, has_answer_line,
        CASE WHEN ground_truth IS NULL THEN NULL
             WHEN NOT has_answer_line THEN 0::DOUBLE
             ELSE (pred = ref)::INTEGER::DOUBLE END AS answer_em,
        CASE WHEN ground_truth IS NULL THEN NULL
             WHEN NOT has_answer_line THEN 0::DOUBLE
-            WHEN (pred IN ($no_partial) OR ref IN ($no_partial)) AND pred <> ref THEN 0::DOUBLE
-            WHEN same = 0 THEN 0::DOUBLE
-            ELSE (2 * (same::DOUBLE / len(pt)) * (same::DOUBLE / len(rt)))
-                 / ((same::DOUBLE / len(pt)) + (same::DOUBLE / len(rt))) END AS answer_f1
+            ELSE $f1 END AS answer_f1
 FROM counted

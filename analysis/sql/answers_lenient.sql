@@ -3,7 +3,8 @@
 -- has one); a draft with no marker at all is read by its last sentence (split on ./!/? followed by whitespace and on
 -- line breaks), so a right answer stated inline is not scored 0 as the strict reading (answers.sql) scores it.
 -- Filled by sql.answers_lenient_sql: rounds (the relation of rounds rows), inline (INLINE_ANSWER: a marker and the
--- rest of its line), sentence_break, visible (regexes), norm_answer / norm_gold (answer_normalize.sql), no_partial.
+-- rest of its line), sentence_break, visible (regexes), norm_answer / norm_gold (answer_normalize.sql), counted
+-- (answer_tokens.sql), f1 (answer_token_f1.sql).
 -- has_inline_answer: a marker gave the answer (else the last sentence did). EM / F1 as answers.sql scores them,
 -- NULL for a scenario without a gold answer.
 WITH gold AS (
@@ -20,20 +21,8 @@ WITH gold AS (
     FROM read
 ), normalised AS (
     SELECT *, $norm_answer AS pred, $norm_gold AS ref FROM picked
-), tokens AS (
-    SELECT *, list_filter(string_split(pred, ' '), lambda w: w <> '') AS pt,
-           list_filter(string_split(ref, ' '), lambda w: w <> '') AS rt
-    FROM normalised
-), counted AS (
-    SELECT *, coalesce(list_sum(list_transform(list_distinct(pt), lambda w:
-               least(len(list_filter(pt, lambda x: x = w)), len(list_filter(rt, lambda x: x = w))))), 0) AS same
-    FROM tokens
-)
+), $counted
 SELECT gen_id, scenario_id, round, answer, has_inline_answer,
        CASE WHEN ground_truth IS NULL THEN NULL ELSE (pred = ref)::INTEGER::DOUBLE END AS answer_em,
-       CASE WHEN ground_truth IS NULL THEN NULL
-            WHEN (pred IN ($no_partial) OR ref IN ($no_partial)) AND pred <> ref THEN 0::DOUBLE
-            WHEN same = 0 THEN 0::DOUBLE
-            ELSE (2 * (same::DOUBLE / len(pt)) * (same::DOUBLE / len(rt)))
-                 / ((same::DOUBLE / len(pt)) + (same::DOUBLE / len(rt))) END AS answer_f1
+       CASE WHEN ground_truth IS NULL THEN NULL ELSE $f1 END AS answer_f1
 FROM counted
