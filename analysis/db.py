@@ -24,19 +24,18 @@ from analysis import costs, family_replay, sql, uniqueness
 from analysis.cascade_udf import register_udfs
 from analysis.derived import DerivedCache
 from analysis.errors import AnalysisError, require_sound
-from analysis.policy_table import default_policies, policies_sql
+from analysis.policy_table import policies_sql
 
 # Tests patch ``analysis.db._new_connection`` and call ``analysis.db._lock_down``: connect() looks
 # both up here, so a patch of this module's name takes effect.
 from analysis.sandbox import lock_down as _lock_down
 from analysis.sandbox import new_connection as _new_connection
+from analysis.scope import DEFAULT_DELTA, ReplayScope, open_for_reading, resolve_weights, scope_of
 from analysis.signals import SIGNAL_COLUMNS, SIGNAL_SELECT, connect_signals, trajectories_from_signals
 from analysis.sources import TableSources
-from analysis.sql import ScenarioSlice
 from analysis.stored_inputs import relation as stored_relation
 from analysis.stored_inputs import stored_facts
 from analysis.views import (
-    DEFAULT_DELTA,
     MIXED,
     StoreFacts,
     build_statements,
@@ -45,11 +44,9 @@ from analysis.views import (
     source,
     store_facts,
 )
-from shp_ray.policy import weights as weight_strategies
-from shp_ray.policy.scoring import check_weights
 from shp_ray.policy.table import Policy
-from shp_ray.providers.prices import PriceTable, default_prices
-from storage.parts import NoStore, Store, open_store
+from shp_ray.providers.prices import PriceTable
+from storage.parts import Store
 
 __all__ = [  # what callers import from here (some defined in the modules above)
     "DEFAULT_DELTA",
@@ -57,6 +54,7 @@ __all__ = [  # what callers import from here (some defined in the modules above)
     "SIGNAL_SELECT",
     "VIEWS_FILE",
     "AnalysisError",
+    "ReplayScope",
     "Setup",
     "build_statements",
     "connect",
@@ -98,146 +96,130 @@ class Setup:
 _SETUPS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Setup] = weakref.WeakKeyDictionary()
 
 
-def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, float]:
-    if weights is None or weights == "uniform":
-        return weight_strategies.uniform()
-    if isinstance(weights, str):
-        raise AnalysisError(f"weights {weights!r}: pass a dict metric -> weight (see shp_ray.policy.weights)")
-    return dict(weights)
-
-
 def connect(
-    store_root: str | Path,
+    store: str | Path | Store | ReplayScope,
     judge: str | None = None,
     weights: Mapping[str, float] | str | None = None,
     policies: Iterable[Policy] | None = None,
     read_only: bool = True,
     *,
-    judge_prompt_version: str | None = None,
-    delta: float = DEFAULT_DELTA,
     materialize: bool = True,
     validate: bool = True,
-    gen_id: str | None = None,
-    scenario_ids: Sequence[str] | ScenarioSlice | None = None,
-    memory_limit: str | None = None,
-    prices: PriceTable | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
 
-    ``gen_id`` / ``scenario_ids`` narrow the trajectories to one generation and a
-    set of scenarios (what one sweep job generated and replays) or a
-    :class:`ScenarioSlice` of them (a store too large for memory, replayed slice by slice); default: all.
-
-    ``judge`` selects whose judgments give IS (needed only when the store holds
-    several); ``weights`` a dict over METRICS (default uniform); ``policies``
-    the rows of the ``policies`` table (default: every standard policy and the
-    seven ablation cells). ``materialize`` computes the per-round signals once
+    ``store``: a path, a :class:`Store`, or a :class:`ReplayScope` saying what is replayed (one generation, a
+    set of scenarios or a :class:`ScenarioSlice` of them, the judge and its prompt version, the weights, the
+    policies, the margin ``delta``, the prices, DuckDB's memory bound); given a path or a Store, ``judge``,
+    ``weights`` and ``policies`` are the scope (default: every trajectory, the only judge, uniform weights,
+    every standard policy and the seven ablation cells). ``materialize`` computes the per-round signals once
     (one scan of the stored signals) so every later replay is arithmetic only.
-    ``memory_limit`` (e.g. ``"1.5GB"``) bounds DuckDB's memory: past it, it spills to disk.
-    ``prices`` prices the cost columns (default: the shipped table, ``shp_ray/data/prices.yaml``).
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
     """
-    store = _open(store_root)
-    if store.remote:
-        store = store.snapshot()  # listed once: verification, footers and the views all use this listing
-    require_sound(store)
-    w = check_weights(resolve_weights(weights))
-    pols = tuple(default_policies() if policies is None else policies)
-    prices = default_prices() if prices is None else prices
-    con = _new_connection(memory_limit)
+    scope = scope_of(store, judge, weights, policies).resolved()
+    opened = open_for_reading(scope.store)
+    # a remote store is listed once: verification, footers and the views all use this listing
+    scope = replace(scope, store=opened.snapshot() if opened.remote else opened)
+    require_sound(scope.store)
+    con = _new_connection(scope.memory_limit)
     try:
-        tables = TableSources(store, con)
-        derived = DerivedCache(store)
-        guarded = guarded_sources(tables, gen_id, scenario_ids)
-        sources = uniqueness.statements(guarded)
-        for stmt in sources:
-            con.execute(stmt)
-        asked = repr((judge, judge_prompt_version, validate))
-
-        def read_once(skip: Sequence[str], once: Sequence[str]) -> None:  # copies of rows (analysis.uniqueness)
-            if skip or once:
-                tables.skip = frozenset(skip)
-                for stmt in uniqueness.statements(guarded_sources(tables, gen_id, scenario_ids), once):
-                    con.execute(stmt)
-
-        def facts_now() -> dict:
-            found = stored_facts(con, store, tables, gen_id, scenario_ids, judge, judge_prompt_version)
-            if found is not None:  # the writer's trajectory_inputs rows account for every part in scope
-                return asdict(found)
-            skip, once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
-            read_once(skip, once)
-            found = store_facts(con, store, judge, judge_prompt_version, gen_id, scenario_ids, validate)
-            return asdict(replace(found, skip_parts=skip, read_once=once))
-
-        facts = StoreFacts(**derived.remember(derived.key([*sources, asked]), facts_now))
-        read_once(facts.skip_parts, facts.read_once)
-        judge, version, dim, signals = facts.judge, facts.judge_prompt_version, facts.dim, facts.signals
-        missing, rounds, fill_calls, batch = facts.missing, facts.rounds, facts.fill_calls, facts.batch
-        where = sql.judge_where(judge, version)
-        price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
-        if signals == MIXED:
-            _log.warning(
-                "%d trajector%s in %s have no stored signals (written before the signals table, or a run was "
-                "killed between its rounds and their signals): computing them from the embeddings now. "
-                "Store them once: shp-query --store %s --signals rebuild",
-                missing, "y" if missing == 1 else "ies", store.uri, store.uri,
-            )  # fmt: skip
-        build = partial(
-            build_statements,
-            tables,
-            judge=judge,
-            judge_prompt_version=version,
-            weights=w,
-            policies=pols,
-            delta=delta,
-            dim=dim,
-            materialize=materialize,
-            gen_id=gen_id,
-            scenario_ids=scenario_ids,
-            signals=signals,
-            rounds=rounds,
-            fill_calls=fill_calls,
-            batch=batch,
-            prices=prices,
-            price_rows=price_rows,
-            gen_ids=facts.gen_ids,
-            read_once=facts.read_once,
-            stored_inputs=stored_relation(tables, gen_id, scenario_ids) if facts.inputs else None,
-        )
-        stmts = build()
-        inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
-        inputs = "written" if facts.inputs and materialize else inputs  # computed from the writer's rows
-        # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
-        key = derived.key(stmts[: at + 1]) if materialize else ""
-        kept = derived.inputs(key) if materialize else None
-        if materialize and kept is None and not facts.inputs and judgments_unique(con, where):  # no pick needed
-            stmts = build(unique_judgments=True)
-        for i, stmt in enumerate(stmts):
-            if i == at and kept is not None and derived.attach_inputs(con, kept, key):
-                inputs = "stored"
-                continue
-            if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
-                continue  # computed into the kept file, and read there
-            con.execute(stmt)
-        if family_replay.has_families(pols):  # the family rows: computed column-wise in Python, then SQL
-            family_replay.refresh(con, pols, materialize, dim, batch)
-        register_udfs(con, rounds)
+        tables, derived = TableSources(scope.store, con), DerivedCache(scope.store)
+        facts = _read_facts(con, tables, derived, scope, validate)
+        if facts.signals == MIXED:
+            _warn_unsigned(facts.missing, scope.store.uri)
+        inputs = _create_views(con, tables, derived, replace(scope, judge=facts.judge), facts, materialize)
+        if family_replay.has_families(scope.policies):  # the family rows: computed column-wise in Python, then SQL
+            family_replay.refresh(con, scope.policies, materialize, facts.dim, facts.batch)
+        register_udfs(con, facts.rounds)
         if read_only:
-            _lock_down(con, store)
+            _lock_down(con, scope.store)
     except BaseException:
         con.close()  # never hand back (or leak) a half-built connection
         raise
-    _SETUPS[con] = Setup(store.uri, judge, version, w, dim, delta, pols, signals, prices, batch, inputs)
+    _SETUPS[con] = Setup(
+        scope.store.uri, facts.judge, facts.judge_prompt_version, dict(scope.weights), facts.dim, scope.delta,
+        scope.policies, facts.signals, scope.prices, facts.batch, inputs,
+    )  # fmt: skip
     return con
 
 
-def _open(store_root: str | Path) -> Store:
-    """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
-    holds no store is refused in one line, nothing created."""
-    try:
-        return open_store(store_root)
-    except NoStore as exc:
-        raise AnalysisError(str(exc)) from None
+def _read_once(
+    con: duckdb.DuckDBPyConnection, tables: TableSources, scope: ReplayScope, skip: Sequence[str], once: Sequence[str]
+) -> None:
+    """Read each row once (analysis.uniqueness): leave out the parts another part holds whole (``skip``), read
+    the tables that hold copies mixed with new rows (``once``) through a window."""
+    if skip or once:
+        tables.skip = frozenset(skip)
+        for stmt in uniqueness.statements(guarded_sources(tables, scope.gen_id, scope.scenario_ids), once):
+            con.execute(stmt)
+
+
+def _read_facts(
+    con: duckdb.DuckDBPyConnection, tables: TableSources, derived: DerivedCache, scope: ReplayScope, validate: bool
+) -> StoreFacts:
+    """The store's facts in scope (:class:`StoreFacts`), kept per part set by analysis.derived."""
+    store, gen_id, ids = scope.store, scope.gen_id, scope.scenario_ids
+    guarded = guarded_sources(tables, gen_id, ids)
+    sources = uniqueness.statements(guarded)
+    for stmt in sources:
+        con.execute(stmt)
+    asked = repr((scope.judge, scope.judge_prompt_version, validate))
+
+    def facts_now() -> dict:
+        found = stored_facts(con, store, tables, gen_id, ids, scope.judge, scope.judge_prompt_version)
+        if found is not None:  # the writer's trajectory_inputs rows account for every part in scope
+            return asdict(found)
+        skip, once = uniqueness.check(con, store, guarded)  # before the rest read the views: each row once
+        _read_once(con, tables, scope, skip, once)
+        found = store_facts(con, store, scope.judge, scope.judge_prompt_version, gen_id, ids, validate)
+        return asdict(replace(found, skip_parts=skip, read_once=once))
+
+    facts = StoreFacts(**derived.remember(derived.key([*sources, asked]), facts_now))
+    _read_once(con, tables, scope, facts.skip_parts, facts.read_once)
+    return facts
+
+
+def _warn_unsigned(missing: int, uri: str) -> None:
+    _log.warning(
+        "%d trajector%s in %s have no stored signals (written before the signals table, or a run was "
+        "killed between its rounds and their signals): computing them from the embeddings now. "
+        "Store them once: shp-query --store %s --signals rebuild",
+        missing, "y" if missing == 1 else "ies", uri, uri,
+    )  # fmt: skip
+
+
+def _create_views(
+    con: duckdb.DuckDBPyConnection,
+    tables: TableSources,
+    derived: DerivedCache,
+    scope: ReplayScope,
+    facts: StoreFacts,
+    materialize: bool,
+) -> str:
+    """Run :func:`build_statements`, replay_inputs read from the kept file when there is one (else computed into
+    one); returns where replay_inputs came from (:attr:`Setup.inputs`)."""
+    where = sql.judge_where(facts.judge, facts.judge_prompt_version)
+    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.prices, facts.judge, where)
+    stored = stored_relation(tables, scope.gen_id, scope.scenario_ids) if facts.inputs else None
+    build = partial(
+        build_statements, tables, scope, facts, price_rows=price_rows, materialize=materialize, stored_inputs=stored
+    )
+    stmts = build()
+    inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
+    inputs = "written" if facts.inputs and materialize else inputs  # computed from the writer's rows
+    # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
+    key = derived.key(stmts[: at + 1]) if materialize else ""
+    kept = derived.inputs(key) if materialize else None
+    if materialize and kept is None and not facts.inputs and judgments_unique(con, where):  # no pick needed
+        stmts = build(unique_judgments=True)
+    for i, stmt in enumerate(stmts):
+        if i == at and kept is not None and derived.attach_inputs(con, kept, key):
+            inputs = "stored"
+            continue
+        if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
+            continue  # computed into the kept file, and read there
+        con.execute(stmt)
+    return inputs
 
 
 def _inputs_at(statements: Sequence[str]) -> int:
@@ -271,58 +253,38 @@ def set_policies(con: duckdb.DuckDBPyConnection, policies: Iterable[Policy]) -> 
 
 
 def write_init_script(
-    store_root: str | Path,
+    store: str | Path | Store | ReplayScope,
     judge: str | None = None,
     weights: Mapping[str, float] | str | None = None,
     policies: Iterable[Policy] | None = None,
-    *,
-    judge_prompt_version: str | None = None,
-    delta: float = DEFAULT_DELTA,
-    prices: PriceTable | None = None,
 ) -> Path:
     """Write ``<store>/views.sql`` so the plain DuckDB CLI opens the same views:
     ``duckdb -init <store>/views.sql``. Regenerate it after new parts arrive
-    (a table that had no parts is an empty view in the script)."""
-    store = _open(store_root)
+    (a table that had no parts is an empty view in the script). ``store``: as :func:`connect` takes it (the
+    scope's generation, scenarios and memory bound are not used: the script covers the whole store)."""
+    scope = scope_of(store, judge, weights, policies).resolved()
+    store = open_for_reading(scope.store)
     if not store.local:
         raise AnalysisError(
             f"views.sql is written only for local stores, not {store.uri} (the plain DuckDB CLI reads s3:// only "
             "through its httpfs extension)"
         )
     require_sound(store)
+    scope = replace(scope, gen_id=None, scenario_ids=None)
     con = _new_connection()
     tables = TableSources(store)
     guarded = guarded_sources(tables, None, None)
     for stmt in uniqueness.statements(guarded):
         con.execute(stmt)
     skip, once = uniqueness.check(con, store, guarded)
-    tables.skip = frozenset(skip)
-    for stmt in uniqueness.statements(guarded_sources(tables, None, None), once):
-        con.execute(stmt)
-    facts = store_facts(con, store, judge, judge_prompt_version, None, None, validate=False)
+    _read_once(con, tables, scope, skip, once)
+    facts = store_facts(con, store, scope.judge, scope.judge_prompt_version, None, None, validate=False)
     judge, version = facts.judge, facts.judge_prompt_version
-    prices = default_prices() if prices is None else prices
     where = sql.judge_where(judge, version)
-    price_rows = costs.generation_price_rows(con, source(tables, "generations"), prices, judge, where)
+    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.prices, judge, where)
     con.close()
-    stmts = build_statements(
-        tables,
-        judge=judge,
-        judge_prompt_version=version,
-        weights=check_weights(resolve_weights(weights)),
-        policies=default_policies() if policies is None else policies,
-        delta=delta,
-        dim=facts.dim,
-        with_families=False,
-        signals=facts.signals,
-        rounds=facts.rounds,
-        fill_calls=facts.fill_calls,
-        batch=facts.batch,
-        prices=prices,
-        price_rows=price_rows,
-        gen_ids=facts.gen_ids,
-        read_once=once,
-    )
+    facts = replace(facts, read_once=tuple(once))
+    stmts = build_statements(tables, scope, facts, price_rows=price_rows, with_families=False)
     header = (
         "-- shp-ray views over this store (generated by analysis.db.write_init_script; do not edit).\n"
         f"-- judge: {judge!r} prompt {version!r}. Open with: duckdb -init {store.path}/{VIEWS_FILE}\n"

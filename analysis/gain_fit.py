@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import sql
-from analysis.db import AnalysisError, connect, setup_of
+from analysis.db import AnalysisError, ReplayScope, connect, setup_of
 from analysis.family_replay import row_inputs
 from shp_ray.policy.families import gain_model
 from shp_ray.policy.families.signals import RoundSignal, SignalState
@@ -67,7 +67,7 @@ def fit_gain_model(
     lam: float = 1.0,
 ) -> tuple[gain_model.GainModel, Path | str]:
     """Fit on the ``split`` trajectories of ``gen_id`` and write the artefact (atomically)."""
-    con = connect(store_root, judge=judge, weights=weights, policies=[], gen_id=gen_id)
+    con = connect(ReplayScope(store_root, judge=judge, weights=weights, policies=(), gen_id=gen_id))
     try:
         setup = setup_of(con)
         rows = con.execute(sql.query("gain_fit_rows"), [split]).fetchall()

@@ -38,13 +38,13 @@ from collections.abc import Sequence
 import duckdb
 
 from analysis import query_bounds, sql
-from analysis.db import DEFAULT_DELTA, AnalysisError, connect, write_init_script
+from analysis.db import DEFAULT_DELTA, AnalysisError, ReplayScope, connect, write_init_script
 from analysis.errors import said_by
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
 
 # The settings an AnalysisError may ask to change, as this command spells them.
-QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.connect(judge_prompt_version=...), not a flag"}
+QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.ReplayScope(judge_prompt_version=...), not a flag"}
 
 # The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
 # SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
@@ -325,13 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         weights = json.loads(args.weights) if args.weights else None
         prices = load_prices(args.prices) if args.prices else None
-        if args.write_init:
-            print(write_init_script(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices))
-            return 0
-        con = query_bounds.opened(
-            connect, bounds, args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
-            delta=args.delta, materialize=not args.lazy, prices=prices,
+        scope = ReplayScope(
+            args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies), delta=args.delta,
+            prices=prices,
         )  # fmt: skip
+        if args.write_init:
+            print(write_init_script(scope))
+            return 0
+        con = query_bounds.opened(connect, bounds, scope, materialize=not args.lazy)
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import duckdb
 
 from analysis import sql
+from analysis.scope import ReplayScope
 
 DEFAULT_TIMEOUT_S = 300.0
 MEMORY_SHARE = 0.25
@@ -141,12 +142,12 @@ def out_of_memory(exc: duckdb.Error, limit: str | None, opening: bool = False) -
 
 
 def opened(
-    connect: Callable[..., duckdb.DuckDBPyConnection], bounds: Bounds, *args: object, **options: object
+    connect: Callable[..., duckdb.DuckDBPyConnection], bounds: Bounds, scope: ReplayScope, **options: object
 ) -> duckdb.DuckDBPyConnection:
-    """``connect(*args, **options)`` (analysis.connect) with the memory bound; past it while opening the store,
+    """``connect(scope, **options)`` (analysis.connect) with the memory bound; past it while opening the store,
     BoundExceeded (a ValueError: said as any other failure to open)."""
     try:
-        return connect(*args, memory_limit=bounds.memory_limit, **options)
+        return connect(replace(scope, memory_limit=bounds.memory_limit), **options)
     except duckdb.OutOfMemoryException as exc:
         raise BoundExceeded(out_of_memory(exc, bounds.memory_limit, opening=True)) from None
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
@@ -37,12 +37,14 @@ from analysis import (
 from analysis.db import DEFAULT_DELTA, AnalysisError
 from analysis.errors import said_by
 from analysis.report_cells import cell, short_labels
+from analysis.scope import ReplayScope, scope_of
 from analysis.stats import DEFAULT_EPS
 from shp_ray.policy.families import FAMILIES
-from shp_ray.policy.table import ABLATION_CELLS, Policy
-from shp_ray.providers.prices import PriceTable, load_prices
+from shp_ray.policy.table import ABLATION_CELLS
+from shp_ray.providers.prices import load_prices
 from shp_ray.providers.registry import describe_provider
 from storage.manifest import redact_text
+from storage.parts import Store
 
 BEST_QUERY = report_data.BEST_QUERY  # printed in the report as the question's SQL
 
@@ -109,31 +111,23 @@ def _answer_line_note(rows: list[dict]) -> str:
 
 
 def write_report(
-    store_root: str | Path,
+    store: str | Path | Store | ReplayScope,
     out_dir: str | Path,
     *,
-    judge: str | None = None,
-    weights: Mapping[str, float] | str | None = None,
-    policies: Iterable[Policy] | None = None,
-    delta: float = DEFAULT_DELTA,
     deltas: Sequence[float] = stats.DEFAULT_DELTAS,
     eps: float = DEFAULT_EPS,
     seed: int = 0,
     n_resamples: int = 2000,
-    gen_id: str | None = None,
-    scenario_ids: Sequence[str] | None = None,
-    prices: PriceTable | None = None,
 ) -> Path:
     """Write report.md, CSVs, PNG figures and the HTML report (index.html) for the store into ``out_dir``;
     returns report.md. A store holding several splits is reported split by split.
 
-    ``gen_id`` / ``scenario_ids`` restrict it to one generation and scenario set (a sweep job);
-    ``prices``: the price table of the cost columns (default: the shipped one).
+    ``store``: a path or Store (every trajectory, the defaults), or a :class:`ReplayScope` (one generation and
+    scenario set of a sweep job, a judge, the weights, policies, the margin ``delta``, the price table).
     """
     out = Path(out_dir)
-    scope = {"judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id,
-             "scenario_ids": scenario_ids, "prices": prices}  # fmt: skip
-    data = report_data.collect(store_root, scope, report_data.Options(delta, deltas, eps, seed, n_resamples))
+    scope = scope_of(store)
+    data = report_data.collect(scope, report_data.Options(scope.delta, deltas, eps, seed, n_resamples))
     setup, prov = data.setup, data.provenance
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
@@ -322,9 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         weights = json.loads(args.weights) if args.weights else None
         prices = load_prices(args.prices) if args.prices else None
-        path = write_report(
-            args.store, args.out, judge=args.judge, weights=weights, delta=args.delta, eps=args.eps, prices=prices
-        )
+        scope = ReplayScope(args.store, args.judge, weights=weights, delta=args.delta, prices=prices)
+        path = write_report(scope, args.out, eps=args.eps)
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"report: {said_by(exc, {'judge': '--judge'})}", file=sys.stderr)
         return 2

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -19,6 +18,7 @@ from scipy import stats as st
 from analysis import report_correctness, report_costs, report_dynamics, report_families, sql, stats
 from analysis.db import AnalysisError, Setup, connect, setup_of
 from analysis.report_cells import fetch_dicts
+from analysis.scope import ReplayScope
 
 BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
 
@@ -139,10 +139,10 @@ def provenance(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
 
 
-def collect(store_root: str | Path, scope: Mapping[str, Any], opts: Options) -> ReportData:
-    """Read the report's data: one connection over ``scope`` (analysis.connect's keywords), and when it holds
-    several splits, one more per split (narrowed to that split's scenarios)."""
-    con = connect(store_root, delta=opts.delta, **scope)
+def collect(scope: ReplayScope, opts: Options) -> ReportData:
+    """Read the report's data: one connection over ``scope``, and when it holds several splits, one more per
+    split (narrowed to that split's scenarios)."""
+    con = connect(scope)
     try:
         setup = setup_of(con)
         prov = provenance(con)
@@ -153,7 +153,7 @@ def collect(store_root: str | Path, scope: Mapping[str, Any], opts: Options) -> 
         con.close()
     parts = []
     for split, ids in splits:
-        con = connect(store_root, delta=opts.delta, **{**scope, "scenario_ids": list(ids)})
+        con = connect(replace(scope, scenario_ids=list(ids)))
         try:
             parts.append(_collect(con, split, setup.judge, opts))
         finally:

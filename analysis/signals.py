@@ -19,9 +19,10 @@ from analysis.cascade_udf import register_udfs
 from analysis.errors import AnalysisError
 from analysis.policy_table import default_policies, policies_sql
 from analysis.sandbox import new_connection
+from analysis.scope import DEFAULT_DELTA
 from analysis.sources import fields
 from analysis.stats import detectable_margins
-from analysis.views import DEFAULT_DELTA, deepest, score_statements
+from analysis.views import deepest, score_statements
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory

@@ -17,7 +17,7 @@ The SQL text is in :mod:`analysis.sql`; this module picks the statements and the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -28,15 +28,12 @@ from analysis import costs, family_replay, sql, uniqueness
 from analysis.answer_outcomes import answers_lenient_sql
 from analysis.errors import AnalysisError
 from analysis.policy_table import policies_sql
+from analysis.scope import ReplayScope
 from analysis.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.stats import detectable_margins
-from shp_ray.policy.table import Policy
-from shp_ray.providers.prices import PriceTable
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM
-
-DEFAULT_DELTA = 0.02  # the non-inferiority margin of IS in policy_summary, unless told
 
 
 def source(sources: TableSources, table: str, gen_id: str | None = None) -> str:
@@ -253,53 +250,40 @@ def check_trajectories(con: duckdb.DuckDBPyConnection, store: Store) -> None:
 
 def build_statements(
     sources: TableSources,
+    scope: ReplayScope,
+    facts: StoreFacts,
     *,
-    judge: str | None,
-    judge_prompt_version: str | None,
-    weights: Mapping[str, float],
-    policies: Iterable[Policy],
-    delta: float,
-    dim: int,
-    materialize: bool = True,
-    gen_id: str | None = None,
-    scenario_ids: Sequence[str] | ScenarioSlice | None = None,
-    with_families: bool = True,
-    signals: str = COMPUTED,
-    rounds: int = 1,
-    fill_calls: bool = False,
-    batch: bool = False,
-    prices: PriceTable | None = None,
     price_rows: Sequence[tuple[object, ...]] = (),
+    materialize: bool = True,
+    with_families: bool = True,
     unique_judgments: bool = False,
-    gen_ids: Sequence[str] = (),
-    read_once: Iterable[str] = (),
     stored_inputs: str | None = None,
 ) -> list[str]:
     """Every statement that sets up the views (shared by connect() and views.sql).
 
+    ``scope``: what is replayed (resolved: :meth:`ReplayScope.resolved`); ``facts``: what was read of the store
+    (:func:`store_facts`: the judge picked, where the per-round signals come from, the deepest trajectory, the
+    generations in scope, the tables read once ...). ``price_rows``
+    (:func:`analysis.costs.generation_price_rows`): what the scope's price table gives each generation.
     ``with_families``: the other stopping families' rows (they need the Python UDF
-    family executor, so the plain-CLI views.sql leaves them out). ``signals``: where the
-    per-round signals come from (:func:`signals_source`); ``rounds``: the deepest trajectory
-    (:func:`deepest`), the number of round columns of ``replay_inputs``. ``fill_calls`` /
-    ``batch``: :func:`signals_lack_calls` / :func:`has_batch_calls`. ``prices`` and ``price_rows``
-    (:func:`analysis.costs.generation_price_rows`): the price table and what it gives each generation.
+    family executor, so the plain-CLI views.sql leaves them out).
     ``unique_judgments`` (:func:`judgments_unique`, checked just before): a materialised ``replay_inputs``
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
-    have grown since, always picks). ``gen_ids``: the generations in scope (:class:`StoreFacts`), gen_id's ENUM.
-    ``read_once``: the tables whose views read each key once (:class:`StoreFacts`, analysis.uniqueness).
+    have grown since, always picks).
     ``stored_inputs``: the store's trajectory_inputs rows in scope, shown to be what the parts say
     (:mod:`analysis.stored_inputs`): replay_inputs reads them instead of grouping round_signals.
     """
-    policies = tuple(policies)
-    where = sql.judge_where(judge, judge_prompt_version)
-    before, relation = signals_statements(signals, dim, gen_id, scenario_ids, fill_calls)
+    gen_id, scenario_ids, weights, delta = scope.gen_id, scope.scenario_ids, scope.weights, scope.delta
+    policies, rounds, batch = tuple(scope.policies or ()), facts.rounds, facts.batch
+    where = sql.judge_where(facts.judge, facts.judge_prompt_version)
+    before, relation = signals_statements(facts.signals, facts.dim, gen_id, scenario_ids, facts.fill_calls)
     inputs = "round_signals"
     if materialize and unique_judgments:
         inputs = f"({sql.round_signals_sql(relation, where, weights, unique=True)})"
     tables = ("scenarios", "generations", "failures", "manifests", "results", "feedback_embeddings")
     stmts = [sql.create(t, source(sources, t)) for t in tables]
     stmts += [
-        *uniqueness.statements(guarded_sources(sources, gen_id, scenario_ids), read_once),
+        *uniqueness.statements(guarded_sources(sources, gen_id, scenario_ids), facts.read_once),
         sql.create("judgments", sql.query("judgments", judge_where=where)),
         *before,
         # a view: replay_inputs (below) is what the replay reads, computed once from it
@@ -307,14 +291,14 @@ def build_statements(
         sql.create("answers", sql.query("answers_view")),
         sql.create("answers_lenient", answers_lenient_sql()),  # read from the drafts when queried
         sql.create("rounds", sql.query("rounds")),
-        *costs.statements(prices, list(price_rows)),
+        *costs.statements(scope.prices, list(price_rows)),
         sql.create(
             "replay_inputs",
             sql.replay_inputs_sql(
                 rounds,
                 inputs,
                 batch=batch,
-                gen_type=sql.gen_id_type(gen_ids),
+                gen_type=sql.gen_id_type(facts.gen_ids),
                 stored=None if stored_inputs is None else sql.StoredInputs(stored_inputs, weights),
             ),
             table=materialize,
@@ -328,7 +312,7 @@ def build_statements(
         sql.tost_plan_sql(detectable_margins()),
         sql.create("replay_core", sql.replay_sql(rounds, batch=batch)),
         sql.create("replay", sql.query("replay_core_only")),
-        *(family_replay.statements(policies, dim, materialize) if with_families else []),
+        *(family_replay.statements(policies, facts.dim, materialize) if with_families else []),
         sql.create("scenario_splits", sql.query("scenario_splits")),
         # the user's scores (shp_ray.policy.scorers): empty views over a store without a scores table
         *score_statements(sql.narrowed(source(sources, "scores", gen_id), gen_id, scenario_ids), delta),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.views import DEFAULT_DELTA
+from analysis.scope import DEFAULT_DELTA
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.tasks_file import TasksFile
 from shp_ray.policy.cascade import HaltConfig

@@ -61,12 +61,12 @@ class StoreError(ValueError):
     """A table written with the wrong columns or types; says which table and why."""
 
 
-def open_store(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
+def open_store(root: str | Path | Store, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
     """The store at ``root``, for reading; on object storage, checked first (:class:`StoreUnusable`, one
     line, before any other call): credentials set, the endpoint answering, the bucket there. A root that holds
     no store -- missing, a file, or a folder with no table folder in it (``rounds/``, ``manifests/`` ...: a
-    sweep makes them) -- is :class:`NoStore`, and nothing is created for it."""
-    store = Store(root)
+    sweep makes them) -- is :class:`NoStore`, and nothing is created for it. A :class:`Store` is checked as is."""
+    store = root if isinstance(root, Store) else Store(root)
     found: list[bool] = []
     if store.remote and objectstore.is_object_store(store.uri):
         try:

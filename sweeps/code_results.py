@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import connect, correctness, setup_of, sql
+from analysis import ReplayScope, connect, correctness, setup_of, sql
 from analysis.correctness import code_policies
 from analysis.errors import AnalysisError
 from analysis.report_correctness import policy_lines, round_lines
@@ -78,7 +78,7 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several)."""
     gen = _generation(store, gen_id)
     depth = int(gen["max_rounds"])
-    con = connect(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"])
+    con = connect(ReplayScope(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"]))
     try:
         score = correctness.pick_score(con, score)
         if score is None:

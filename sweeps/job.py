@@ -224,14 +224,14 @@ def result_rows(
 
 def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
     """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
-    from analysis import connect, sql
+    from analysis import ReplayScope, connect, sql
     from shp_ray.policy import weights
 
     w = job.weights
     if w.strategy == "ahp":
         return weights.ahp(w.pairwise, force=w.force)
     if w.strategy == "entropy":
-        con = connect(job.store, judge=judge, gen_id=gen_id, scenario_ids=ids)
+        con = connect(ReplayScope(job.store, judge=judge, gen_id=gen_id, scenario_ids=ids))
         try:
             matrix = con.execute(sql.query("sweep_metric_matrix")).fetchall()
         finally:
@@ -268,7 +268,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
 
 
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import connect, costs, html_report, sql
+    from analysis import ReplayScope, connect, costs, html_report, sql
     from analysis.report import write_report
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
@@ -296,11 +296,11 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     policies = prepare_families(
         job, gen_id, judge, weights, dev, generate_dev=lambda: ensure_generation(job, dev, run_id, command)
     )
-    scope = {
-        "judge": judge, "weights": weights, "policies": policies, "gen_id": gen_id, "scenario_ids": ids,
-        "prices": job.prices,
-    }  # fmt: skip
-    con = connect(job.store, delta=job.report.delta, **scope)
+    scope = ReplayScope(
+        store, judge, weights, policies=policies, delta=job.report.delta, prices=job.prices, gen_id=gen_id,
+        scenario_ids=ids,
+    )  # fmt: skip
+    con = connect(scope)
     try:
         table = con.sql(sql.query("sweep_replay_rows")).to_arrow_table()
         # The job's manifest row comes with the rows it describes: a job that failed (Ray refused to
@@ -327,7 +327,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
         con.close()
     if job.report.enabled and result.trajectories:
         out = Path(job.report.out or output_dir / "report")
-        result.report = str(write_report(job.store, out, delta=job.report.delta, eps=job.halt.eps, **scope))
+        result.report = str(write_report(scope, out, eps=job.halt.eps))
         result.html = str(Path(result.report).with_name(html_report.INDEX))
     return result
 

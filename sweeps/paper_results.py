@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from analysis import answer_outcomes, connect, sql, stats
+from analysis import ReplayScope, answer_outcomes, connect, sql, stats
 from analysis.gain_fit import with_fitted_gain_models
 from analysis.report_cells import fetch_dicts
 from conf.spec import JobSpec
@@ -67,7 +67,7 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
     w = strategy_weights(job, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
     policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
-    con = connect(store, judge=judge, weights=w, policies=policies, gen_id=gen_id, scenario_ids=ids, delta=delta)
+    con = connect(ReplayScope(store, judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids))
     try:
         summary = {r["policy"]: r for r in fetch_dicts(con, sql.query("report_summary"))}
         tests = {r["policy"]: r for r in stats.compare_policies(con, delta=delta) if r["metric"] == "is"}

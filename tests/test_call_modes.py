@@ -129,7 +129,7 @@ def test_an_old_store_stays_sound_reads_as_live_and_is_priced_exactly(tmp_path) 
     assert old.keys() == new.keys()
     for policy, row in old.items():  # the old signals lack the prompt tokens: read from the rounds, same dollars
         assert [row[c] for c in COST_COLUMNS] == pytest.approx([new[policy][c] for c in COST_COLUMNS], rel=1e-12)
-    con = analysis.connect(tmp_path / "old", prices=TABLE)
+    con = analysis.connect(analysis.ReplayScope(tmp_path / "old", prices=TABLE))
     try:
         assert not analysis.setup_of(con).batch
         modes = con.execute("SELECT DISTINCT writer_mode, critic_mode, judge_mode FROM round_signals").fetchall()

@@ -109,7 +109,7 @@ def hand_store(
 
 
 def replay_rows(root: Path, prices: PriceTable | None = TABLE, policies=None) -> dict[str, dict]:
-    con = analysis.connect(root, prices=prices, policies=policies)
+    con = analysis.connect(analysis.ReplayScope(root, prices=prices, policies=policies))
     try:
         cur = con.execute("SELECT * FROM replay")
         names = [d[0] for d in cur.description]
@@ -168,7 +168,9 @@ def test_live_vs_batch_is_the_discount_and_as_paid_lies_between(tmp_path) -> Non
     root = tmp_path / "store"
     write_synthetic_store(root, SyntheticSpec(n_trajectories=40, rounds=4, seed=5, ragged=True, batch_rate=0.33))
     table = PriceTable("t", "2026-01-02", {SYNTHETIC_KIND: {"*": ModelPrice(0.15, 0.6, batch_discount=0.4)}})
-    con = analysis.connect(root, prices=table, policies=[p for p in default_policies() if not p.consults_is])
+    con = analysis.connect(
+        analysis.ReplayScope(root, prices=table, policies=[p for p in default_policies() if not p.consults_is])
+    )
     try:
         assert analysis.setup_of(con).batch
         got = con.sql(
@@ -230,7 +232,7 @@ def test_a_judge_that_makes_no_call_costs_nothing_whatever_the_table(tmp_path) -
     rows = replay_rows(root)
     assert rows["fixed_k1"]["evaluation_cost_usd"] == 0.0
     assert rows["abl_gain_only"]["operational_cost_usd"] == pytest.approx(0.00642, rel=1e-12)
-    con = analysis.connect(root, prices=TABLE)
+    con = analysis.connect(analysis.ReplayScope(root, prices=TABLE))
     try:
         assert costs.unpriced(con) == []  # nothing to say: the judge had nothing to price
     finally:
@@ -240,7 +242,7 @@ def test_a_judge_that_makes_no_call_costs_nothing_whatever_the_table(tmp_path) -
 def test_the_report_and_summary_show_dollars_beside_tokens(tmp_path) -> None:
     root = tmp_path / "store"
     hand_store(root)
-    con = analysis.connect(root, prices=TABLE)
+    con = analysis.connect(analysis.ReplayScope(root, prices=TABLE))
     try:
         (live, batch, paid, ev) = con.execute(
             "SELECT mean_operational_cost_live_usd, mean_operational_cost_batch_usd, mean_operational_cost_usd, "
@@ -250,7 +252,7 @@ def test_the_report_and_summary_show_dollars_beside_tokens(tmp_path) -> None:
         con.close()
     assert (live, batch, paid) == (pytest.approx(0.00642), pytest.approx(0.00321), pytest.approx(0.00642))
     assert ev == pytest.approx(_dollars(540, 24))
-    md = write_report(root, tmp_path / "report", prices=TABLE, n_resamples=50).read_text()
+    md = write_report(analysis.ReplayScope(root, prices=TABLE), tmp_path / "report", n_resamples=50).read_text()
     assert "| policy | rounds | op. tokens | $ live | $ batch |" in md
     assert "- Prices: test prices, **as of 2026-01-02**" in md and "Unpriced" not in md
     assert "| fixed_k3 | 5860 | $0.006420 | $0.006420 | $0.003210 |" in md  # the costs section
@@ -302,7 +304,7 @@ def test_every_policy_has_its_costs_on_a_priced_synthetic_store(tmp_path) -> Non
     table = PriceTable("t", "2026-01-02", {SYNTHETIC_KIND: {"*": ModelPrice(1.0, 1.0)}})
     halt = standard_policies()[0].halt
     pols = [p for p in default_policies() if not p.consults_is] + list(family_policies(halt))[:3]
-    con = analysis.connect(root, prices=table, policies=pols)
+    con = analysis.connect(analysis.ReplayScope(root, prices=table, policies=pols))
     try:
         t = con.sql("SELECT * FROM replay").to_arrow_table()
     finally:

@@ -23,8 +23,8 @@ REPLAY = "SELECT * FROM replay ORDER BY policy, gen_id, scenario_id"
 INPUTS = "SELECT * FROM replay_inputs ORDER BY gen_id, scenario_id"
 
 
-def _open(root, **kw):
-    con = analysis.connect(root, **kw)
+def _open(root, materialize=True, **scope):
+    con = analysis.connect(analysis.ReplayScope(root, **scope), materialize=materialize)
     try:
         return setup_of(con).inputs, con.sql(REPLAY).fetchall(), con.sql(INPUTS).fetchall()
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import connect
+from analysis import ReplayScope, connect
 from analysis.answer_outcomes import answer_dynamics
 from shp_ray.policy.answer import lenient_answer, lenient_answer_scores
 from sweeps.paper_headline import HEADLINE_QUERY, headline_rows, headline_sentence
@@ -90,7 +90,7 @@ def test_the_lenient_answers_of_every_shipped_draft_are_the_python_reading() -> 
             "FROM answers_lenient a JOIN rounds r USING (gen_id, scenario_id, round) "
             "JOIN scenarios s USING (scenario_id)"
         ).fetchall()
-        test = connect(ROOT / STORE, judge=JUDGE, scenario_ids=_test_ids(con))
+        test = connect(ReplayScope(ROOT / STORE, judge=JUDGE, scenario_ids=_test_ids(con)))
         try:
             dyn = answer_dynamics(test)
         finally:

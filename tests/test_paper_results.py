@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from analysis import connect
+from analysis import ReplayScope, connect
 from analysis.answer_outcomes import f1_outcomes
 from analysis.report_cells import cell, fetch_dicts
 from shp_ray.generation.datasets import load_scenarios
@@ -58,7 +58,7 @@ def test_tables_put_our_numbers_beside_the_papers(store) -> None:
     # Ours equal policy_summary over the test scope, read independently.
     ids = [s.scenario_id for s in load_scenarios("shp_paper", split="test", limit=4)]
     gen_id = job.generation.gen_id("sim", job.provider.model)
-    con = connect(root, judge=judge, gen_id=gen_id, scenario_ids=ids)
+    con = connect(ReplayScope(root, judge=judge, gen_id=gen_id, scenario_ids=ids))
     try:
         summary = {r["policy"]: r for r in fetch_dicts(con, "SELECT * FROM policy_summary")}
         lenient = {p: v["lenient"] for (_, p), v in f1_outcomes(con).items()}

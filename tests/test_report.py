@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from analysis.db import AnalysisError
+from analysis.db import AnalysisError, ReplayScope
 from analysis.report import main, write_report
 from storage.synthetic import SYNTHETIC_JUDGE, SyntheticSpec, write_synthetic_store
 
@@ -46,7 +46,7 @@ def test_report_files_and_honest_names(store, tmp_path) -> None:
 def test_failed_report_leaves_nothing(store, tmp_path) -> None:
     out = tmp_path / "out"
     with pytest.raises(AnalysisError):
-        write_report(store, out, judge="not-a-judge")
+        write_report(ReplayScope(store, judge="not-a-judge"), out)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
 
@@ -165,7 +165,7 @@ def test_the_browser_holds_at_most_its_cap_and_says_so(store) -> None:
     from analysis import html_report, report_data
 
     opts = report_data.Options(0.02, (0.02,), 0.06, n_resamples=50, trajectories=5)
-    data = report_data.collect(store, {}, opts)
+    data = report_data.collect(ReplayScope(store), opts)
     assert [p.name for p in data.parts] == ["dev", "test"]  # one connection per split
     index, pages, policies, _ = html_report.trajectories(data.parts)
     assert [e[0] for e in index] == ["dev"] * 5 + ["test"] * 5 and sum(len(p) for p in pages) == 10

@@ -33,7 +33,7 @@ def report(tmp_path_factory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("browser")
     store = base / "store"
     shutil.copytree(ROOT / "results/paper-local/store", store)
-    write_report(store, base / "report", judge=JUDGE, n_resamples=200)
+    write_report(analysis.ReplayScope(store, judge=JUDGE), base / "report", n_resamples=200)
     return store, base / "report"
 
 

@@ -215,7 +215,7 @@ def test_one_generation_opens_only_its_folder_and_slices_partition_the_store(tmp
     everything = con.sql(REPLAY).fetchall()
     con.close()
 
-    one = analysis.connect(root, gen_id="second-gen")
+    one = analysis.connect(analysis.ReplayScope(root, gen_id="second-gen"))
     sources = " ".join(r[0] for r in one.sql("SELECT sql FROM duckdb_views() WHERE view_name IN "
                                             "('round_parts', 'signals_raw')").fetchall())  # fmt: skip
     assert "gen_id=second-gen" in sources and "gen_id=synthetic-gen" not in sources and "gen_id=*" not in sources
@@ -224,7 +224,7 @@ def test_one_generation_opens_only_its_folder_and_slices_partition_the_store(tmp
 
     sliced = []
     for i in range(3):
-        part = analysis.connect(root, scenario_ids=analysis.ScenarioSlice(i, 3))
+        part = analysis.connect(analysis.ReplayScope(root, scenario_ids=analysis.ScenarioSlice(i, 3)))
         sliced += part.sql(REPLAY).fetchall()
         part.close()
     assert sorted(sliced) == sorted(everything)  # every trajectory in exactly one slice

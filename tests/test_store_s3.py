@@ -95,7 +95,9 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     generate(_scenarios(5), CFG, local, SPEC, provider_factory=FACTORY, backend="local")
     remote_rows = _summary(uri)
     assert remote_rows == _summary(local) and len(remote_rows) > 10
-    con = analysis.connect(uri, gen_id=summary.gen_id)  # one generation: its partition folder only
+    con = analysis.connect(
+        analysis.ReplayScope(uri, gen_id=summary.gen_id)
+    )  # one generation: its partition folder only
     assert con.execute("SELECT count(*) FROM replay WHERE policy = 'shp'").fetchall() == [(5,)]
     assert con.execute("SELECT typeof(embedding) FROM round_parts LIMIT 1").fetchall() == [("FLOAT[]",)]
     con.close()

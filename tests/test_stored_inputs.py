@@ -25,8 +25,8 @@ INPUTS = "SELECT * FROM replay_inputs ORDER BY gen_id, scenario_id"
 SPEC = SyntheticSpec(n_trajectories=40, rounds=5, seed=7, chunk=15, ragged=True, batch_rate=0.2, nan_metric_rate=0.1)
 
 
-def _open(root: Path, **kw) -> tuple[str, list, list]:
-    con = analysis.connect(root, **kw)
+def _open(root: Path, **scope) -> tuple[str, list, list]:
+    con = analysis.connect(analysis.ReplayScope(root, **scope))
     try:
         return setup_of(con).inputs, con.sql(REPLAY).fetchall(), con.sql(INPUTS).fetchall()
     finally:

@@ -89,7 +89,7 @@ def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
 
     def replay(**scope: object) -> tuple[float, float, int, object]:
         t0 = time.perf_counter()
-        con = analysis.connect(root, policies=policies, **scope)
+        con = analysis.connect(analysis.ReplayScope(root, policies=policies, **scope))
         t1 = time.perf_counter()
         rows = sum(b.num_rows for b in con.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
         return t1 - t0, time.perf_counter() - t1, rows, con

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -68,10 +69,27 @@ def peak_rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)
 
 
-def measure(
-    store: Path, rounds: int, sample: int, memory_limit: str | None = None, slices: int = 1,
-    batch_rows: int = BATCH_ROWS, sample_file: Path | None = None,
-) -> dict[str, object]:  # fmt: skip
+@dataclass(frozen=True)
+class Settings:
+    """What one run measures: the synthetic store's shape (``n`` trajectories of ``rounds`` rounds, embeddings of
+    ``dim``, over ``generations`` generations, ``batch_rate`` of the calls paid in batch mode, from ``seed``), the
+    Python loop's ``sample``, and how the replay reads it (``memory_limit``, ``slices``, ``batch_rows``;
+    ``drop_caches``: cold from disk)."""
+
+    n: int = 100_000
+    rounds: int = 6
+    dim: int = 384
+    sample: int = 5_000
+    seed: int = 0
+    generations: int = 1
+    batch_rate: float = 0.0
+    memory_limit: str | None = None
+    slices: int = 1
+    batch_rows: int = BATCH_ROWS
+    drop_caches: bool = False
+
+
+def measure(store: Path, settings: Settings, sample_file: Path | None = None) -> dict[str, object]:
     """The timed part, in this (fresh) process: open the store, replay every cell (slice by slice when
     ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next); then write a
     subsample (of the first slice: its SQL rows and its signals) to ``sample_file`` for :func:`compare`, which runs
@@ -82,33 +100,18 @@ def measure(
     from analysis.db import SIGNAL_SELECT
 
     import_s = time.perf_counter() - t0
-    policies = _policies(rounds)
-    scan_s = sql_s = 0.0
-    rows = n = 0
-    con = None
-    for i in range(slices):
-        scope = analysis.ScenarioSlice(i, slices) if slices > 1 else None
-        t0 = time.perf_counter()
-        part = analysis.connect(store, policies=policies, memory_limit=memory_limit, scenario_ids=scope)
-        scan_s += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rows += sum(b.num_rows for b in part.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=batch_rows))
-        sql_s += time.perf_counter() - t0
-        n += part.execute(sql.query("replay_inputs_count")).fetchall()[0][0]
-        if i == 0:
-            con = part  # kept for the comparison below
-        else:
-            part.close()
+    policies = _policies(settings.rounds)
+    con, n, rows, scan_s, sql_s = _replay_slices(store, settings, policies)
     peak = peak_rss_mb()
     if rows != n * len(policies):
         raise AssertionError(f"replay returned {rows} rows, expected {n * len(policies)}")
     keys = con.execute(sql.query("bench_trajectory_keys")).fetchall()
-    step = max(1, len(keys) // min(sample, len(keys)))
-    picked = keys[::step][:sample]
+    step = max(1, len(keys) // min(settings.sample, len(keys)))
+    picked = keys[::step][: settings.sample]
     con.execute(sql.query("bench_keys_create"))
     con.executemany(sql.query("bench_keys_insert"), picked)
     drawn = {
-        "rounds": rounds,
+        "rounds": settings.rounds,
         "signals": con.execute(sql.query("bench_signals", columns=SIGNAL_SELECT)).fetchall(),
         "sql": con.execute(sql.query("bench_replay_sample")).fetchall(),
     }
@@ -117,22 +120,7 @@ def measure(
     setup = analysis.setup_of(con)
     con.close()
     gens = sorted({g for g, _ in keys})
-    narrowed: dict[str, object] = {}
-    if len(gens) > 1:  # a sweep job replays one generation: it opens that generation's folder only
-        from storage.parts import Store
-
-        st = Store(store)
-        t0 = time.perf_counter()
-        one = analysis.connect(store, policies=policies, gen_id=gens[0], memory_limit=memory_limit)
-        one_rows = sum(b.num_rows for b in one.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=batch_rows))
-        narrowed = {
-            "generations": len(gens),
-            "one_generation_end_to_end_s": round(time.perf_counter() - t0, 3),
-            "one_generation_rows": one_rows,
-            "rounds_parts": len(st.parts("rounds")),
-            "rounds_parts_opened_for_one": len(st.parts("rounds", gens[0])),
-        }
-        one.close()
+    narrowed = _one_generation(store, settings, policies, gens) if len(gens) > 1 else {}
     compared_here = {} if sample_file is not None else compare(drawn, n)
     if compared_here:
         python_s = float(compared_here["python_s"])  # type: ignore[arg-type]
@@ -142,7 +130,7 @@ def measure(
         }
     return {
         "trajectories": n,
-        "rounds": rounds,
+        "rounds": settings.rounds,
         "cells": len(policies),
         "replay_rows": rows,
         "sql_s": round(sql_s, 3),
@@ -154,11 +142,62 @@ def measure(
         "signals": setup.signals,
         "replay_inputs": setup.inputs,  # "built" now, or "stored": read back from what an earlier open kept
         "batch_calls": setup.batch,  # the replay built the batch calls' token lists
-        "memory_limit": memory_limit or "DuckDB default (80% of RAM)",
-        "slices": slices,
-        "batch_rows": batch_rows,
+        "memory_limit": settings.memory_limit or "DuckDB default (80% of RAM)",
+        "slices": settings.slices,
+        "batch_rows": settings.batch_rows,
         **narrowed,
     }
+
+
+def _replay_slices(store: Path, settings: Settings, policies: list) -> tuple[object, int, int, float, float]:
+    """Open and replay the store slice by slice: (the first slice's connection, trajectories, replay rows,
+    seconds opening, seconds replaying)."""
+    import analysis
+    from analysis import sql
+
+    scan_s = sql_s = 0.0
+    rows = n = 0
+    con = None
+    for i in range(settings.slices):
+        ids = analysis.ScenarioSlice(i, settings.slices) if settings.slices > 1 else None
+        scope = analysis.ReplayScope(store, policies=policies, scenario_ids=ids, memory_limit=settings.memory_limit)
+        t0 = time.perf_counter()
+        part = analysis.connect(scope)
+        scan_s += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        batches = part.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=settings.batch_rows)
+        rows += sum(b.num_rows for b in batches)
+        sql_s += time.perf_counter() - t0
+        n += part.execute(sql.query("replay_inputs_count")).fetchall()[0][0]
+        if i == 0:
+            con = part  # kept for the comparison
+        else:
+            part.close()
+    return con, n, rows, scan_s, sql_s
+
+
+def _one_generation(store: Path, settings: Settings, policies: list, gens: list[str]) -> dict[str, object]:
+    """A sweep job replays one generation: it opens that generation's folder only."""
+    import analysis
+    from analysis import sql
+    from storage.parts import Store
+
+    st = Store(store)
+    t0 = time.perf_counter()
+    one = analysis.connect(
+        analysis.ReplayScope(st, policies=policies, gen_id=gens[0], memory_limit=settings.memory_limit)
+    )
+    batches = one.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=settings.batch_rows)
+    one_rows = sum(b.num_rows for b in batches)
+    out = {
+        "generations": len(gens),
+        "one_generation_end_to_end_s": round(time.perf_counter() - t0, 3),
+        "one_generation_rows": one_rows,
+        "rounds_parts": len(st.parts("rounds")),
+        "rounds_parts_opened_for_one": len(st.parts("rounds", gens[0])),
+    }
+    one.close()
+    return out
 
 
 def compare(drawn: dict[str, object], n: int) -> dict[str, object]:
@@ -230,15 +269,14 @@ def _du_mb(path: Path) -> float:
     return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
 
 
-def run(
-    n: int, rounds: int, dim: int, sample: int, seed: int, workdir: Path, *, store: Path | None = None,
-    drop_caches: bool = False, memory_limit: str | None = None, generations: int = 1, slices: int = 1,
-    batch_rate: float = 0.0, batch_rows: int = BATCH_ROWS,
-) -> dict[str, object]:  # fmt: skip
+def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict[str, object]:
+    """Write the synthetic store into ``workdir`` (unless ``store`` is given), then measure it in a fresh process
+    (twice when the first open computed what later opens read back)."""
     from analysis import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     made: dict[str, object] = {}
+    n, generations = settings.n, settings.generations
     if store is None:
         store = workdir
         t0 = time.perf_counter()
@@ -246,23 +284,24 @@ def run(
             share = n // generations + (1 if g < n % generations else 0)
             gen = "synthetic-gen" if generations == 1 else f"synthetic-gen-{g:02d}"
             spec = SyntheticSpec(
-                n_trajectories=share, rounds=rounds, dim=dim, seed=seed + g, gen_id=gen, batch_rate=batch_rate
-            )
+                n_trajectories=share, rounds=settings.rounds, dim=settings.dim, seed=settings.seed + g, gen_id=gen,
+                batch_rate=settings.batch_rate,
+            )  # fmt: skip
             write_synthetic_store(store, spec)
         made["synth_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         signals_store.build(store)  # what the generation writes beside its rounds
         made["signals_build_s"] = round(time.perf_counter() - t0, 1)
-        made["dim"] = dim
+        made["dim"] = settings.dim
     cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
-    cmd += ["--rounds", str(rounds), "--python-sample", str(sample)]
-    cmd += ["--memory-limit", memory_limit] if memory_limit else []
-    cmd += ["--slices", str(slices), "--batch-rows", str(batch_rows)]
-    cold, out = _measured(cmd, drop_caches)
+    cmd += ["--rounds", str(settings.rounds), "--python-sample", str(settings.sample)]
+    cmd += ["--memory-limit", settings.memory_limit] if settings.memory_limit else []
+    cmd += ["--slices", str(settings.slices), "--batch-rows", str(settings.batch_rows)]
+    cold, out = _measured(cmd, settings.drop_caches)
     first: dict[str, object] | None = None
     if out["replay_inputs"] in ("built", "written"):  # the store's first open computed what later opens read back
         first = {k: out[k] for k in ("scan_s", "sql_s", "end_to_end_s", "peak_rss_mb", "replay_inputs", "identical")}
-        cold, out = _measured(cmd, drop_caches)  # ... so measure a later open too: the headline
+        cold, out = _measured(cmd, settings.drop_caches)  # ... so measure a later open too: the headline
     return {
         **out,
         "page_cache": "dropped (cold from disk)" if cold else "warm (not dropped)",
@@ -297,27 +336,28 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--trajectories, --rounds, --python-sample, --generations, --slices and --batch-rows must be >= 1")
     if args.generations > args.trajectories:
         ap.error("--generations cannot exceed --trajectories")
+    settings = Settings(
+        n=args.trajectories, rounds=args.rounds, dim=args.dim, sample=args.python_sample, seed=args.seed,
+        generations=args.generations, batch_rate=args.batch_rate, memory_limit=args.memory_limit,
+        slices=args.slices, batch_rows=args.batch_rows, drop_caches=args.drop_caches,
+    )  # fmt: skip
     if args.measure is not None:
-        shape = (args.rounds, args.python_sample, args.memory_limit, args.slices, args.batch_rows, args.sample_file)
-        print(json.dumps(measure(args.measure, *shape)), flush=True)
+        print(json.dumps(measure(args.measure, settings, args.sample_file)), flush=True)
         return 0
     if args.compare is not None:
         print(json.dumps(compare(pickle.loads(args.compare.read_bytes()), args.trajectories)), flush=True)
         return 0
-    opts = {"drop_caches": args.drop_caches, "memory_limit": args.memory_limit, "generations": args.generations,
-            "slices": args.slices, "batch_rate": args.batch_rate, "batch_rows": args.batch_rows}  # fmt: skip
-    shape = (args.trajectories, args.rounds, args.dim, args.python_sample, args.seed)
     if args.store is not None:
         if not args.store.is_dir():
             ap.error(f"--store {args.store}: no such folder")
-        out = run(0, *shape[1:], args.store, store=args.store, **opts)
+        out = run(replace(settings, n=0), args.store, store=args.store)
     elif args.keep is not None:
         if args.keep.exists() and any(args.keep.iterdir()):
             ap.error(f"--keep {args.keep} is not empty; give a new folder")
-        out = run(*shape, args.keep, **opts)
+        out = run(settings, args.keep)
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
-            out = run(*shape, Path(tmp), **opts)
+            out = run(settings, Path(tmp))
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 
