@@ -3,7 +3,7 @@
     <root>/rounds/gen_id=<gen_id>/part-*.parquet      one folder per generation
     <root>/scenarios/dataset=<dataset>/part-*.parquet one folder per dataset
 
-A query of one generation (a sweep job's replay, ``analysis.connect(gen_id=...)``) or one dataset
+A query of one generation (a sweep job's replay, ``analysis.connect(ReplayScope(store, gen_id=...))``) or one dataset
 then opens only that folder's files instead of every part's footer. The folder name is Hive's
 ``column=value`` (the value percent-encoded), but the column stays in the file too, so a part means
 the same wherever it lies and readers never take values from paths (DuckDB reads with

@@ -25,7 +25,7 @@ from conf.resolve import ConfigError
 from conf.spec import JobSpec
 from shp_ray.generation.cluster_lock import generation_lease
 from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, load_scenarios, select
-from shp_ray.generation.generate import GenerationSummary, generate, judge_label
+from shp_ray.generation.generate import GenerationSummary, RunOptions, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
 from shp_ray.generation.progress import RunCounts
@@ -137,14 +137,16 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
                 job.generation,
                 job.store,
                 ep.spec,
-                cache_dir=job.cache_dir,
-                ray_address=job.ray_address,
-                num_cpus=job.num_cpus,
-                progress=job.progress,
-                run_id=run_id,
-                command=command,
-                watchdog=ep.watchdog,
-                ephemeral_endpoint=ep.ephemeral,
+                RunOptions(
+                    cache_dir=job.cache_dir,
+                    ray_address=job.ray_address,
+                    num_cpus=job.num_cpus,
+                    progress=job.progress,
+                    run_id=run_id,
+                    command=command,
+                    watchdog=ep.watchdog,
+                    ephemeral_endpoint=ep.ephemeral,
+                ),
             )
         # A run killed between a flush's rounds and their signals left trajectories without them (the
         # resumed run above wrote its own): store those now, so no connection recomputes them.

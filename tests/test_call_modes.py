@@ -20,7 +20,7 @@ from analysis import signals_store
 from analysis.query import main as shp_query
 from conf.resolve import ConfigError, to_job
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.judge import llm_judge
 from shp_ray.providers.base import BATCH, LIVE, ChatRequest, Completion, ProviderSpec, Usage
 from storage.cache import RESPONSES_FILE, ResponseCache
@@ -57,7 +57,9 @@ def test_the_mode_of_each_call_reaches_the_store_and_a_cache_hit_keeps_it(tmp_pa
     cache = tmp_path / "cache"
     factory = "tests.test_call_modes:make_provider"
     batch = ProviderSpec(kind="scripted-batch", model="m")
-    generate(scenarios, cfg, tmp_path / "a", batch, cache_dir=cache, provider_factory=factory, backend="local")
+    generate(
+        scenarios, cfg, tmp_path / "a", batch, RunOptions(cache_dir=cache, provider_factory=factory, backend="local")
+    )
     rounds = Store(tmp_path / "a").read("rounds").to_pylist()
     assert {r["writer_mode"] for r in rounds} == {BATCH}
     assert {r["critic_mode"] for r in rounds if r["round"] < 3} == {BATCH}
@@ -68,7 +70,9 @@ def test_the_mode_of_each_call_reaches_the_store_and_a_cache_hit_keeps_it(tmp_pa
     assert records.get(key)["mode"] == BATCH
     # The same requests again (a live provider now): every call is a cache hit and keeps the mode it was paid at.
     live = ProviderSpec(kind="scripted", model="m")
-    generate(scenarios, cfg, tmp_path / "b", live, cache_dir=cache, provider_factory=factory, backend="local")
+    generate(
+        scenarios, cfg, tmp_path / "b", live, RunOptions(cache_dir=cache, provider_factory=factory, backend="local")
+    )
     again = Store(tmp_path / "b").read("rounds").to_pylist()
     assert {r["writer_mode"] for r in again} == {BATCH}
     con = analysis.connect(tmp_path / "b")

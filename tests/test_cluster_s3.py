@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.prompts import PromptSet
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
@@ -103,7 +103,7 @@ def test_a_sweep_on_two_nodes_into_s3_survives_a_node_kill_and_ends_exact(aws, c
     scenarios = load_scenarios("hotpotqa", split="test", limit=N)
     with SimServer(latency_s=0.0) as ref_sim:
         spec = ProviderSpec(kind="sim", base_url=ref_sim.base_url, model=gen["model"])
-        s = generate(scenarios, cfg, tmp_path / "ref", spec, backend="local", progress=False)
+        s = generate(scenarios, cfg, tmp_path / "ref", spec, RunOptions(backend="local", progress=False))
         ref_paid = ref_sim.stats["ok"]
     assert (s.generated, s.failed) == (N, 0) and ref_paid == calls
     got = _rows(uri)

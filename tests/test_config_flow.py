@@ -298,8 +298,8 @@ def test_server_options_reach_the_server_the_job_starts(hydra_ctx, monkeypatch):
 def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_path):
     calls: list[dict[str, Any]] = []
 
-    def fake_generate(scenarios, cfg, store_root, spec, **kwargs):
-        calls.append({"cfg": cfg, "store": store_root, "spec": spec, **kwargs})
+    def fake_generate(scenarios, cfg, store_root, spec, options):
+        calls.append({"cfg": cfg, "store": store_root, "spec": spec, **vars(options)})
 
     @contextlib.contextmanager
     def fake_lease(cache_dir, gen_id, store_uri, *, ray_address=None):

@@ -21,7 +21,7 @@ import pytest
 import analysis
 from analysis import signals_store
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
@@ -40,9 +40,9 @@ def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_sessi
     cfg = GenerationConfig(max_rounds=3, judge="llm", workers=2, concurrency=4, flush_every=2)
     with SimServer(latency_s=0.01) as sim:
         spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
-        s = generate(scenarios, cfg, tmp_path / "store", spec, progress=False)
+        s = generate(scenarios, cfg, tmp_path / "store", spec, RunOptions(progress=False))
         paid = sim.stats["ok"]
-        again = generate(scenarios, cfg, tmp_path / "store", spec, progress=False)
+        again = generate(scenarios, cfg, tmp_path / "store", spec, RunOptions(progress=False))
         assert sim.stats["ok"] == paid  # the rerun found everything stored: no call at all
     assert (s.generated, s.failed, s.skipped) == (5, 0, 0)
     assert (again.generated, again.skipped) == (0, 5)
@@ -97,7 +97,7 @@ import json, sys
 import analysis
 from analysis import signals_store
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 
 store, base_url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -192,10 +192,8 @@ def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray
     for i, ephemeral in enumerate((True, True, False)):
         with SimServer() as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
-            s = generate(
-                load_scenarios("shp_paper", limit=1), cfg, tmp_path / f"s{i}", spec,
-                progress=False, ephemeral_endpoint=ephemeral,
-            )  # fmt: skip
+            opts = RunOptions(progress=False, ephemeral_endpoint=ephemeral)
+            s = generate(load_scenarios("shp_paper", limit=1), cfg, tmp_path / f"s{i}", spec, opts)
             assert s.generated == 1 and s.paid_calls == 1
             if ephemeral:
                 assert limiters() == before

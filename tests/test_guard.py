@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.guard import Breaker, GenerationAborted, Outcome, preflight, reason_of
 from shp_ray.generation.services import CachedChat
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec, Usage
@@ -131,10 +131,11 @@ def test_an_aborted_run_stops_early_and_records_why(tmp_path):
     cfg = GenerationConfig(max_rounds=2, embedder="fake-hash", judge="none", workers=1, concurrency=1)
     spec = ProviderSpec(kind="scripted", base_url="http://h/v1", model="m")
     with pytest.raises(GenerationAborted, match="no call to .* has succeeded") as err:
-        generate(
-            scenarios, cfg, tmp_path / "store", spec, cache_dir=tmp_path / "cache", backend="local",
-            provider_factory="tests.test_guard:failing_factory", progress=False,
+        opts = RunOptions(
+            cache_dir=tmp_path / "cache", backend="local", provider_factory="tests.test_guard:failing_factory",
+            progress=False,
         )  # fmt: skip
+        generate(scenarios, cfg, tmp_path / "store", spec, opts)
     assert "Rerun the same command" in str(err.value)
     assert FAILING[0].calls == 1  # one trajectory failed, the other five were never started
     store = Store(tmp_path / "store")

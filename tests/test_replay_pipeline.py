@@ -16,7 +16,7 @@ import pytest
 import analysis
 from analysis.policy_table import grid_policies
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.records import load_trajectories
 from shp_ray.policy.reference import replay
 from shp_ray.policy.table import standard_policies
@@ -33,7 +33,9 @@ def generated(tmp_path_factory):
     base = load_scenarios("shp_paper", limit=10)
     scenarios = [*base[:8], replace(base[8], scenario_id="empty", question=base[8].question + " [empty-draft]")]
     cfg = GenerationConfig(max_rounds=5, embedder="fake-hash", workers=1, concurrency=4)
-    summary = generate(scenarios, cfg, root, SPEC, provider_factory="tests.gen_support:make_provider", backend="local")
+    summary = generate(
+        scenarios, cfg, root, SPEC, RunOptions(provider_factory="tests.gen_support:make_provider", backend="local")
+    )
     assert summary.generated == 9
     return root, summary
 

@@ -30,7 +30,7 @@ from analysis.query import main as shp_query
 from analysis.report import write_report
 from shp_ray.generation import generate as generate_module
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.generate import GenerationConfig, generate
+from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.policy.table import family_policies, standard_policies
 from shp_ray.providers.base import ProviderSpec
 from storage import compact
@@ -59,7 +59,7 @@ def _scenarios(n: int):
 
 
 def _generate(uri: str, n: int):
-    return generate(_scenarios(n), CFG, uri, SPEC, provider_factory=FACTORY, backend="local")
+    return generate(_scenarios(n), CFG, uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
 
 
 def _summary(root) -> list[tuple]:
@@ -92,7 +92,7 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     assert not [o for o in objects if "/_tmp-" in o or "_cache" in o or o.endswith(".sqlite")]
     # The same generation written to a local folder replays to the same numbers.
     local = tmp_path / "local-store"
-    generate(_scenarios(5), CFG, local, SPEC, provider_factory=FACTORY, backend="local")
+    generate(_scenarios(5), CFG, local, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     remote_rows = _summary(uri)
     assert remote_rows == _summary(local) and len(remote_rows) > 10
     con = analysis.connect(
@@ -186,7 +186,7 @@ def test_resume_after_a_kill_reads_no_leftover(s3, monkeypatch) -> None:
     # The resumed run generates only what is missing; a young temp is left alone (it may be a live
     # writer's), an old one is swept.
     monkeypatch.setattr(generate_module, "TEMP_GRACE_S", 0.0)
-    again = generate(_scenarios(5), CFG, uri, SPEC, provider_factory=FACTORY, backend="local")
+    again = generate(_scenarios(5), CFG, uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert (first.generated, again.generated, again.skipped) == (3, 2, 3)
     assert leftover not in _objects(fs, bucket)
     con = analysis.connect(uri)

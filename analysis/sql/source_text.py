@@ -58,7 +58,7 @@ def table_source(
 @dataclass(frozen=True)
 class ScenarioSlice:
     """Slice ``index`` of ``count``: the scenarios whose hash falls in it. A store too large for memory is
-    replayed slice by slice (``analysis.connect(store, scenario_ids=ScenarioSlice(i, n))`` for i < n):
+    replayed slice by slice (``analysis.connect(ReplayScope(store, scenario_ids=ScenarioSlice(i, n)))`` for i < n):
     each slice is a whole set of trajectories, every slice together the store."""
 
     index: int

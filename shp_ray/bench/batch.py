@@ -35,7 +35,7 @@ def _tokens(root: Path) -> dict[str, int]:
 
 def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
     from shp_ray.generation.datasets import load_scenarios
-    from shp_ray.generation.generate import GenerationConfig, generate
+    from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
     from shp_ray.providers.sim.server import SimServer
 
@@ -48,7 +48,7 @@ def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
             batch=batch, batch_poll_s=a.poll_s,
         )  # fmt: skip
         t0 = time.perf_counter()
-        summary = generate(scenarios, cfg, root, spec, progress=False)
+        summary = generate(scenarios, cfg, root, spec, RunOptions(progress=False))
         wall = time.perf_counter() - t0
         stats = sim.stats
     b = summary.batch

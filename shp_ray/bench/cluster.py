@@ -41,7 +41,7 @@ def _cluster(nodes: int, cpus: int):  # noqa: ANN202 - ray.cluster_utils.Cluster
 
 def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, object]:
     from shp_ray.bench.sim_process import SimProcess, stream
-    from shp_ray.generation.generate import GenerationConfig, generate
+    from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
 
     n = a.limited_scenarios if limited else a.scenarios
@@ -56,7 +56,7 @@ def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, o
     try:
         with SimProcess(opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=a.rpm if limited else None)
-            s = generate(stream(n), cfg, root, spec, total=n, progress=False)
+            s = generate(stream(n), cfg, root, spec, RunOptions(total=n, progress=False))
             stats = sim.finish()
     finally:
         shutil.rmtree(root, ignore_errors=True)

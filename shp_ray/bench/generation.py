@@ -92,7 +92,7 @@ def bench_embed(a: argparse.Namespace) -> dict[str, object]:
 def _run(
     a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str
 ) -> tuple[dict, dict, float, dict[str, float]]:
-    from shp_ray.generation.generate import GenerationConfig, generate
+    from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
 
     root = tempfile.mkdtemp(prefix="shp-bench-gen-")
@@ -105,7 +105,7 @@ def _run(
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
             peak = _PeakRss(exclude=sim.proc.pid)
             with peak:
-                s = generate(stream(n), cfg, root, spec, total=n, progress=False)
+                s = generate(stream(n), cfg, root, spec, RunOptions(total=n, progress=False))
             stats = sim.finish()
         return s.to_dict(), stats, peak.peak_mb, peak.at_peak
     finally:

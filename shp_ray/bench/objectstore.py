@@ -6,7 +6,7 @@ names (with the AWS_* credentials) -- and times, each in a FRESH process, two jo
 
 - ``full``: ``analysis.connect(store)`` with the 65 cells of ``shp-bench replay``, then the replay of every
   cell over every trajectory, streamed;
-- ``one_gen``: ``analysis.connect(store, gen_id=G)`` (a sweep job's scope: one partition folder) and its
+- ``one_gen``: ``analysis.connect(ReplayScope(store, gen_id=G))`` (a sweep job's scope: one partition folder) and its
   replay; on the ``full`` connection, ``pushdown_s``: a projection + filter of one generation,
   ``SELECT count(*), sum(writer_prompt_tokens) FROM round_parts WHERE gen_id = G``, and ``embeddings_s``:
   one round's embeddings of that generation;

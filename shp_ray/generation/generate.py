@@ -8,7 +8,7 @@ and the persistent response cache makes it repeat no completed paid call.
 
 Ray starts quietly on this machine (2 CPUs, no dashboard, no usage stats) or
 joins ``ray_address`` (one node or a cluster: :mod:`shp_ray.generation.ray_run`);
-an already initialised Ray is reused and left running. ``backend="local"`` runs
+an already initialised Ray is reused and left running. ``RunOptions(backend="local")`` runs
 the same loop in-process (unit tests, tiny runs).
 
 A :class:`~shp_ray.generation.guard.Breaker` watches the run: when the endpoint's server dies, a permanent
@@ -24,23 +24,23 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from shp_ray.generation.cluster import start_ray
-from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
+from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import Embedder, embedder_name
-from shp_ray.generation.guard import Breaker, GenerationAborted, Watchdog, failure_outcome
+from shp_ray.generation.guard import Breaker, GenerationAborted, failure_outcome
 from shp_ray.generation.interrupt import check as check_interrupt
-from shp_ray.generation.lockstep import LockstepProvider, lockstep_local, still_running
+from shp_ray.generation.lockstep import Lockstep, LockstepProvider, lockstep_local, still_running
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.progress import Progress
 from shp_ray.generation.records import trajectory_rows
+from shp_ray.generation.run_context import Run, RunOptions
 from shp_ray.generation.run_summary import GenerationSummary, count_progress, generation_row, record_abort
 from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.generation.services import (
-    DEFAULT_FACTORY,
     CachedChat,
     EmbedBatcher,
     JudgeService,
@@ -59,7 +59,7 @@ from storage.writer import StoreWriter
 
 log = logging.getLogger("shp_ray.batch")
 
-__all__ = ["GenerationConfig", "GenerationSummary", "generate", "judge_label", "start_ray"]
+__all__ = ["GenerationConfig", "GenerationSummary", "RunOptions", "generate", "judge_label", "start_ray"]
 
 
 def _pending(scenarios: Iterable[Scenario], skip: set[str], summary: GenerationSummary) -> Iterator[Scenario]:
@@ -82,78 +82,52 @@ def judge_label(cfg: GenerationConfig, spec: ProviderSpec) -> str:
 def generate(
     scenarios: Iterable[Scenario],
     cfg: GenerationConfig,
-    store_root: str | Path,
+    store_root: str | Path | Store,
     provider_spec: ProviderSpec,
-    *,
-    cache_dir: str | Path | None = None,
-    provider_factory: str = DEFAULT_FACTORY,
-    ray_address: str | None = None,
-    num_cpus: int = DEFAULT_RAY_CPUS,
-    backend: str = "ray",
-    total: int | None = None,
-    progress: bool | None = None,
-    run_id: str | None = None,
-    command: str = "",
-    keep_embedder: bool = False,
-    watchdog: Watchdog | None = None,
-    ephemeral_endpoint: bool = False,
+    options: RunOptions | None = None,
 ) -> GenerationSummary:
     """Generate every scenario not yet stored for this config; returns what happened.
 
-    ``num_cpus`` sizes a Ray started here (ignored when joining ``ray_address`` or a running Ray).
-    ``keep_embedder`` leaves the named embedding actor (and its loaded model) alive on a Ray
-    that outlives this call, for the next run of a multirun; it holds ``embed_num_cpus`` CPUs.
-    ``watchdog`` raises once the endpoint's own server has died (the embedded llama.cpp server);
-    ``ephemeral_endpoint`` says the endpoint goes away after this call (a server started for it),
-    so its shared rate-limiter actor is removed too. Raises GenerationAborted when the run stops early.
+    ``options`` (:class:`RunOptions`): the backend, the provider factory, the caches, where Ray runs, the
+    progress line (default: on Ray, the paper's defaults). Raises GenerationAborted when the run stops early.
     """
-    if backend not in ("ray", "local"):
-        raise ValueError(f"backend must be 'ray' or 'local', got {backend!r}")
-    store = Store(store_root)
-    recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
-    store.sweep_temp(min_age_s=TEMP_GRACE_S)
-    require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
-    cache = Path(cache_dir) if cache_dir else default_cache_dir(store_root)
-    with writing(cache):
-        cache.mkdir(parents=True, exist_ok=True)
-    for opened in (ResponseCache(cache / RESPONSES_FILE), JudgeCache(cache / JUDGMENTS_FILE)):
-        opened.close()  # opened here first: a cache that cannot be written is said before any call is paid
+    options = RunOptions() if options is None else options
+    store = Store(store_root) if not isinstance(store_root, Store) else store_root
+    cache = _open_store_and_caches(store, options)
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
     skip = done_scenarios(store, gen_id)
     if not cfg.retry_failed:
         skip |= failed_scenarios(store, gen_id)
+    total = options.total
     if total is None and hasattr(scenarios, "__len__"):
         total = len(scenarios)  # type: ignore[arg-type]
     summary = GenerationSummary(
-        run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), judge_label(cfg, provider_spec)
+        options.run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), judge_label(cfg, provider_spec)
     )
     start = time.perf_counter()
     pending = _pending(scenarios, skip, summary)
     first = next(pending, None)  # nothing to generate: no Ray, no model load
     # Ray first: a run whose Ray does not start records no manifest row.
-    ray_here = backend == "ray" and first is not None and start_ray(ray_address, num_cpus)
+    ray_here = options.backend == "ray" and first is not None and start_ray(options.ray_address, options.num_cpus)
     if first is not None:
         pending = itertools.chain([first], pending)
-    breaker = Breaker(provider_spec, watchdog)
+    breaker = Breaker(provider_spec, options.watchdog)
     try:
         write_manifest(
             store,
             summary.run_id,
             {"generation": cfg.to_dict(), "provider": asdict(provider_spec), "store": store.uri, "gen_id": gen_id},
             {"seed": cfg.seed},
-            command,
+            options.command,
         )
-        with Progress(total, progress) as prog:
-            local = (pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker)
-            if backend == "local":
-                asyncio.run(_run_local(*local))
+        with Progress(total, options.progress) as prog:
+            run = Run(cfg, store, provider_spec, cache, summary, prog, breaker, options)
+            if options.backend == "local":
+                asyncio.run(_run_local(pending, run))
             else:
                 from shp_ray.generation.ray_run import run_ray  # imports Ray: only when a run uses it
 
-                run_ray(
-                    pending, cfg, store, provider_spec, provider_factory, cache, summary, prog, breaker,
-                    ray_address, num_cpus, keep_embedder, ephemeral_endpoint,
-                )  # fmt: skip
+                run_ray(pending, run)
     except BaseException:  # Ctrl-C, a crash: batches at the provider run on, and the user must hear of them
         if provider_spec.batch and (told := still_running(cache)):
             log.warning("%s", told)
@@ -174,22 +148,41 @@ def generate(
     return summary
 
 
-async def _run_local(
-    pending: Iterator[Scenario],
-    cfg: GenerationConfig,
-    store: Store,
-    spec: ProviderSpec,
-    factory: str,
-    cache: Path,
-    summary: GenerationSummary,
-    prog: Progress,
-    breaker: Breaker,
-) -> None:
-    live = CachedChat(load_factory(factory)(replace(spec, batch=False)), ResponseCache(cache / RESPONSES_FILE))
-    pending, lockstep = lockstep_local(pending, spec, live.provider, cache, summary.gen_id)
+def _open_store_and_caches(store: Store, options: RunOptions) -> Path:
+    """Settle what a killed run left in the store, check the store, and open the caches (their folder returned):
+    a store or a cache that cannot be used is said before any call is paid."""
+    recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
+    store.sweep_temp(min_age_s=TEMP_GRACE_S)
+    require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
+    cache = Path(options.cache_dir) if options.cache_dir else default_cache_dir(store.uri)
+    with writing(cache):
+        cache.mkdir(parents=True, exist_ok=True)
+    for opened in (ResponseCache(cache / RESPONSES_FILE), JudgeCache(cache / JUDGMENTS_FILE)):
+        opened.close()  # opened here first: a cache that cannot be written is said before any call is paid
+    return cache
+
+
+@dataclass
+class _Local:
+    """The local backend's parts: the chat (through the batch lockstep in batch mode), the live chat under it,
+    the embedding batcher, the lockstep (None: live calls), and the services the loop calls."""
+
+    chat: CachedChat
+    live: CachedChat
+    batcher: EmbedBatcher
+    lockstep: Lockstep | None
+    services: LocalServices
+
+
+def _local_services(pending: Iterator[Scenario], run: Run) -> tuple[Iterator[Scenario], _Local]:
+    """The local backend's parts, and the scenarios as the lockstep counts them."""
+    cfg, spec, cache = run.cfg, run.spec, run.cache
+    live = CachedChat(
+        load_factory(run.options.provider_factory)(replace(spec, batch=False)), ResponseCache(cache / RESPONSES_FILE)
+    )
+    pending, lockstep = lockstep_local(pending, spec, live.provider, cache, run.summary.gen_id)
     chat = live if lockstep is None else CachedChat(LockstepProvider(lockstep.complete), live.cache)
     embedder = Embedder(cfg.embedder, batch_size=cfg.embed_batch_size)
-    batcher = EmbedBatcher(embedder, cfg.embed_batch_size)
     judge = None
     if cfg.judges_inline:
         judge_chat = live if cfg.judge == "llm" else None  # never through the lockstep: a judge is no lane
@@ -197,9 +190,19 @@ async def _run_local(
             cfg.judge, JudgeCache(cache / JUDGMENTS_FILE), judge_chat, cfg.judge_model or spec.model,
             cfg.judge_max_tokens, cfg.judge_parse_retries, cfg.seed,
         )  # fmt: skip
-    services = LocalServices(chat, batcher, judge)
+    batcher = EmbedBatcher(embedder, cfg.embed_batch_size)
+    return pending, _Local(chat, live, batcher, lockstep, LocalServices(chat, batcher, judge))
+
+
+async def _run_local(pending: Iterator[Scenario], run: Run) -> None:
+    """The local backend: the loop in this process, ``workers x concurrency`` trajectories in flight (every one
+    at once in batch mode), each written whole as it completes."""
+    cfg, spec, summary, prog, breaker = run.cfg, run.spec, run.summary, run.prog, run.breaker
+    pending, parts = _local_services(pending, run)
+    chat, live, batcher, lockstep, services = parts.chat, parts.live, parts.batcher, parts.lockstep, parts.services
+    embedder = batcher.embedder
     dim = embedder.dim
-    writer = StoreWriter(store, dim, cfg.flush_every)
+    writer = StoreWriter(run.store, dim, cfg.flush_every)
     scorers = [build_scorer(s) for s in cfg.scores]  # a python scorer is imported once, before any trajectory
     writer.add("generations", [generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
     # Batch mode: every trajectory in flight at once (each waits in the lockstep, at no cost).
