@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -29,7 +28,7 @@ from analysis import sql
 from analysis.errors import AnalysisError, require_sound
 from analysis.sandbox import new_connection
 from shp_ray.policy.cascade import APPROVAL
-from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
+from shp_ray.policy.round_signals import SIGNALS_VERSION, RoundColumns, trajectory_signals
 from storage.parts import Store, open_store
 from storage.schemas import ADDED_COLUMNS, JUDGMENTS, SIGNALS
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
@@ -119,24 +118,7 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
         dim = emb.type.list_size
         vectors = emb.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
         try:
-            cols = trajectory_signals(
-                gen_id=c["gen_id"],
-                scenario_id=c["scenario_id"],
-                rounds=c["round"],
-                drafts=c["draft"],
-                feedback=c["feedback"],
-                draft_hash=c["draft_hash"],
-                writer_tokens=(np.asarray(c["writer_prompt_tokens"]) + c["writer_completion_tokens"]).tolist(),
-                critic_tokens=(np.asarray(c["critic_prompt_tokens"]) + c["critic_completion_tokens"]).tolist(),
-                embeddings=vectors,
-                gold=gold,
-                embedder=embedder,
-                writer_prompt_tokens=c["writer_prompt_tokens"],
-                critic_prompt_tokens=c["critic_prompt_tokens"],
-                writer_mode=c["writer_mode"],
-                critic_mode=c["critic_mode"],
-                approval=markers,
-            )
+            cols = trajectory_signals(RoundColumns.of_rounds(c), vectors, gold, embedder, markers)
         except ValueError as exc:
             raise AnalysisError(f"{part}: {exc} (a rounds part must hold whole trajectories)") from None
         yield pa.table(cols, schema=SIGNALS), n_traj, part

@@ -19,7 +19,7 @@ import analysis
 from analysis import signals_store
 from analysis.query import main as shp_query
 from conf.resolve import ConfigError, to_job
-from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.judge import llm_judge
 from shp_ray.providers.base import BATCH, LIVE, ChatRequest, Completion, ProviderSpec, Usage
@@ -89,13 +89,16 @@ def test_a_judgment_is_batch_only_when_every_attempt_was() -> None:
     async def chat(request: ChatRequest) -> Completion:
         return next(replies)
 
-    mixed = asyncio.run(llm_judge(chat, "m", "q?", ["c"], "gt", "draft"))
+    scn = Scenario("s", "d", "test", "q?", ("c",), "gt")
+    mixed = asyncio.run(llm_judge(chat, "m", scn, "draft"))
     assert (mixed.attempts, mixed.prompt_tokens, mixed.completion_tokens, mixed.mode) == (2, 10, 10, LIVE)
 
     async def batch_chat(request: ChatRequest) -> Completion:
         return Completion(_JSON, Usage(5, 9), mode=BATCH)
 
-    assert asyncio.run(llm_judge(batch_chat, "m", "q?", ["c"], "gt", "draft")).mode == BATCH
+    assert (
+        asyncio.run(llm_judge(batch_chat, "m", scn, "draft")).mode == BATCH
+    )
 
 
 _JSON = '{"faithfulness": 1, "answer_relevancy": 1, "context_precision": 1, "context_recall": 1}'

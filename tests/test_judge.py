@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.judge import (
     LEXICAL_NAME,
     JudgeParseError,
@@ -24,6 +25,7 @@ from shp_ray.providers.base import ChatRequest, Completion, Usage
 Q = "Which river flows through Paris?"
 C = ("The Seine flows through Paris, the capital of France.", "Lyon lies on the Rhone and the Saone.")
 GT = "The Seine"
+SCN = Scenario("paris", "hotpotqa", "test", Q, C, GT)
 
 
 def test_lexical_judge_is_named_honestly_and_deterministic() -> None:
@@ -91,7 +93,7 @@ def _chat(replies: list[str]):
 def test_llm_judge_retries_a_bad_reply_with_a_different_request() -> None:
     ok = json.dumps(dict.fromkeys(METRICS, 0.7))
     chat, seen = _chat(["not json", ok])
-    r = asyncio.run(llm_judge(chat, "m", Q, C, GT, "The Seine."))
+    r = asyncio.run(llm_judge(chat, "m", SCN, "The Seine."))
     assert r.metrics == dict.fromkeys(METRICS, 0.7) and r.error == "" and r.attempts == 2
     assert (r.prompt_tokens, r.completion_tokens) == (20, 10)  # both attempts are counted
     assert seen[0].cache_key() != seen[1].cache_key()  # a cached bad reply cannot repeat itself
@@ -100,7 +102,7 @@ def test_llm_judge_retries_a_bad_reply_with_a_different_request() -> None:
 
 def test_llm_judge_gives_nan_never_zero_after_retries() -> None:
     chat, seen = _chat(["nope", "still nope", "{bad"])
-    r = asyncio.run(llm_judge(chat, "m", Q, C, GT, "d", parse_retries=2))
+    r = asyncio.run(llm_judge(chat, "m", SCN, "d", parse_retries=2))
     assert len(seen) == 3 and all(math.isnan(v) for v in r.metrics.values())
     assert "attempt 3" in r.error and r.tokens == 45
 

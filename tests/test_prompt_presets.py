@@ -16,7 +16,7 @@ from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.prompts import PromptError, critic_messages, from_mapping, preset, writer_messages
 from shp_ray.policy.cascade import approved
-from shp_ray.policy.round_signals import trajectory_signals
+from shp_ray.policy.round_signals import RoundColumns, trajectory_signals
 
 # sha256 of the Writer and Critic messages of every shp_paper scenario (both splits, rounds 1-3, empty and
 # given drafts / feedback), rendered by the Python prompt sets before they became YAML presets
@@ -119,11 +119,11 @@ def test_the_approval_marker_is_what_the_stored_signal_reads():
     feedback = ["LGTM, well supported.", "APPROVED. Fine.", "lgtm", "Not LGTM"]
     assert [approved(f, "LGTM") for f in feedback] == [True, False, True, False]
     assert [approved(f) for f in feedback] == [False, True, False, False]  # the default marker: APPROVED
-    cols = trajectory_signals(
-        gen_id=["g"] * 4, scenario_id=["s"] * 4, rounds=[1, 2, 3, 4], drafts=["a"] * 4, feedback=feedback,
+    columns = RoundColumns(
+        gen_id=["g"] * 4, scenario_id=["s"] * 4, round=[1, 2, 3, 4], draft=["a"] * 4, feedback=feedback,
         draft_hash=["h"] * 4, writer_tokens=[1] * 4, critic_tokens=[1] * 4,
-        embeddings=np.eye(4, dtype=np.float32), gold={}, embedder={"g": "e"}, approval="LGTM",
     )  # fmt: skip
+    cols = trajectory_signals(columns, np.eye(4, dtype=np.float32), gold={}, embedder={"g": "e"}, approval="LGTM")
     assert cols["approved"] == [True, False, True, False]
 
 

@@ -15,7 +15,7 @@ import pytest
 import analysis
 from analysis import signals_store
 from analysis.query import main as query_main
-from shp_ray.policy.round_signals import SIGNALS_VERSION, trajectory_signals
+from shp_ray.policy.round_signals import SIGNALS_VERSION, RoundColumns, trajectory_signals
 from shp_ray.policy.scoring import cosine_distance
 from storage.parts import Store
 from storage.schemas import SIGNALS
@@ -157,11 +157,11 @@ def test_check_finds_a_stored_value_its_rounds_do_not_give(tmp_path, capsys) -> 
 def test_signals_need_whole_trajectories_in_round_order() -> None:
     def cols(rounds: list[int]) -> dict[str, object]:
         n = len(rounds)
-        return trajectory_signals(
-            gen_id=["g"] * n, scenario_id=["s"] * n, rounds=rounds, drafts=["Answer: x"] * n,
+        columns = RoundColumns(
+            gen_id=["g"] * n, scenario_id=["s"] * n, round=rounds, draft=["Answer: x"] * n,
             feedback=["APPROVED"] * n, draft_hash=["h"] * n, writer_tokens=[1] * n, critic_tokens=[2] * n,
-            embeddings=np.eye(n, 4, dtype=np.float32), gold={"s": "x"}, embedder={"g": "e"},
         )  # fmt: skip
+        return trajectory_signals(columns, np.eye(n, 4, dtype=np.float32), gold={"s": "x"}, embedder={"g": "e"})
 
     ok = cols([1, 2, 3])
     assert ok["distance"][0] is None and ok["distance"][1] == pytest.approx(1.0)

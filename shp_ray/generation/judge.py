@@ -22,6 +22,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.prompts import JUDGE_PROMPT_VERSION, judge_messages
 from shp_ray.policy.scoring import METRICS
 from shp_ray.providers.base import BATCH, LIVE, ChatRequest, Completion
@@ -201,16 +202,15 @@ def llm_judge_name(model: str) -> str:
 async def llm_judge(
     chat: Callable[[ChatRequest], Awaitable[Completion]],
     model: str,
-    question: str,
-    contexts: Sequence[str],
-    ground_truth: str,
+    scenario: Scenario,
     draft: str,
     *,
     max_tokens: int = 128,
     seed: int | None = 0,
     parse_retries: int = 2,
 ) -> JudgeResult:
-    """Judge one draft with an LLM; tokens of every attempt are counted.
+    """Judge one draft of ``scenario`` (its question, contexts and gold answer) with an LLM; tokens of every
+    attempt are counted.
 
     A provider error propagates (the caller records it); an unparsable reply
     after ``parse_retries`` retries gives NaN metrics with the error.
@@ -221,7 +221,7 @@ async def llm_judge(
     for attempt in range(1, parse_retries + 2):
         request = ChatRequest(
             model=model,
-            messages=judge_messages(question, contexts, ground_truth, draft, attempt),
+            messages=judge_messages(scenario.question, scenario.contexts, scenario.ground_truth, draft, attempt),
             max_tokens=max_tokens,
             temperature=0.0,
             seed=seed,

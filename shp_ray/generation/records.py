@@ -14,7 +14,7 @@ from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.loop import TrajectoryResult
 from shp_ray.policy.cascade import APPROVAL
-from shp_ray.policy.round_signals import trajectory_signals
+from shp_ray.policy.round_signals import RoundColumns, trajectory_signals
 from shp_ray.policy.scorers import Scorer, score_rows, task_of
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -119,6 +119,13 @@ def trajectory_rows(
     }
 
 
+# The columns of a rounds row that its signals are computed from (besides the embedding).
+_SIGNAL_INPUTS = (
+    "gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",
+    "writer_completion_tokens", "critic_prompt_tokens", "critic_completion_tokens", "writer_mode", "critic_mode",
+)  # fmt: skip
+
+
 def signal_rows(
     rounds: list[dict[str, object]],
     gold: Mapping[str, str | None],
@@ -128,24 +135,9 @@ def signal_rows(
     """The ``signals`` rows of whole trajectories' rounds rows (sorted by trajectory and round)."""
     if not rounds:
         return []
-    cols = trajectory_signals(
-        gen_id=[r["gen_id"] for r in rounds],
-        scenario_id=[r["scenario_id"] for r in rounds],
-        rounds=[r["round"] for r in rounds],
-        drafts=[r["draft"] for r in rounds],
-        feedback=[r["feedback"] for r in rounds],
-        draft_hash=[r["draft_hash"] for r in rounds],
-        writer_tokens=[r["writer_prompt_tokens"] + r["writer_completion_tokens"] for r in rounds],
-        critic_tokens=[r["critic_prompt_tokens"] + r["critic_completion_tokens"] for r in rounds],
-        writer_prompt_tokens=[r["writer_prompt_tokens"] for r in rounds],
-        critic_prompt_tokens=[r["critic_prompt_tokens"] for r in rounds],
-        writer_mode=[r["writer_mode"] for r in rounds],
-        critic_mode=[r["critic_mode"] for r in rounds],
-        embeddings=np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rounds]),
-        gold=gold,
-        embedder=embedder,
-        approval=approval,
-    )
+    columns = RoundColumns.of_rounds({k: [r[k] for r in rounds] for k in _SIGNAL_INPUTS})
+    embeddings = np.stack([np.asarray(r["embedding"], dtype=np.float32) for r in rounds])
+    cols = trajectory_signals(columns, embeddings, gold, embedder, approval)
     return [dict(zip(cols, values, strict=True)) for values in zip(*cols.values(), strict=True)]
 
 

@@ -232,9 +232,7 @@ class JudgeService:
             result = await llm_judge(
                 self.chat,  # type: ignore[arg-type]
                 self.model,
-                scn.question,
-                scn.contexts,
-                scn.ground_truth,
+                scn,
                 draft,
                 max_tokens=self.max_tokens,
                 seed=self.seed,

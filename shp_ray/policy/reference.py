@@ -38,19 +38,16 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
     missing = [r.round for r in rounds[:cap] if r.embedding is None]
     if missing:
         raise ValueError(f"trajectory {traj.scenario_id!r}: {policy.name} needs draft embeddings; rounds {missing}")
-    return families.run_trajectory(
-        policy.kind,
-        policy.param_dict,
+    stored = families.StoredRounds(
         drafts=[r.draft for r in rounds],
         embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
         # round t reads g_{t-1}, the embedding of the critique the Writer saw before drafting it
         critiques=[None, *(r.feedback_embedding for r in rounds[:-1])],
         tokens=[r.writer_tokens + (rounds[i - 1].critic_tokens if i else 0) for i, r in enumerate(rounds)],
-        cap=cap,
-        horizon=policy.halt.max_rounds,
         contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
         verdicts=traj.meta.get("verdicts"),  # type: ignore[arg-type]  # the loop's own checks (visible tests)
     )
+    return families.run_trajectory(policy.kind, policy.param_dict, stored, cap=cap, horizon=policy.halt.max_rounds)
 
 
 def _first_argmax(values: list[float]) -> int:

@@ -19,6 +19,7 @@ Stopper uses too, so stored, rebuilt and live values are equal bit for bit.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,33 +44,56 @@ def consecutive_distances(embeddings: np.ndarray, first: np.ndarray) -> np.ndarr
     return out
 
 
+@dataclass(frozen=True)
+class RoundColumns:
+    """Rounds sorted by (gen_id, scenario_id, round), each trajectory whole, as columns: the draft, the critique
+    (``feedback``), the draft's hash and each agent's tokens (``writer_tokens``, ``critic_tokens``: prompt and
+    completion). The prompt tokens and call modes are copied as given (None: not given, NULL, and a reader
+    takes them from the rounds)."""
+
+    gen_id: Sequence[str]
+    scenario_id: Sequence[str]
+    round: Sequence[int]
+    draft: Sequence[str | None]
+    feedback: Sequence[str | None]
+    draft_hash: Sequence[str]
+    writer_tokens: Sequence[int]
+    critic_tokens: Sequence[int]
+    writer_prompt_tokens: Sequence[int] | None = None
+    critic_prompt_tokens: Sequence[int] | None = None
+    writer_mode: Sequence[str] | None = None
+    critic_mode: Sequence[str] | None = None
+
+    @classmethod
+    def of_rounds(cls, c: Mapping[str, Sequence]) -> RoundColumns:
+        """From columns of the ``rounds`` table (each agent's prompt and completion tokens, its call mode)."""
+        wp, cp = c["writer_prompt_tokens"], c["critic_prompt_tokens"]
+        return cls(
+            c["gen_id"], c["scenario_id"], c["round"], c["draft"], c["feedback"], c["draft_hash"],
+            writer_tokens=[p + q for p, q in zip(wp, c["writer_completion_tokens"], strict=True)],
+            critic_tokens=[p + q for p, q in zip(cp, c["critic_completion_tokens"], strict=True)],
+            writer_prompt_tokens=wp, critic_prompt_tokens=cp, writer_mode=c["writer_mode"],
+            critic_mode=c["critic_mode"],
+        )  # fmt: skip
+
+
 def trajectory_signals(
-    *,
-    gen_id: Sequence[str],
-    scenario_id: Sequence[str],
-    rounds: Sequence[int],
-    drafts: Sequence[str | None],
-    feedback: Sequence[str | None],
-    draft_hash: Sequence[str],
-    writer_tokens: Sequence[int],
-    critic_tokens: Sequence[int],
+    columns: RoundColumns,
     embeddings: np.ndarray,
     gold: Mapping[str, str | None],
     embedder: Mapping[str, str],
-    writer_prompt_tokens: Sequence[int] | None = None,
-    critic_prompt_tokens: Sequence[int] | None = None,
-    writer_mode: Sequence[str] | None = None,
-    critic_mode: Sequence[str] | None = None,
     approval: str | Mapping[str, str] = APPROVAL,
 ) -> dict[str, list[object]]:
-    """The ``signals`` columns of rounds sorted by (gen_id, scenario_id, round), each trajectory whole.
+    """The ``signals`` columns of ``columns`` (rounds sorted by (gen_id, scenario_id, round), each trajectory
+    whole) and their ``embeddings`` (one row per round).
 
     ``gold``: scenario_id -> its gold answer (None: unknown, EM/F1 NULL); ``embedder``: gen_id -> the
-    generation's embedder. The prompt tokens and call modes are copied as given (None: not given, NULL,
-    and a reader takes them from the rounds). ``approval``: the prompt preset's approval marker, or gen_id ->
+    generation's embedder. ``approval``: the prompt preset's approval marker, or gen_id ->
     its generation's (a gen_id not in it: APPROVED). Raises ValueError on rounds that are not 1..T in order
     per trajectory.
     """
+    c = columns
+    gen_id, scenario_id, rounds = c.gen_id, c.scenario_id, c.round
     n = len(rounds)
     g, sc, t = np.asarray(gen_id, dtype=object), np.asarray(scenario_id, dtype=object), np.asarray(rounds)
     first = np.ones(n, dtype=bool)
@@ -87,25 +111,25 @@ def trajectory_signals(
         )
     distances = consecutive_distances(embeddings, first)
     markers = approval if isinstance(approval, Mapping) else {gi: approval for gi in set(gen_id)}
-    answers = [answer_scores(d or "", gold.get(s)) for d, s in zip(drafts, scenario_id, strict=True)]
+    answers = [answer_scores(d or "", gold.get(s)) for d, s in zip(c.draft, scenario_id, strict=True)]
     return {
         "gen_id": list(gen_id),
         "scenario_id": list(scenario_id),
         "round": list(rounds),
-        "draft_hash": list(draft_hash),
+        "draft_hash": list(c.draft_hash),
         "distance": [None if f else float(d) for f, d in zip(first, distances, strict=True)],
-        "approved": [approved(f, markers.get(gi, APPROVAL)) for gi, f in zip(gen_id, feedback, strict=True)],
-        "writer_tokens": list(writer_tokens),
-        "critic_tokens": list(critic_tokens),
+        "approved": [approved(f, markers.get(gi, APPROVAL)) for gi, f in zip(gen_id, c.feedback, strict=True)],
+        "writer_tokens": list(c.writer_tokens),
+        "critic_tokens": list(c.critic_tokens),
         "has_answer_line": [a[0] for a in answers],
         "answer_em": [a[1] for a in answers],
         "answer_f1": [a[2] for a in answers],
         "embedder": [embedder.get(g, "") for g in gen_id],
         "signals_version": [SIGNALS_VERSION] * n,
-        "writer_prompt_tokens": _given(writer_prompt_tokens, n),
-        "critic_prompt_tokens": _given(critic_prompt_tokens, n),
-        "writer_mode": _given(writer_mode, n),
-        "critic_mode": _given(critic_mode, n),
+        "writer_prompt_tokens": _given(c.writer_prompt_tokens, n),
+        "critic_prompt_tokens": _given(c.critic_prompt_tokens, n),
+        "writer_mode": _given(c.writer_mode, n),
+        "critic_mode": _given(c.critic_mode, n),
     }
 
 

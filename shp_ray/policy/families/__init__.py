@@ -6,7 +6,7 @@ lists them; :mod:`.engine` runs any of them round by round for the live Stopper,
 the reference executor and the DuckDB UDF alike.
 """
 
-from shp_ray.policy.families.engine import FamilyRun, params_json, run_trajectory
+from shp_ray.policy.families.engine import FamilyRun, StoredRounds, params_json, run_trajectory
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import (
@@ -28,6 +28,7 @@ __all__ = [
     "GainModel",
     "RoundSignal",
     "SignalState",
+    "StoredRounds",
     "canonical",
     "canonical_hash",
     "clean_text",

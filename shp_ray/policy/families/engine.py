@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -77,25 +78,28 @@ class FamilyRun:
         return bool(self.history and self.history[self.selected - 1].verified)
 
 
+@dataclass(frozen=True)
+class StoredRounds:
+    """A stored trajectory as the family engine reads it: per round the draft, its embedding, the embedding of
+    the critique the Writer saw before drafting it (None at round 1) and the round's tokens; the task's
+    ``contexts``; ``verdicts``: per round, the loop's own check of the draft (None: ask the verifier)."""
+
+    drafts: Sequence[str]
+    embeddings: Sequence[np.ndarray]
+    critiques: Sequence[np.ndarray | None]
+    tokens: Sequence[int]
+    contexts: Sequence[str] = ()
+    verdicts: Sequence[bool | None] | None = None
+
+
 def run_trajectory(
-    kind: str,
-    params: Mapping[str, object],
-    *,
-    drafts: Sequence[str],
-    embeddings: Sequence[np.ndarray],
-    critiques: Sequence[np.ndarray | None],
-    tokens: Sequence[int],
-    cap: int,
-    horizon: int,
-    contexts: Sequence[str] = (),
-    verdicts: Sequence[bool | None] | None = None,
+    kind: str, params: Mapping[str, object], rounds: StoredRounds, *, cap: int, horizon: int
 ) -> tuple[int, str, int, bool]:
-    """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth). ``verdicts``:
-    per round, the loop's own check of the draft (None: ask the verifier)."""
-    run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=contexts)
+    """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth)."""
+    run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=rounds.contexts)
     for t in range(cap):
-        given = None if verdicts is None else verdicts[t]
-        if run.step(drafts[t], embeddings[t], critiques[t], tokens[t], given) is not None:
+        given = None if rounds.verdicts is None else rounds.verdicts[t]
+        if run.step(rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], rounds.tokens[t], given) is not None:
             break
     return len(run.history), str(run.reason), run.selected, run.verified_final
 
