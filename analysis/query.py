@@ -267,7 +267,7 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: query_bounds.B
             print(f"error: {engine_error(exc)}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shp-query", description="Read-only SQL over a store's views.")
     ap.add_argument("--store", required=True, help="store root (<root>/<table>/part-*.parquet)")
     ap.add_argument("sql", nargs="?", help="SQL to run; omit for an interactive prompt")
@@ -276,16 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 1.0}')
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin in policy_summary")
     query_bounds.add_arguments(ap)  # --max-rows, --timeout, --memory-limit
-    ap.add_argument(
-        "--policies",
-        default=None,
-        help="rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
-        "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families",
-    )
+    policies = "rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
+    policies += "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families"
+    ap.add_argument("--policies", default=None, help=policies)
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
-    ap.add_argument(
-        "--prices", default=None, help="price table YAML for the cost columns (default: shp_ray/data/prices.yaml)"
-    )
+    ap.add_argument("--prices", default=None, help="price table YAML of the cost columns (shp_ray/data/prices.yaml)")
     ap.add_argument("--write-init", action="store_true", help="write <store>/views.sql for `duckdb -init`")
     ap.add_argument("--verify", action="store_true", help="check every part (hash, schema, values); exit 1 if damaged")
     ap.add_argument("--quarantine", action="store_true", help="move damaged parts to <store>/_quarantine/ (repair)")
@@ -304,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         help="rebuild: store the per-round signals of trajectories that lack them; check: recompute every "
         "stored one from the rounds and compare (exit 1 on a difference). Prints one JSON line.",
     )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     bounds = query_bounds.from_args(args)
     if args.batches is not None:

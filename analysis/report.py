@@ -219,6 +219,16 @@ def _markdown(data: report_data.ReportData, deltas: Sequence[float]) -> str:
     return "\n".join(lines)
 
 
+def _stop_reasons(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """The table of which cascade stage stopped each cascade policy's trajectories, in shares."""
+    reasons = ["| policy | critic | entropy | no_gain | failsafe |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r["kind"] == "cascade":
+            shares = [cell(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
+            reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
+    return reasons
+
+
 def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> list[str]:  # noqa: ANN001
     summary, tests, on = part.summary, part.tests, f" · split {part.name}"
     short = short_labels(r["gen_id"] for r in summary)
@@ -241,12 +251,7 @@ def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> 
             lines += _policy_table(abl, tests, setup.delta) + [""]
         if grid:
             lines += ["### Grid cells", ""] + _policy_table(grid, tests, setup.delta) + [""]
-        reasons = ["| policy | critic | entropy | no_gain | failsafe |", "|---|---|---|---|---|"]
-        for r in main + abl:
-            if r["kind"] == "cascade":
-                shares = [cell(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
-                reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
-        lines += ["### Why cascades stopped", ""] + reasons + [""]
+        lines += ["### Why cascades stopped", ""] + _stop_reasons(main + abl) + [""]
         lines += report_costs.section(gen, main + abl + grid)
         lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
     lines += report_correctness.section(part.correctness, on)

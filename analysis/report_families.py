@@ -40,6 +40,11 @@ def _gain_note(params_json: str) -> str:
 def section(
     fam: Mapping[str, object], summary: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float
 ) -> list[str]:
+    """The report's section on the other stopping families (markdown lines).
+
+    Long because it is the section's text in reading order, mostly prose and table rows; split, its
+    sentences would be spread over helpers that each hold a paragraph.
+    """
     if not fam:
         return []
     kinds: dict = fam["kinds"]  # type: ignore[assignment]

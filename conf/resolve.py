@@ -302,6 +302,9 @@ def to_job(cfg: DictConfig) -> JobSpec:
 
     Cheap checks only (unknown keys, the rules table, the core objects' own checks, rules that
     relate keys): nothing is started, written or even looked up on disk here.
+
+    Long because it is the one place where the typed specs are built from the config, in the order their
+    checks must run (a spec needs the ones before it): each step is a line or two, read top to bottom.
     """
     check_known_keys(cfg)
     check_rules(cfg)

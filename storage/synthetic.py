@@ -122,6 +122,11 @@ def write_synthetic_store(root: str | Path, spec: SyntheticSpec | None = None) -
 def _write_chunk(
     store: Store, rng: np.random.Generator, spec: SyntheticSpec, start: int, n: int, schema: pa.Schema
 ) -> None:
+    """Write trajectories ``start .. start + n`` into every table.
+
+    Long because the tables are drawn from ``rng`` in one fixed order, which fixes a seed's synthetic store:
+    split per table, that order would be spread over helpers that each must be called in turn.
+    """
     ids = [f"syn-{i:07d}" for i in range(start, start + n)]
     store.write(
         "scenarios",

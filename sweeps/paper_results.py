@@ -108,6 +108,11 @@ def headline(store: str, judges: Sequence[str]) -> list[str]:
 
 
 def render(store: str, overrides: Sequence[str] = ()) -> str:
+    """The paper section of RESULTS.md for ``store`` (the ``paper`` preset's generation).
+
+    Long because it is the section's text in reading order: the numbers are collected above
+    (:func:`collect`), what is left is prose and table rows.
+    """
     job = paper_job(store, overrides)
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     prov, paper, delta = provenance(store, gen_id), paper_tables(), job.report.delta

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
+from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.loop import TrajectoryResult
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import RoundColumns, trajectory_signals
@@ -77,21 +78,7 @@ def trajectory_rows(
             }
         )
         if r.judgment is not None:
-            j = r.judgment
-            judgments.append(
-                {
-                    "judge_key": r.judge_key,
-                    "judge": j.judge,
-                    "judge_prompt_version": j.prompt_version,
-                    "scenario_id": sid,
-                    "draft_hash": r.draft_hash,
-                    **{m: float(j.metrics.get(m, math.nan)) for m in METRICS},
-                    "judge_prompt_tokens": j.prompt_tokens,
-                    "judge_completion_tokens": j.completion_tokens,
-                    "error": j.error,
-                    "judge_mode": j.mode,
-                }
-            )
+            judgments.append(_judgment_row(sid, r.judge_key, r.draft_hash, r.judgment))
     now = datetime.now(UTC)
     signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder}, approval)
     scn = result.scenario
@@ -116,6 +103,22 @@ def trajectory_rows(
         "scores": scores,
         "judgments": judgments,
         "failures": failures,
+    }
+
+
+def _judgment_row(scenario_id: str, key: str, draft_hash: str, j: JudgeResult) -> dict[str, object]:
+    """The judgments row of one judged draft."""
+    return {
+        "judge_key": key,
+        "judge": j.judge,
+        "judge_prompt_version": j.prompt_version,
+        "scenario_id": scenario_id,
+        "draft_hash": draft_hash,
+        **{m: float(j.metrics.get(m, math.nan)) for m in METRICS},
+        "judge_prompt_tokens": j.prompt_tokens,
+        "judge_completion_tokens": j.completion_tokens,
+        "error": j.error,
+        "judge_mode": j.mode,
     }
 
 

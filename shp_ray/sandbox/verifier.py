@@ -18,6 +18,11 @@ HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or 
 
 
 def main() -> None:
+    """Read the nonce and the spec, run the candidate and its tests, write the verdict line.
+
+    Long because everything the verdict needs after the candidate ran is bound in this function's locals
+    before it runs: a helper would be a module global, which the candidate can reach and rebind.
+    """
     nonce = sys.stdin.readline().strip()
     spec = eval(sys.stdin.read(), {"__builtins__": {}})  # a dict literal from the harness
     out_fd, write, exit_now = os.dup(1), os.write, os._exit
