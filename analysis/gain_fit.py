@@ -47,17 +47,21 @@ def _artefact_name(gen_id: str, fit: str) -> str:
     return f"{ARTEFACT_DIR}/{gen_id}/{fit}.json"
 
 
-def artefact_path(store_root: str | Path, gen_id: str, fit: str) -> Path | str:
+def _store(root: str | Path | Store) -> Store:
+    return root if isinstance(root, Store) else Store(root)
+
+
+def artefact_path(store_root: str | Path | Store, gen_id: str, fit: str) -> Path | str:
     """``<store>/artefacts/gain_model/<gen_id>/<fit>.json``: a path for a local store, the object's URI for a
     remote one."""
-    store = Store(store_root)
+    store = _store(store_root)
     if not store.local:
         return f"{store.uri}/{_artefact_name(gen_id, fit)}"
     return Path(store.path) / _artefact_name(gen_id, fit)
 
 
 def fit_gain_model(
-    store_root: str | Path,
+    store_root: str | Path | Store,
     gen_id: str,
     *,
     judge: str | None = None,
@@ -67,14 +71,15 @@ def fit_gain_model(
     lam: float = 1.0,
 ) -> tuple[gain_model.GainModel, Path | str]:
     """Fit on the ``split`` trajectories of ``gen_id`` and write the artefact (atomically)."""
-    con = connect(ReplayScope(store_root, judge=judge, weights=weights, policies=(), gen_id=gen_id))
+    store = _store(store_root)
+    con = connect(ReplayScope(store, judge=judge, weights=weights, policies=(), gen_id=gen_id))
     try:
         setup = setup_of(con)
         rows = con.execute(sql.query("gain_fit_rows"), [split]).fetchall()
     finally:
         con.close()
     if not rows:
-        raise AnalysisError(f"store {store_root}: no {split!r}-split trajectories of generation {gen_id!r} to fit on")
+        raise AnalysisError(f"store {store.uri}: no {split!r}-split trajectories of generation {gen_id!r} to fit on")
     histories, scores = [], []
     for _sid, drafts, embs, fbs, wt, ct, contexts, s in rows:
         embeddings, crit, tokens = row_inputs(embs, fbs, wt, ct)
@@ -86,19 +91,18 @@ def fit_gain_model(
     meta = {"gen_id": gen_id, "split": split, "judge": setup.judge, "weights": setup.weights}
     key = fit_key({**meta, "n_components": n_components, "lam": lam})
     model = fit(histories, scores, n_components=n_components, lam=lam, meta={**meta, "n_trajectories": len(rows)})
-    store = Store(store_root)
     if store.local:
-        path: Path | str = save(model, artefact_path(store_root, gen_id, key))
+        path: Path | str = save(model, artefact_path(store, gen_id, key))
     else:  # one upload: the object appears whole
         store.put_bytes(f"{store.path}/{_artefact_name(gen_id, key)}", model.to_json().encode())
-        path = artefact_path(store_root, gen_id, key)
+        path = artefact_path(store, gen_id, key)
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
 
 
 def with_fitted_gain_models(
     policies: Iterable[Policy],
-    store_root: str | Path,
+    store_root: str | Path | Store,
     gen_id: str,
     *,
     judge: str | None = None,

@@ -118,9 +118,10 @@ def snapshot(cfg: DictConfig) -> dict[str, Any]:
     return redact(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[return-value]
 
 
-def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, command: str) -> GenerationSummary | None:
-    """Generate the trajectories of ``scenarios`` that the store lacks; None if it has them all."""
-    store = Store(job.store)
+def ensure_generation(
+    job: JobSpec, store: Store, scenarios: list[Scenario], run_id: str, command: str
+) -> GenerationSummary | None:
+    """Generate the trajectories of ``scenarios`` that ``store`` (the job's) lacks; None if it has them all."""
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     wanted = {s.scenario_id for s in scenarios}
     if wanted <= done_scenarios(store, gen_id):
@@ -135,7 +136,7 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
             summary = generate(
                 missing,
                 job.generation,
-                job.store,
+                store,
                 ep.spec,
                 RunOptions(
                     cache_dir=job.cache_dir,
@@ -154,16 +155,16 @@ def ensure_generation(job: JobSpec, scenarios: list[Scenario], run_id: str, comm
         return summary
 
 
-def ensure_judgments(job: JobSpec, gen_id: str, scenarios: list[Scenario], judge: str) -> int:
+def ensure_judgments(job: JobSpec, store: Store, gen_id: str, scenarios: list[Scenario], judge: str) -> int:
     """Score the stored drafts this job's judge has not scored yet (a judge switched on a stored generation)."""
     from shp_ray.generation.rejudge import judge_stored, unjudged
 
-    if not unjudged(Store(job.store), gen_id, judge, [s.scenario_id for s in scenarios]):
+    if not unjudged(store, gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
-    lease = generation_lease(default_cache_dir(job.store), gen_id, Store(job.store).uri, ray_address=job.ray_address)
+    lease = generation_lease(default_cache_dir(job.store), gen_id, store.uri, ray_address=job.ray_address)
     with lease, endpoint(job) as ep:
         cache = job.cache_dir or default_cache_dir(job.store)
-        return judge_stored(job.store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
+        return judge_stored(store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
 
 
 def check_complete(job: JobSpec, store: Store, gen_id: str, ids: list[str]) -> None:
@@ -224,7 +225,7 @@ def result_rows(
     return pa.table(cols).select(RESULTS.names).cast(RESULTS)
 
 
-def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
+def strategy_weights(job: JobSpec, store: Store, judge: str | None, gen_id: str, ids: list[str]) -> dict[str, float]:
     """IS weights of the job's strategy; ``entropy`` reads the metric matrix of this generation."""
     from analysis import ReplayScope, connect, sql
     from shp_ray.policy import weights
@@ -233,7 +234,7 @@ def strategy_weights(job: JobSpec, judge: str | None, gen_id: str, ids: list[str
     if w.strategy == "ahp":
         return weights.ahp(w.pairwise, force=w.force)
     if w.strategy == "entropy":
-        con = connect(ReplayScope(job.store, judge=judge, gen_id=gen_id, scenario_ids=ids))
+        con = connect(ReplayScope(store, judge=judge, gen_id=gen_id, scenario_ids=ids))
         try:
             matrix = con.execute(sql.query("sweep_metric_matrix")).fetchall()
         finally:
@@ -283,20 +284,26 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
         require_sound(store)  # every part the job reads is checked before it is believed (each once: recorded)
     except DamagedStore as exc:
         raise JobFailed(str(exc)) from None
-    summary = ensure_generation(job, scenarios, run_id, command)
+    summary = ensure_generation(job, store, scenarios, run_id, command)
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
     label = judge_label(job.generation, job.provider)
     judge = None if job.generation.judge == "none" else label
     ids = [s.scenario_id for s in scenarios]
     check_complete(job, store, gen_id, ids)
     if judge is not None:
-        ensure_judgments(job, gen_id, scenarios, judge)
-    weights = strategy_weights(job, judge, gen_id, ids)
+        ensure_judgments(job, store, gen_id, scenarios, judge)
+    weights = strategy_weights(job, store, judge, gen_id, ids)
     # The other stopping systems: a gain model fitted on the dev split (generated first if need be),
     # critique embeddings.
     dev = select(every_task, "dev", job.limit)
     policies = prepare_families(
-        job, gen_id, judge, weights, dev, generate_dev=lambda: ensure_generation(job, dev, run_id, command)
+        job,
+        store,
+        gen_id,
+        judge,
+        weights,
+        dev,
+        generate_dev=lambda: ensure_generation(job, store, dev, run_id, command),
     )
     scope = ReplayScope(
         store, judge, weights, policies=policies, delta=job.report.delta, prices=job.prices, gen_id=gen_id,

@@ -63,8 +63,9 @@ def paper_job(store: str, overrides: Sequence[str] = ()) -> JobSpec:
 
 
 def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
-    ids = [r["scenario_id"] for r in Store(store).read("scenarios").to_pylist() if r["split"] == split]
-    w = strategy_weights(job, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
+    st = Store(store)
+    ids = [r["scenario_id"] for r in st.read("scenarios").to_pylist() if r["split"] == split]
+    w = strategy_weights(job, st, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
     policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
     con = connect(ReplayScope(store, judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids))

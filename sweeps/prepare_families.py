@@ -17,6 +17,7 @@ from typing import Any
 from conf.spec import JobSpec
 from shp_ray.generation.datasets import Scenario
 from shp_ray.policy.table import Policy
+from storage.parts import Store
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -29,6 +30,7 @@ def dev_split_needed(job: JobSpec) -> bool:
 
 def prepare_families(
     job: JobSpec,
+    store: Store,
     gen_id: str,
     judge: str | None,
     weights: dict[str, float],
@@ -42,7 +44,6 @@ def prepare_families(
     from analysis.gain_fit import with_fitted_gain_models
     from shp_ray.generation.embedder import Embedder
     from shp_ray.generation.feedback_embed import embed_feedback
-    from storage.parts import Store
 
     policies = job.policies
     if not any(p.family for p in policies):
@@ -50,7 +51,7 @@ def prepare_families(
     if dev_split_needed(job) and dev:
         log.info("gain_model: generating the %d dev-split questions it is fitted on", len(dev))
         generate_dev()
-    new = embed_feedback(Store(job.store), Embedder(job.generation.embedder), [gen_id])
+    new = embed_feedback(store, Embedder(job.generation.embedder), [gen_id])
     log.info("stopping families: embedded %d new critique texts", new)
-    fitted: Any = with_fitted_gain_models(policies, job.store, gen_id, judge=judge, weights=weights)
+    fitted: Any = with_fitted_gain_models(policies, store, gen_id, judge=judge, weights=weights)
     return tuple(fitted)

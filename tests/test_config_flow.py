@@ -24,6 +24,7 @@ from shp_ray.generation.datasets import load_scenarios
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
 from shp_ray.providers.sim.options import SimOptions
+from storage.parts import Store
 from sweeps import job as sweep_job
 from tests import test_conf
 from tests.test_conf import schema_keys
@@ -313,12 +314,13 @@ def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_pa
         "provider=openai", "provider.base_url=http://127.0.0.1:9/v1", f"store.path={tmp_path / 'store'}",
         "ray.address=auto", "ray.num_cpus=1", "progress=false", f"store.cache_dir={tmp_path / 'cache'}",
     )  # fmt: skip
-    sweep_job.ensure_generation(job, load_scenarios(job.dataset, split=job.split, limit=1), "run-1", "t")
+    store = Store(job.store)
+    sweep_job.ensure_generation(job, store, load_scenarios(job.dataset, split=job.split, limit=1), "run-1", "t")
     lease, call = calls
     assert lease == {"lease_address": "auto"}
     assert (call["ray_address"], call["num_cpus"], call["progress"]) == ("auto", 1, False)
     assert call["cache_dir"] == str(tmp_path / "cache")
-    assert call["cfg"] == job.generation and call["spec"] == job.provider and call["store"] == job.store
+    assert call["cfg"] == job.generation and call["spec"] == job.provider and call["store"] is store
 
 
 @pytest.mark.parametrize("flag", ["critic", "entropy", "gain"])

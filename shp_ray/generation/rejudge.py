@@ -84,7 +84,7 @@ async def _judge_all(
 
 
 def judge_stored(
-    store_root: str | Path,
+    store_root: str | Path | Store,
     gen_id: str,
     scenarios: Sequence[Scenario],
     cfg: GenerationConfig,
@@ -95,7 +95,7 @@ def judge_stored(
     provider_factory: str = DEFAULT_FACTORY,
 ) -> int:
     """Score every stored draft of ``gen_id`` that ``judge`` lacks; returns how many rows were written."""
-    store = Store(store_root)
+    store = store_root if isinstance(store_root, Store) else Store(store_root)
     by_id = {s.scenario_id: s for s in scenarios}
     todo = unjudged(store, gen_id, judge, list(by_id))
     if not todo:
