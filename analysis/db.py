@@ -127,7 +127,7 @@ def connect(
         facts = _read_facts(con, tables, derived, scope, validate)
         if facts.signals == MIXED:
             _warn_unsigned(facts.missing, scope.store.uri)
-        inputs = _create_views(con, tables, derived, replace(scope, judge=facts.judge), facts, materialize)
+        inputs = _create_views(con, tables, derived, scope, facts, materialize)
         if family_replay.has_families(scope.policies):  # the family rows: computed column-wise in Python, then SQL
             family_replay.refresh(con, scope.policies, materialize, facts.dim, facts.batch)
         register_udfs(con, facts.rounds)
