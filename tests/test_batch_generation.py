@@ -116,7 +116,8 @@ from shp_ray.providers.base import ProviderSpec
 store, base_url = sys.argv[1], sys.argv[2]
 cfg = GenerationConfig(max_rounds=4, embedder="fake-hash")
 spec = ProviderSpec(kind="sim", base_url=base_url, model="sim-model", batch=True, batch_poll_s=0.05)
-print(json.dumps(generate(load_scenarios("shp_paper", limit=12), cfg, store, spec, RunOptions(backend="local")).to_dict()))
+summary = generate(load_scenarios("shp_paper", limit=12), cfg, store, spec, RunOptions(backend="local"))
+print(json.dumps(summary.to_dict()))
 """
 
 

@@ -96,9 +96,7 @@ def test_a_judgment_is_batch_only_when_every_attempt_was() -> None:
     async def batch_chat(request: ChatRequest) -> Completion:
         return Completion(_JSON, Usage(5, 9), mode=BATCH)
 
-    assert (
-        asyncio.run(llm_judge(batch_chat, "m", scn, "draft")).mode == BATCH
-    )
+    assert asyncio.run(llm_judge(batch_chat, "m", scn, "draft")).mode == BATCH
 
 
 _JSON = '{"faithfulness": 1, "answer_relevancy": 1, "context_precision": 1, "context_recall": 1}'

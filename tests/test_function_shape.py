@@ -61,9 +61,7 @@ def test_functions_take_few_parameters_and_long_ones_say_why() -> None:
         for module, path in sorted(MODULES.items())
         for fault in shape_faults(path.read_text(), str(path.relative_to(ROOT)))
     ]
-    assert not faults, "pass an object instead of a long parameter list, or split the function:\n" + "\n".join(
-        faults
-    )
+    assert not faults, "pass an object instead of a long parameter list, or split the function:\n" + "\n".join(faults)
 
 
 def test_the_shape_check_finds_a_violation() -> None:
