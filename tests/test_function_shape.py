@@ -30,7 +30,8 @@ def _params(fn: _Function, method: bool) -> int:
 def shape_faults(source: str, where: str = "<source>") -> list[str]:
     """What in ``source`` breaks the rule: public functions or methods over MAX_PARAMS parameters, functions over
     MAX_FUNCTION_LINES lines whose docstring gives no reason. A function is public when neither it nor a class
-    around it is named with a leading underscore and it is not nested in another function."""
+    around it is named with a leading underscore (``__init__`` aside: a public class's constructor is public) and
+    it is not nested in another function."""
     out: list[str] = []
 
     def visit(node: ast.AST, public: bool, in_class: bool) -> None:
@@ -39,7 +40,8 @@ def shape_faults(source: str, where: str = "<source>") -> list[str]:
                 visit(child, public and not child.name.startswith("_"), True)
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = _params(child, in_class)
-                if public and not child.name.startswith("_") and n > MAX_PARAMS:
+                named = not child.name.startswith("_") or (in_class and child.name == "__init__")
+                if public and named and n > MAX_PARAMS:
                     out.append(f"{where}:{child.lineno}: {child.name} takes {n} parameters (> {MAX_PARAMS})")
                 lines = child.end_lineno - child.lineno + 1  # type: ignore[operator]
                 if lines > MAX_FUNCTION_LINES and LONG_REASON not in (ast.get_docstring(child) or ""):
@@ -72,6 +74,7 @@ def test_the_shape_check_finds_a_violation() -> None:
         f"def wide({wide}): pass\n"
         f"def _private_wide({wide}): pass\n"
         f"class C:\n    def method(self, {ok}): pass\n    def wide_method(self, {wide}): pass\n"
+        f"    def __init__(self, {wide}): pass\n    def __call__(self, {wide}): pass\n"
         f"    @staticmethod\n    def static(self, {ok}): pass\n"
         f"class _Hidden:\n    def method(self, {wide}): pass\n"
         f"def outer():\n    def inner({wide}): pass\n"
@@ -80,8 +83,8 @@ def test_the_shape_check_finds_a_violation() -> None:
         f"def long_with_reason():\n    '''Does x.\n\n    {LONG_REASON} it must.\n    '''\n{body}\n"
     )
     faults = shape_faults(source)
-    assert [f.split(": ")[1].split(" ")[0] for f in faults] == ["wide", "wide_method", "static", "long"]
-    assert f"takes {MAX_PARAMS + 1} parameters" in faults[0] and f"has {MAX_FUNCTION_LINES + 2} lines" in faults[3]
+    assert [f.split(": ")[1].split(" ")[0] for f in faults] == ["wide", "wide_method", "__init__", "static", "long"]
+    assert f"takes {MAX_PARAMS + 1} parameters" in faults[0] and f"has {MAX_FUNCTION_LINES + 2} lines" in faults[4]
 
 
 def test_the_doc_states_the_function_shape_rule() -> None:

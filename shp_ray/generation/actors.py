@@ -20,8 +20,9 @@ do not report task events (Ray would otherwise keep a record of every call in th
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import ray
@@ -40,6 +41,9 @@ from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, 
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from storage.parts import Store
 from storage.writer import StoreWriter
+
+if TYPE_CHECKING:
+    from shp_ray.generation.node_services import NodeServices
 
 
 @ray.remote(num_cpus=0)
@@ -163,31 +167,40 @@ class LockstepActor:
             await aclose()
 
 
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every trajectory worker of a run is built with: the config, the endpoint's spec and the provider
+    factory, the caches' folder, the generation and the embedding size."""
+
+    cfg: GenerationConfig
+    spec: ProviderSpec
+    factory: str
+    cache_dir: str
+    gen_id: str
+    dim: int
+
+
 @ray.remote(num_cpus=0)
 class TrajectoryWorker:
     def __init__(
         self,
-        cfg: GenerationConfig,
-        spec: ProviderSpec,
-        factory: str,
-        cache_dir: str,
-        gen_id: str,
-        dim: int,
-        embed: ray.actor.ActorHandle,
-        judge: ray.actor.ActorHandle | None,
+        setup: WorkerSetup,
+        node: NodeServices,
         writer: ray.actor.ActorHandle,
         lockstep: ray.actor.ActorHandle | None = None,
-        cache_actor: ray.actor.ActorHandle | None = None,
     ) -> None:
-        self.cfg, self.spec, self.gen_id, self.dim, self.writer = cfg, spec, gen_id, dim, writer
+        """``node``: the embedding, judge and cache actors of the node the worker runs on; ``writer``: the store
+        writer; ``lockstep``: the job's lockstep in batch mode (None: live calls)."""
+        spec, cache_dir = setup.spec, setup.cache_dir
+        self.cfg, self.spec, self.gen_id, self.dim, self.writer = setup.cfg, spec, setup.gen_id, setup.dim, writer
         self.lockstep = lockstep
         self.node = ray.get_runtime_context().get_node_id()
         if lockstep is None:
-            self.chat = _chat_for(spec, factory, cache_dir, cache_actor)
+            self.chat = _chat_for(spec, setup.factory, cache_dir, node.cache)
         else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
-            self.chat = CachedChat(provider, response_cache(cache_dir, cache_actor))
-        self.services = _RayServices(self.chat, embed, judge)
+            self.chat = CachedChat(provider, response_cache(cache_dir, node.cache))
+        self.services = _RayServices(self.chat, node.embed, node.judge)
 
     async def warm(self) -> bool:
         """Ready the provider before the clock starts (the shared limiter actor, if it has one)."""

@@ -70,6 +70,20 @@ class LockstepStats:
         return {**vars(self), "statuses": dict(self.statuses)}
 
 
+@dataclass(frozen=True)
+class LockstepOptions:
+    """How a :class:`Lockstep` batches: ``max_tries`` batches per request before it goes live, ``poll_s`` between
+    polls, the provider's batch ``limits``, the ``metadata`` every batch carries, ``files_dir`` where finished
+    batches' files wait until their lines are cached, and the ``clock`` it sleeps on."""
+
+    max_tries: int = 2
+    poll_s: float = 30.0
+    limits: BatchLimits | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    files_dir: Path | None = None
+    clock: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+
 @dataclass
 class _Waiting:
     request: ChatRequest
@@ -90,18 +104,14 @@ class Lockstep:
         *,
         role: str = "generation",
         live: Provider | None = None,
-        max_tries: int = 2,
-        poll_s: float = 30.0,
-        limits: BatchLimits | None = None,
-        metadata: dict[str, str] | None = None,
-        files_dir: Path | None = None,
-        clock: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        options: LockstepOptions | None = None,
     ) -> None:
+        options = LockstepOptions() if options is None else options
         self.api, self.ledger, self.cache, self.role, self.live = api, ledger, cache, role, live
-        self.max_tries, self.poll_s, self.limits = max_tries, poll_s, limits or BatchLimits()
-        self.metadata = dict(metadata or {})
-        self.files_dir = files_dir  # where finished batches' files wait until their lines are cached
-        self._sleep = clock
+        self.max_tries, self.poll_s, self.limits = options.max_tries, options.poll_s, options.limits or BatchLimits()
+        self.metadata = dict(options.metadata)
+        self.files_dir = options.files_dir  # where finished batches' files wait until their lines are cached
+        self._sleep = options.clock
         self.stats = LockstepStats()
         self._lanes = 0  # trajectories that may still call
         self._blocked = 0  # callers waiting for a result
@@ -313,11 +323,11 @@ def open_lockstep(
         ResponseCache(cache_dir / RESPONSES_FILE),
         role=role,
         live=live,
-        max_tries=spec.batch_max_tries,
-        poll_s=spec.batch_poll_s,
-        metadata=metadata,
-        files_dir=cache_dir / "batch-files",
-    )
+        options=LockstepOptions(
+            max_tries=spec.batch_max_tries, poll_s=spec.batch_poll_s, metadata=metadata,
+            files_dir=cache_dir / "batch-files",
+        ),
+    )  # fmt: skip
 
 
 def still_running(cache_dir: Path) -> str:

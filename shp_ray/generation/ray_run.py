@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shp_ray.generation.actors import LockstepActor, StoreWriterActor, TrajectoryWorker
+from shp_ray.generation.actors import LockstepActor, StoreWriterActor, TrajectoryWorker, WorkerSetup
 from shp_ray.generation.cluster import driver_node, live_nodes, on_node, start_ray
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.interrupt import check as check_interrupt
@@ -112,10 +112,12 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
         ray.get(lockstep.expect.remote(lanes))
         per_worker = -(-lanes // workers) + 1  # a lane that cannot start would hold every batch back
 
+    setup = WorkerSetup(cfg, spec, factory, cache, summary.gen_id, dim)
+
     def make(node_id: str) -> object:
-        svc = services.nodes[node_id]
+        node = services.nodes[node_id]
         return TrajectoryWorker.options(max_concurrency=per_worker, **on_node(node_id)).remote(
-            cfg, spec, factory, cache, summary.gen_id, dim, svc.embed, svc.judge, writer, placed.lockstep, svc.cache
+            setup, node, writer, placed.lockstep
         )
 
     def usable() -> list[str]:  # the nodes a replacement worker may go to: their services still alive
