@@ -59,3 +59,29 @@ def test_each_connection_has_its_own_setup_and_set_policies_updates_it(store) ->
     finally:
         a.close()
         b.close()
+
+
+def test_a_replay_scope_opens_what_its_keywords_open(store, tmp_path) -> None:
+    """connect(ReplayScope(...)) is connect(store, judge=..., weights=..., policies=...) with the rest of the scope;
+    the store becomes a Store once; a scope and loose keywords together are refused in one line."""
+    pols = standard_policies()[:2]
+    query = "SELECT policy, scenario_id, stop_round FROM replay ORDER BY ALL"
+    by_keywords = analysis.connect(store, weights={"faithfulness": 1.0}, policies=pols)
+    scope = analysis.ReplayScope(store, weights={"faithfulness": 1.0}, policies=pols, delta=0.05)
+    by_scope = analysis.connect(scope)
+    try:
+        assert by_scope.sql(query).fetchall() == by_keywords.sql(query).fetchall() != []
+        assert setup_of(by_scope).delta == 0.05 and setup_of(by_scope).policies == tuple(pols)
+    finally:
+        by_keywords.close()
+        by_scope.close()
+    assert isinstance(scope.store, analysis.db.Store) and analysis.ReplayScope(scope.store).store is scope.store
+    one = analysis.connect(analysis.ReplayScope(scope.store, scenario_ids=["syn-0000000"], policies=pols))
+    try:
+        assert one.sql("SELECT DISTINCT scenario_id FROM replay").fetchall() == [("syn-0000000",)]
+    finally:
+        one.close()
+    with pytest.raises(AnalysisError, match="go in the ReplayScope"):
+        analysis.connect(scope, judge="j")
+    with pytest.raises(AnalysisError, match="no store at"):
+        analysis.connect(analysis.ReplayScope(tmp_path / "nothing"))
