@@ -107,7 +107,7 @@ def resolve_weights(weights: Mapping[str, float] | str | None) -> dict[str, floa
 
 
 def connect(
-    store_root: str | Path,
+    store_root: str | Path | Store,
     judge: str | None = None,
     weights: Mapping[str, float] | str | None = None,
     policies: Iterable[Policy] | None = None,
@@ -121,6 +121,7 @@ def connect(
     scenario_ids: Sequence[str] | ScenarioSlice | None = None,
     memory_limit: str | None = None,
     prices: PriceTable | None = None,
+    ray_address: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
 
@@ -136,7 +137,13 @@ def connect(
     ``memory_limit`` (e.g. ``"1.5GB"``) bounds DuckDB's memory: past it, it spills to disk.
     ``prices`` prices the cost columns (default: the shipped table, ``shp_ray/data/prices.yaml``).
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
+    ``ray_address`` (``auto``, ``host:port``): replay a bucketed store bucket by bucket as Ray tasks, each through
+    this function; the connection then holds the combined ``policy_summary`` only (:mod:`analysis.ray_replay`).
     """
+    if ray_address is not None:
+        from analysis import ray_replay
+
+        return ray_replay.connect(_open(store_root), ray_address, dict(locals()))
     store = _open(store_root)
     if store.remote:
         store = store.snapshot()  # listed once: verification, footers and the views all use this listing
@@ -231,9 +238,11 @@ def connect(
     return con
 
 
-def _open(store_root: str | Path) -> Store:
+def _open(store_root: str | Path | Store) -> Store:
     """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
     holds no store is refused in one line, nothing created."""
+    if isinstance(store_root, Store):  # opened already (a bucket of it: analysis.ray_replay)
+        return store_root
     try:
         return open_store(store_root)
     except NoStore as exc:
