@@ -18,13 +18,12 @@ wrote it (a resumed generation, a second job adding scenarios). A store without 
 from __future__ import annotations
 
 import hashlib
+import json
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-
-import json
 
 BUCKETS = 16  # the count --buckets writes unless told: a flush of 32 trajectories writes at most 16 parts per table
 COLUMN = "bucket"

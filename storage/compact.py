@@ -186,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m storage.compact", description=main.__doc__)
     p.add_argument("root", help="store root (local path or pyarrow filesystem URI)")
     p.add_argument("tables", nargs="*", help=f"tables (default: all of {', '.join(TABLES)})")
-    p.add_argument("--buckets", type=int, nargs="?", const=BUCKETS, metavar="N",
-                   help=f"first make the store bucketed (default N={BUCKETS}) and move its parts: storage.rebucket")  # fmt: skip
+    p.add_argument(
+        "--buckets", type=int, nargs="?", const=BUCKETS, metavar="N",
+        help=f"first move the store into N scenario-hash buckets (default {BUCKETS}): storage.rebucket",
+    )  # fmt: skip
     a = p.parse_args(argv)
     unknown = [t for t in a.tables if t not in TABLES]
     if unknown:
