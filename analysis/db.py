@@ -143,7 +143,9 @@ def connect(
     if ray_address is not None:
         from analysis import ray_replay
 
-        return ray_replay.connect(_open(store_root), ray_address, dict(locals()))
+        con, setup = ray_replay.connect(_open(store_root), ray_address, dict(locals()), (connect, setup_of))
+        _SETUPS[con] = setup
+        return con
     store = _open(store_root)
     if store.remote:
         store = store.snapshot()  # listed once: verification, footers and the views all use this listing

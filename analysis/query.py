@@ -4,6 +4,7 @@
     shp-query --store runs/store --format csv "SELECT * FROM replay WHERE policy = 'shp'"
     shp-query --store runs/store                 # interactive prompt; end statements with ';'
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
+    shp-query --store s3://b/store --ray auto "SELECT * FROM policy_summary"  # bucket by bucket on Ray
     shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
     shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
     shp-query --store runs/store --signals rebuild   # store the per-round signals where missing
@@ -282,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         help="rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
         "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families",
     )
+    ap.add_argument("--ray", metavar="auto|HOST:PORT", help="a bucketed store's policy_summary, replayed on Ray")
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
     ap.add_argument(
         "--prices", default=None, help="price table YAML for the cost columns (default: shp_ray/data/prices.yaml)"
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         con = query_bounds.opened(
             connect, bounds, args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies),
-            delta=args.delta, materialize=not args.lazy, prices=prices,
+            delta=args.delta, materialize=not args.lazy, prices=prices, ray_address=args.ray,
         )  # fmt: skip
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)

@@ -23,17 +23,19 @@ elsewhere).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import cycle
 from typing import Any
 
-import duckdb
 import pyarrow as pa
+from duckdb import DuckDBPyConnection as Connection
 
 from analysis import sql
 from analysis.errors import AnalysisError
+from analysis.sandbox import lock_down, new_connection
 from analysis.stats import detectable_margins
+from analysis.views import DEFAULT_DELTA
 from storage.parts import Store
 from storage.rebucket import bucket_view, outside, store_buckets
 
@@ -46,6 +48,7 @@ class RayReplay:
     buckets: tuple[int, ...]
     nodes: tuple[str, ...]  # the node each bucket is pinned to, in bucket order
     options: dict[str, Any]  # analysis.connect's keywords
+    opener: tuple[Callable[..., Any], Callable[..., Any]]  # analysis.db's connect and setup_of (db imports this)
 
     def _run(self, job: Any, *args: Any) -> list[Any]:  # noqa: ANN401 - a Ray remote function's arguments
         import ray
@@ -54,7 +57,7 @@ class RayReplay:
         remote = ray.remote(num_cpus=1, max_retries=1)(job)
         refs = [
             remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote(
-                bucket_view(self.store, b), self.options, *args
+                bucket_view(self.store, b), self.options, self.opener, *args
             )
             for b, node in zip(self.buckets, self.nodes, strict=True)
         ]
@@ -70,20 +73,17 @@ class RayReplay:
         return pa.concat_tables(self._run(_bucket_rows, statement))
 
 
-def _bucket_summary(view: Store, options: dict[str, Any]) -> tuple[pa.Table, Any]:
-    from analysis import db
-
-    con = db.connect(view, **options)
+def _bucket_summary(view: Store, options: dict[str, Any], opener: tuple) -> tuple[pa.Table, Any]:
+    connect, setup_of = opener
+    con = connect(view, **options)
     try:
-        return con.sql(bucket_summary_sql()).to_arrow_table(), db.setup_of(con)
+        return con.sql(bucket_summary_sql()).to_arrow_table(), setup_of(con)
     finally:
         con.close()
 
 
-def _bucket_rows(view: Store, options: dict[str, Any], statement: str) -> pa.Table:
-    from analysis import db
-
-    con = db.connect(view, **options)
+def _bucket_rows(view: Store, options: dict[str, Any], opener: tuple, statement: str) -> pa.Table:
+    con = opener[0](view, **options)
     try:
         return con.sql(statement).to_arrow_table()
     finally:
@@ -134,7 +134,7 @@ def readers(store: Store) -> list[str]:
     return found
 
 
-def plan(store: Store, options: dict[str, Any]) -> RayReplay:
+def plan(store: Store, options: dict[str, Any], opener: tuple) -> RayReplay:
     """The buckets of ``store`` (listed once) dealt out over the nodes that can read it; a store with parts outside
     buckets is refused in one line (they would be replayed by no task)."""
     listed = store if store._listing is not None else store.snapshot()
@@ -148,34 +148,28 @@ def plan(store: Store, options: dict[str, Any]) -> RayReplay:
     if not found:
         raise AnalysisError(f"{store.uri} holds no rounds: nothing to replay on Ray")
     nodes = tuple(node for _, node in zip(found, cycle(readers(listed)), strict=False))
-    return RayReplay(listed, found, nodes, options)
+    return RayReplay(listed, found, nodes, options, opener)
 
 
-def connect(store: Store, ray_address: str, arguments: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+def connect(store: Store, ray_address: str, arguments: dict[str, Any], opener: tuple) -> tuple[Connection, Any]:
     """An in-memory connection holding ``policy_summary`` combined from every bucket's replay (and the buckets'
-    shares, ``bucket_summaries``); analysis.db.setup_of says ``inputs='ray'``. ``arguments``: analysis.connect's,
-    which every task opens its bucket with."""
-    from analysis import db
-
+    shares, ``bucket_summaries``), and its Setup (``inputs='ray'``). ``arguments``: analysis.connect's, which
+    every task opens its bucket with through ``opener`` (analysis.db's connect and setup_of)."""
     options = {k: v for k, v in arguments.items() if k not in ("store_root", "ray_address", "ray_replay")}
     if options.get("policies") is not None:
         options["policies"] = tuple(options["policies"])  # one iterable, handed to every task
-    delta = options.get("delta", db.DEFAULT_DELTA)
+    delta = options.get("delta", DEFAULT_DELTA)
     join_ray(ray_address)
-    replay = plan(store, options)
-    shares, setup = replay.summaries()
-    con = db._new_connection(options.get("memory_limit"))
+    shares, setup = plan(store, options, opener).summaries()
+    con = new_connection(options.get("memory_limit"))
     try:
-        con.register("_bucket_shares", shares)
-        con.execute(sql.create("bucket_summaries", "SELECT * FROM _bucket_shares", table=True))
-        con.unregister("_bucket_shares")
+        con.register("bucket_summaries", shares)
         con.execute(sql.t95_table_sql())
         con.execute(sql.tost_plan_sql(detectable_margins()))
         con.execute(sql.create("policy_summary", combined_summary_sql(delta), table=True))
         if options.get("read_only", True):
-            db._lock_down(con, store)
+            lock_down(con, store)
     except BaseException:
         con.close()
         raise
-    db._SETUPS[con] = replace(setup, store=store.uri, inputs="ray")
-    return con
+    return con, replace(setup, store=store.uri, inputs="ray")
