@@ -112,7 +112,7 @@ def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> 
             cluster.wait_for_nodes()
             got = _twice(store, rounds, cluster.address)
         finally:
-            cluster.shutdown()
+            _stop(cluster)
         identical &= _same(single["rows"], got.pop("rows"))
         out["ray"][str(k)] = got  # type: ignore[index]
     st = Store(store).snapshot()
@@ -120,6 +120,15 @@ def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> 
             "parts": {t: len(st.parts(t)) for t in ("rounds", "signals", "trajectory_inputs", "judgments")},
             **made, "process": "fresh (each open in a new interpreter)",
             "data": "synthetic (storage.synthetic: not a model's output)"}  # fmt: skip
+
+
+def _stop(cluster: object) -> None:
+    """Stop the local cluster; on a loaded machine its GCS may not answer the drain: then kill its processes."""
+    try:
+        cluster.shutdown()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - ray.exceptions.RpcError and kin: the processes are ours, kill them
+        for node in cluster.list_all_nodes():  # type: ignore[attr-defined]
+            node.kill_all_processes(check_alive=False, allow_graceful=False)
 
 
 if __name__ == "__main__":  # the measuring process: STORE ROUNDS ADDRESS (empty: one node)
