@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 import analysis
-from analysis import query, ray_replay, signals_store
+from analysis import ray_replay, signals_store
 from analysis.errors import AnalysisError
 from storage import buckets, compact
 from storage.parts import Store
@@ -83,13 +83,6 @@ def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, 
     assert analysis.setup_of(analysis.connect(root)).inputs in ("written", "stored")  # the bucketed inputs believed
 
     _same_summary(root, cluster.address)
-
-    shown = "SELECT policy, split, n, round(delta_is, 9) AS delta_is FROM policy_summary ORDER BY ALL"
-    cli = ["--store", root, "--format", "csv", shown]
-    assert query.main(cli) == 0
-    single = capsys.readouterr().out
-    assert query.main([*cli[:2], "--ray", cluster.address, *cli[2:]]) == 0  # shp-query --ray
-    assert capsys.readouterr().out == single
 
     plan = ray_replay.plan(store, {}, (analysis.connect, analysis.setup_of))
     assert plan.buckets == (0, 1, 2, 3, 4)
