@@ -105,6 +105,7 @@ def connect(
     *,
     materialize: bool = True,
     validate: bool = True,
+    ray_address: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views and the replay.
 
@@ -115,8 +116,17 @@ def connect(
     every standard policy and the seven ablation cells). ``materialize`` computes the per-round signals once
     (one scan of the stored signals) so every later replay is arithmetic only.
     :func:`setup_of` returns what was resolved (judge, weights, policies, where the signals came from).
+    ``ray_address`` (``auto``, ``host:port``): replay a bucketed store bucket by bucket as Ray tasks, each through
+    this function; the connection then holds the combined ``policy_summary`` only (:mod:`analysis.ray_replay`).
     """
     scope = scope_of(store, judge, weights, policies).resolved()
+    if ray_address is not None:
+        from analysis import ray_replay
+
+        options = {"read_only": read_only, "materialize": materialize, "validate": validate}
+        con, setup = ray_replay.connect(scope, ray_address, options, (connect, setup_of))
+        _SETUPS[con] = setup
+        return con
     opened = open_for_reading(scope.store)
     # a remote store is listed once: verification, footers and the views all use this listing
     scope = replace(scope, store=opened.snapshot() if opened.remote else opened)

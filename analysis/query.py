@@ -4,6 +4,7 @@
     shp-query --store runs/store --format csv "SELECT * FROM replay WHERE policy = 'shp'"
     shp-query --store runs/store                 # interactive prompt; end statements with ';'
     shp-query --store runs/store --write-init    # write <store>/views.sql for the plain DuckDB CLI
+    shp-query --store s3://b/store --ray auto "SELECT * FROM policy_summary"  # bucket by bucket on Ray
     shp-query --store runs/store --verify        # list damaged parts and why (exit 1 if any)
     shp-query --store runs/store --quarantine    # move them to <store>/_quarantine/ (storage.quarantine)
     shp-query --store runs/store --signals rebuild   # store the per-round signals where missing
@@ -14,9 +15,8 @@
     shp-query --store runs/store "SELECT tost_n_needed(0.02 / 0.05), tost_power(4, 0.02 / 0.05)"
                                                  # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 
-Read-only: the connection is in-memory, can read only the store's table
-folders (and its own spill folder) and change no setting, whatever the store root
-(path, ``file://``, ``s3://``, ``gs://``; see ``analysis.sandbox.lock_down``). Each run
+Read-only: the connection is in-memory, can read only the store's table folders (and its own spill folder) and
+change no setting, whatever the store root (path, ``file://``, ``s3://``, ``gs://``; ``analysis.sandbox``). Each run
 is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW / SUMMARIZE,
 or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA,
 CALL, INSTALL, LOAD, several statements ... are refused before they run (exit 2),
@@ -279,6 +279,7 @@ def _parser() -> argparse.ArgumentParser:
     policies = "rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
     policies += "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families"
     ap.add_argument("--policies", default=None, help=policies)
+    ap.add_argument("--ray", metavar="auto|HOST:PORT", help="a bucketed store's policy_summary, replayed on Ray")
     ap.add_argument("--lazy", action="store_true", help="do not materialise per-round signals (small queries)")
     ap.add_argument("--prices", default=None, help="price table YAML of the cost columns (shp_ray/data/prices.yaml)")
     ap.add_argument("--write-init", action="store_true", help="write <store>/views.sql for `duckdb -init`")
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_init:
             print(write_init_script(scope))
             return 0
-        con = query_bounds.opened(connect, bounds, scope, materialize=not args.lazy)
+        con = query_bounds.opened(connect, bounds, scope, materialize=not args.lazy, ray_address=args.ray)
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)
         return 2

@@ -27,6 +27,8 @@ DEFAULT_DELTA = 0.02  # the non-inferiority margin of IS in policy_summary, unle
 def open_for_reading(root: str | Path | Store) -> Store:
     """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
     holds no store is refused in one line, nothing created."""
+    if isinstance(root, Store) and root._listing is not None:  # listed already: a snapshot, or one bucket of it
+        return root
     try:
         return open_store(root)
     except NoStore as exc:

@@ -35,8 +35,10 @@ import uuid
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from storage.buckets import BUCKETS
 from storage.part_rules import expected_schema
 from storage.parts import HASH_HEX, TMP_PREFIX, HashingSink, Store, StoreUnusable, open_store
+from storage.rebucket import rebucket
 from storage.schemas import TABLES, with_added_columns
 from storage.verify import require_sound
 
@@ -177,12 +179,17 @@ def recover(store: Store) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m storage.compact ROOT [TABLE ...]``: merge small parts; prints one JSON line."""
+    """``python -m storage.compact ROOT [TABLE ...] [--buckets [N]]``: merge small parts (first, with ``--buckets``,
+    move the store into scenario-hash buckets); prints one JSON line."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m storage.compact", description=main.__doc__)
     p.add_argument("root", help="store root (local path or pyarrow filesystem URI)")
     p.add_argument("tables", nargs="*", help=f"tables (default: all of {', '.join(TABLES)})")
+    p.add_argument(
+        "--buckets", type=int, nargs="?", const=BUCKETS, metavar="N",
+        help=f"first move the store into N scenario-hash buckets (default {BUCKETS}): storage.rebucket",
+    )  # fmt: skip
     a = p.parse_args(argv)
     unknown = [t for t in a.tables if t not in TABLES]
     if unknown:
@@ -192,7 +199,14 @@ def main(argv: list[str] | None = None) -> int:
     except StoreUnusable as exc:
         print(f"python -m storage.compact: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(compact(store, tuple(a.tables) or None), sort_keys=True))
+    moved = {}
+    if a.buckets is not None:
+        try:
+            moved = {"rebucket": rebucket(store, a.buckets)}
+        except ValueError as exc:
+            print(f"python -m storage.compact: {exc}", file=sys.stderr)
+            return 2
+    print(json.dumps({**moved, **compact(store, tuple(a.tables) or None)}, sort_keys=True))
     return 0
 
 

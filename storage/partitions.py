@@ -2,6 +2,7 @@
 
     <root>/rounds/gen_id=<gen_id>/part-*.parquet      one folder per generation
     <root>/scenarios/dataset=<dataset>/part-*.parquet one folder per dataset
+    <root>/rounds/gen_id=<gen_id>/bucket=<nn>/...     a bucketed store's per-round tables (storage.buckets)
 
 A query of one generation (a sweep job's replay, ``analysis.connect(ReplayScope(store, gen_id=...))``) or one dataset
 then opens only that folder's files instead of every part's footer. The folder name is Hive's
@@ -17,6 +18,8 @@ from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from storage import buckets
 
 # The tables that grow with the experiment, by the column a query narrows them by.
 PARTITION_BY: dict[str, str] = {
@@ -42,8 +45,9 @@ def is_partition_folder(table: str, name: str) -> bool:
     return column is not None and name.startswith(f"{column}=") and len(name) > len(column) + 1
 
 
-def split(table_name: str, table: pa.Table) -> list[tuple[str | None, pa.Table]]:
-    """The rows of ``table`` per partition folder (None: the table is not partitioned)."""
+def split(table_name: str, table: pa.Table, buckets_count: int = 0) -> list[tuple[str | None, pa.Table]]:
+    """The rows of ``table`` per partition folder (None: the table is not partitioned); a bucketed table's rows
+    per bucket folder within it (``gen_id=<g>/bucket=<nn>``) when ``buckets_count`` (:mod:`storage.buckets`)."""
     column = PARTITION_BY.get(table_name)
     if column is None or column not in table.column_names or table.num_rows == 0:
         return [(None, table)]
@@ -51,5 +55,9 @@ def split(table_name: str, table: pa.Table) -> list[tuple[str | None, pa.Table]]
     out = []
     for value in pc.unique(values).to_pylist():
         mask = pc.is_null(values) if value is None else pc.equal(values, pa.scalar(value, values.type))
-        out.append((folder_name(column, value), table.filter(mask)))
+        folder, rows = folder_name(column, value), table.filter(mask)
+        if buckets_count and table_name in buckets.BUCKETED and "scenario_id" in rows.column_names:
+            out += [(f"{folder}/{buckets.folder_name(b)}", part) for b, part in buckets.split(rows, buckets_count)]
+        else:
+            out.append((folder, rows))
     return out

@@ -36,7 +36,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from shp_ray.redaction import redact_text
-from storage import objectstore, partitions
+from storage import buckets, objectstore, partitions
 from storage.part_rules import value_problems
 
 # Re-exported: the root checks lived here, and callers import them from here.
@@ -194,16 +194,15 @@ class Store:
         value of the table's partition column (and the parts of no folder, which may hold it too)."""
         found = self.parts(name, partition)
         root = f"{self.table_path(name)}/"
-        out = []
-        if any("/" not in p[len(root) :] for p in found):
-            out.append(self.glob(name))
-        in_folders = sorted({p[len(root) :].split("/", 1)[0] for p in found if "/" in p[len(root) :]})
-        if in_folders:
-            column = partitions.PARTITION_BY[name]
-            if partition is _ALL:
-                out.append(f"{self.uri}/{name}/{column}=*/{PART_GLOB}")
-            else:
-                out += [f"{self.uri}/{name}/{folder}/{PART_GLOB}" for folder in in_folders]
+        out: list[str] = []
+        for folder in sorted({p[len(root) :].rpartition("/")[0] for p in found}):
+            levels = folder.split("/") if folder else []  # [] | [gen_id=<g>] | [gen_id=<g>, bucket=<nn>]
+            if levels and partition is _ALL:
+                levels[0] = f"{partitions.PARTITION_BY[name]}=*"
+            levels[1:] = [f"{buckets.COLUMN}=*"] * len(levels[1:])
+            pattern = "/".join([self.uri, name, *levels, PART_GLOB])
+            if pattern not in out:
+                out.append(pattern)
         return out
 
     def write(self, name: str, table: pa.Table, schema: pa.Schema | None = None) -> str:
@@ -229,9 +228,16 @@ class Store:
         if problems:
             raise StoreError(f"table {name!r} holds values that cannot be: {'; '.join(problems)}")
         path = ""
-        for folder, rows in partitions.split(name, table):
+        for folder, rows in partitions.split(name, table, self.buckets):
             path = self._write_part(name, rows, folder)
         return path
+
+    @property
+    def buckets(self) -> int:
+        """The scenario-hash buckets the per-round tables are written into (0: none), read once (storage.buckets)."""
+        if getattr(self, "_buckets", None) is None:
+            self._buckets = buckets.layout_count(self.fs, self.path)
+        return self._buckets
 
     def _write_part(self, name: str, table: pa.Table, folder: str | None) -> str:
         if self._listing is not None:
@@ -305,38 +311,34 @@ class Store:
             self._discard(tmp)
             raise
 
-    def _folders(self, name: str, partition: object = _ALL) -> list[str]:
-        """The folders that hold ``name``'s parts: the table folder and its partition folders (only the
-        one of ``partition``, when given)."""
-        root = self.table_path(name)
-        found = [root]
-        if name not in partitions.PARTITION_BY:
-            return found
-        if partition is not _ALL:
-            folder = f"{root}/{partitions.folder_name(partitions.PARTITION_BY[name], partition)}"
-            if self._listing is not None:
-                return found + ([folder] if any(i.path.startswith(folder + "/") for i in self._listing) else [])
-            return found + ([folder] if self.fs.get_file_info(folder).type == pafs.FileType.Directory else [])
-        if self._listing is not None:
-            subs = {i.path[len(root) + 1 :].split("/", 1)[0] for i in self._listing if i.path.startswith(root + "/")}
-            return found + [f"{root}/{s}" for s in sorted(subs) if partitions.is_partition_folder(name, s)]
-        for info in self.fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
-            if info.type == pafs.FileType.Directory and partitions.is_partition_folder(name, info.base_name):
-                found.append(info.path)
-        return found
-
     def _files(self, name: str, partition: object = _ALL) -> list[pafs.FileInfo]:
-        """Every file in ``name``'s folders (:meth:`_folders`): its parts, and temp files of a killed writer."""
-        folders = self._folders(name, partition)
+        """Every file in ``name``'s folders -- the table's, its partition folders' (only the one of ``partition``,
+        when given) and their bucket folders' (:mod:`storage.buckets`): its parts, and temp files of a killed writer."""
+        root = self.table_path(name)
         if self._listing is not None:
-            wanted = set(folders)
-            return [i for i in self._listing if i.path.rsplit("/", 1)[0] in wanted]
-        return [
-            info
-            for folder in folders
-            for info in self.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-            if info.type == pafs.FileType.File
-        ]
+            infos = [i for i in self._listing if i.path.startswith(root + "/")]
+        elif name not in partitions.PARTITION_BY or partition is _ALL:
+            infos = self._listed(root, recursive=name in partitions.PARTITION_BY)
+        else:
+            column = partitions.PARTITION_BY[name]
+            infos = self._listed(root) + self._listed(f"{root}/{partitions.folder_name(column, partition)}", True)
+        return [i for i in infos if self._in_scope(name, i.path[len(root) + 1 :].split("/")[:-1], partition)]
+
+    def _listed(self, folder: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(folder, recursive=recursive, allow_not_found=True)
+        return [i for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+    @staticmethod
+    def _in_scope(name: str, folders: list[str], partition: object) -> bool:
+        """Whether a file in ``folders`` (below the table's) is one of ``name``'s, in ``partition``'s folder."""
+        if not folders:
+            return True
+        column = partitions.PARTITION_BY.get(name)
+        if column is None or not partitions.is_partition_folder(name, folders[0]) or len(folders) > 2:
+            return False
+        if partition is not _ALL and folders[0] != partitions.folder_name(column, partition):
+            return False
+        return len(folders) == 1 or buckets.is_bucket_folder(folders[1])
 
     def part_infos(self, name: str, partition: object = _ALL) -> list[pafs.FileInfo]:
         """:meth:`parts` with each part's size and mtime, as listed (no request per part)."""

@@ -155,14 +155,14 @@ def _derived_columns(rows: pa.Table) -> pa.Table:
     return rows
 
 
-def write_parts(store: Store, name: str, table: pa.Table, schema: pa.Schema | None = None) -> dict[object, str]:
-    """``table`` written as :meth:`Store.write` writes it, one part per partition folder: value -> its path."""
-    column = partitions.PARTITION_BY.get(name)
-    out: dict[object, str] = {}
-    for _, rows in partitions.split(name, table):
+def write_parts(store: Store, name: str, table: pa.Table, schema: pa.Schema | None = None) -> dict[str | None, str]:
+    """``table`` written as :meth:`Store.write` writes it, one part per partition (and bucket) folder: folder -> its
+    path (:func:`storage.partitions.split` names the folders)."""
+    out: dict[str | None, str] = {}
+    for folder, rows in partitions.split(name, table, store.buckets):
         path = store.write(name, rows, schema)
         if path:
-            out[rows[column][0].as_py() if column and column in rows.column_names else None] = path
+            out[folder] = path
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage import partitions
 from storage.parts import Store
 from storage.resume import column_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
@@ -103,11 +104,11 @@ class StoreWriter:
         if not {"rounds", "signals", "judgments"} <= tables.keys():
             return 0
         written = {}
-        for gen, signals_path in paths["signals"].items():
-            signals = tables["signals"].filter(pc.equal(tables["signals"]["gen_id"], gen))
-            rounds = tables["rounds"].filter(pc.equal(tables["rounds"]["gen_id"], gen))
-            n = len(pc.unique(rounds["scenario_id"]))
-            if gen in paths["rounds"]:
-                written[gen] = Written(paths["rounds"][gen], signals_path, signals, n)
+        count = self.store.buckets
+        rounds = dict(partitions.split("rounds", tables["rounds"], count))  # the folders write_parts wrote them to
+        for folder, signals in partitions.split("signals", tables["signals"], count):
+            if folder in paths["rounds"] and folder in paths["signals"]:
+                n = len(pc.unique(rounds[folder]["scenario_id"]))
+                written[folder] = Written(paths["rounds"][folder], paths["signals"][folder], signals, n)
         (judgments_path,) = paths["judgments"].values()
         return write_inputs(self.store, written, judged_rows(tables["judgments"], judgments_path))

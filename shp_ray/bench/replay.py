@@ -328,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-limit", default=None, help="DuckDB's memory bound, e.g. 1.5GB (it spills past it)")
     ap.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows per Arrow batch the replay streams")
     ap.add_argument("--batch-rate", type=float, default=0.0, help="share of synthetic calls paid in batch mode")
+    ap.add_argument("--ray-nodes", default=None, help="e.g. 1,3: one node vs local Ray clusters (bench.replay_ray)")
+    ap.add_argument("--buckets", type=int, default=16, help="with --ray-nodes: the store's scenario-hash buckets")
     ap.add_argument("--measure", type=Path, default=None, help=argparse.SUPPRESS)  # the fresh process
     ap.add_argument("--sample-file", type=Path, default=None, help=argparse.SUPPRESS)  # ... writes its subsample
     ap.add_argument("--compare", type=Path, default=None, help=argparse.SUPPRESS)  # the Python loop's process
@@ -347,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare is not None:
         print(json.dumps(compare(pickle.loads(args.compare.read_bytes()), args.trajectories)), flush=True)
         return 0
+    if args.ray_nodes is not None:
+        return _on_ray(args, ap)
     if args.store is not None:
         if not args.store.is_dir():
             ap.error(f"--store {args.store}: no such folder")
@@ -358,6 +362,20 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with tempfile.TemporaryDirectory(prefix="shp-bench-replay-") as tmp:
             out = run(settings, Path(tmp))
+    print(json.dumps(out), flush=True)
+    return 0 if out["identical"] else 1
+
+
+def _on_ray(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
+    from shp_ray.bench import replay_ray
+    from storage.synthetic import SyntheticSpec
+
+    nodes = [int(k) for k in args.ray_nodes.split(",") if k.strip().isdigit() and int(k) >= 1]
+    store = args.store or args.keep
+    if not nodes or store is None:
+        ap.error("--ray-nodes takes node counts >= 1 (e.g. 1,3) and a --store or --keep folder")
+    spec = SyntheticSpec(n_trajectories=args.trajectories, rounds=args.rounds, dim=args.dim, seed=args.seed)
+    out = replay_ray.run(store, args.rounds, nodes, replay_ray.bucketed(store, spec, args.buckets))
     print(json.dumps(out), flush=True)
     return 0 if out["identical"] else 1
 

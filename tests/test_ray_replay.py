@@ -1,0 +1,107 @@
+"""The replay on Ray (``analysis.connect(..., ray_address=...)``) on a three-node local cluster
+(``ray.cluster_utils.Cluster``: a head and two worker nodes, 1 CPU each) equals the single-node replay: the same
+``policy_summary`` row for row (floats up to the order of their additions), for a store on the local disk and one
+on S3 (moto on 127.0.0.1). The store is made bucketed the way a user does it (``python -m storage.compact ROOT
+--buckets N``), then its signals and replay inputs are written into the buckets (``--signals rebuild``).
+
+The AWS variables are set before the cluster starts: a node's tasks read the credentials from the environment
+their raylet was started with, never from the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+
+import analysis
+from analysis import ray_replay, signals_store
+from analysis.errors import AnalysisError
+from storage import buckets, compact
+from storage.parts import Store
+from storage.synthetic import SyntheticSpec, write_synthetic_store
+from tests.cluster_support import local_cluster
+from tests.s3_support import moto, set_aws_env
+
+pytestmark = pytest.mark.integration
+__all__ = ["moto"]
+SPEC = SyntheticSpec(n_trajectories=48, rounds=3, dim=8, seed=11, chunk=16, batch_rate=0.2)
+SUMMARY = "SELECT * EXCLUDE (scores) FROM policy_summary ORDER BY gen_id, split, policy"
+
+
+@pytest.fixture(scope="module")
+def aws(moto, tmp_path_factory):
+    """The AWS environment for the whole module (the cluster's raylets inherit it) and a fresh bucket."""
+    with pytest.MonkeyPatch.context() as mp:
+        _, bucket = set_aws_env(mp, moto, str(tmp_path_factory.mktemp("xdg")))
+        yield bucket
+
+
+@pytest.fixture(scope="module")
+def cluster(aws):
+    with local_cluster(workers=2) as c:
+        yield c
+
+
+def _bucketed(root: str, capsys: pytest.CaptureFixture[str], count: int = 5) -> None:
+    """A synthetic store at ``root``, moved into ``count`` buckets by the CLI, its signals then stored."""
+    write_synthetic_store(root, SPEC)
+    assert compact.main([root, "--buckets", str(count)]) == 0
+    moved = json.loads(capsys.readouterr().out)["rebucket"]
+    assert moved["parts_moved"] > 0
+    assert signals_store.build(root).built == SPEC.n_trajectories  # written into the buckets
+
+
+def _same_summary(root: str, address: str) -> None:
+    single = analysis.connect(root).sql(SUMMARY)
+    columns, expected = single.columns, single.fetchall()
+    on_ray = analysis.connect(root, ray_address=address)
+    got = on_ray.sql(SUMMARY.replace(" EXCLUDE (scores)", ""))
+    assert got.columns == columns
+    rows = got.fetchall()
+    assert len(rows) == len(expected) > 0
+    for want, have in zip(expected, rows, strict=True):
+        for column, a, b in zip(columns, want, have, strict=True):
+            if isinstance(a, float) and isinstance(b, float):
+                assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (want[:3], column, a, b)
+            else:
+                assert a == b, (want[:3], column, a, b)
+    assert analysis.setup_of(on_ray).inputs == "ray"
+
+
+def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, tmp_path, capsys) -> None:
+    root = str(tmp_path / "store")
+    _bucketed(root, capsys)
+    store = Store(root)
+    assert store.buckets == 5
+    for table in sorted(buckets.BUCKETED):  # every part of the per-round tables lies in its scenario's bucket
+        for path in store.parts(table):
+            rows = store.read_part(table, path, ["scenario_id"])["scenario_id"].to_pylist()
+            assert {f"bucket={buckets.bucket_of(s, 5):02d}" for s in rows} == {path.split("/")[-2]}
+    assert analysis.setup_of(analysis.connect(root)).inputs in ("written", "stored")  # the bucketed inputs believed
+
+    _same_summary(root, cluster.address)
+
+    plan = ray_replay.plan(store, {}, (analysis.connect, analysis.setup_of))
+    assert plan.buckets == (0, 1, 2, 3, 4)
+    assert len(set(plan.nodes)) == 3  # the buckets dealt over the three nodes (one host: one disk)
+    # The explicit second pass: a median does not add up, so every bucket returns its rows.
+    diffs = "SELECT final_is - baseline_is AS d FROM replay WHERE policy = 'shp' AND final_is - baseline_is IS NOT NULL"
+    median_on_ray = statistics.median(plan.rows(diffs)["d"].to_pylist())
+    assert median_on_ray == statistics.median(r[0] for r in analysis.connect(root).sql(diffs).fetchall())
+
+
+def test_the_ray_replay_of_an_s3_store_equals_the_single_node_replay(aws, cluster, capsys) -> None:
+    uri = f"s3://{aws}/replay-store"
+    _bucketed(uri, capsys, count=4)
+    _same_summary(uri, cluster.address)
+
+
+def test_a_store_with_parts_outside_buckets_is_refused_in_one_line(cluster, tmp_path) -> None:
+    root = str(tmp_path / "flat")
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=6, rounds=2, dim=8, seed=2))
+    with pytest.raises(AnalysisError, match=r"outside scenario-hash buckets .* --buckets$") as err:
+        analysis.connect(root, ray_address=cluster.address)
+    assert "\n" not in str(err.value)
