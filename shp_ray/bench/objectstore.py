@@ -81,11 +81,11 @@ def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
     import analysis
     import analysis.db
     from analysis import sql
-    from shp_ray.bench.replay import _policies
+    from shp_ray.bench.measure import replay_policies
 
     if reader == "fsspec":
         analysis.db.TableSources = _fsspec_sources()  # this process only: connect() reads the name here
-    policies = _policies(rounds)
+    policies = replay_policies(rounds)
 
     def replay(**scope: object) -> tuple[float, float, int, object]:
         t0 = time.perf_counter()

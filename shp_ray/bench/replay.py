@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import pickle
-import resource
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
+from shp_ray.bench.measure import peak_rss_mb, replay_policies
 
 # Rows per Arrow record batch the timed query streams (DuckDB converts a streamed result to Arrow on the
 # consuming thread). Measured side by side (BENCHMARKS.md): at 100k trajectories 256k-row batches stream as fast
@@ -46,27 +45,9 @@ import numpy as np
 BATCH_ROWS = 1 << 18
 
 
-def _policies(rounds: int):  # noqa: ANN202
-    from analysis.policy_table import default_policies, grid_policies
-
-    eps_grid = [round(float(e), 4) for e in np.linspace(0.02, 0.2, 10)]
-    return default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))
-
-
 def _same(a: float | None, b: float) -> bool:
     a = math.nan if a is None else a
     return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM: of its own address space, which begins at exec). Not
-    ``getrusage``'s ``ru_maxrss``: Linux carries the parent's peak across fork and exec into it, so a measuring
-    process started by one that had written a 100k store reported that writer's 1.9 GB."""
-    try:
-        with open("/proc/self/status") as fh:
-            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration):  # not Linux: the rusage figure (kilobytes on Linux, bytes on macOS)
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)
 
 
 @dataclass(frozen=True)
@@ -100,7 +81,7 @@ def measure(store: Path, settings: Settings, sample_file: Path | None = None) ->
     from analysis.db import SIGNAL_SELECT
 
     import_s = time.perf_counter() - t0
-    policies = _policies(settings.rounds)
+    policies = replay_policies(settings.rounds)
     con, n, rows, scan_s, sql_s = _replay_slices(store, settings, policies)
     peak = peak_rss_mb()
     if rows != n * len(policies):
@@ -206,7 +187,7 @@ def compare(drawn: dict[str, object], n: int) -> dict[str, object]:
     from analysis.db import trajectories_from_signals
     from shp_ray.policy.reference import replay
 
-    policies = _policies(int(drawn["rounds"]))  # type: ignore[call-overload]
+    policies = replay_policies(int(drawn["rounds"]))  # type: ignore[call-overload]
     trajs = trajectories_from_signals(drawn["signals"])  # type: ignore[arg-type]
     t0 = time.perf_counter()
     python = {(p.name, t.gen_id, t.scenario_id): replay(p, t) for t in trajs for p in policies}

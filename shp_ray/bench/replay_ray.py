@@ -21,20 +21,19 @@ import sys
 import time
 from pathlib import Path
 
-SUMMARY = "SELECT * EXCLUDE (scores) FROM policy_summary ORDER BY gen_id, split, policy"
-
 
 def measure(store: Path, rounds: int, address: str | None) -> dict[str, object]:
     """In a fresh process: open the store (on Ray when ``address``) and read policy_summary."""
-    from shp_ray.bench.replay import _policies, peak_rss_mb
+    from shp_ray.bench.measure import peak_rss_mb, replay_policies
 
     t0 = time.perf_counter()
     import analysis
+    from analysis import sql
 
     import_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    con = analysis.connect(store, policies=_policies(rounds), ray_address=address)
-    rows = con.sql(SUMMARY.replace(" EXCLUDE (scores)", "") if address else SUMMARY).fetchall()
+    con = analysis.connect(store, policies=replay_policies(rounds), ray_address=address)
+    rows = con.sql(sql.query("bench_ray_summary", columns="*" if address else "* EXCLUDE (scores)")).fetchall()
     took = time.perf_counter() - t0
     return {"end_to_end_s": round(took, 3), "import_s": round(import_s, 3), "peak_rss_mb": round(peak_rss_mb()),
             "inputs": analysis.setup_of(con).inputs, "rows": [[_plain(v) for v in r] for r in rows]}  # fmt: skip
