@@ -16,13 +16,12 @@
                                                  # the TOST planner: N for power 0.8, power at N (es = delta / SD)
 
 Read-only: the connection is in-memory, can read only the store's table folders (and its own spill folder) and
-change no setting, whatever the store root (path, ``file://``, ``s3://``, ``gs://``; ``analysis.sandbox``). Each run
-is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW / SUMMARIZE,
-or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA,
-CALL, INSTALL, LOAD, several statements ... are refused before they run (exit 2),
-so the store can never be modified. ``--write-init`` writes only ``views.sql``,
-never a table part; ``--signals rebuild`` writes only ``signals`` parts (derived from the rounds,
-:mod:`analysis.signals_store`).
+change no setting, whatever the store root (path, ``file://``, ``s3://``, ``gs://``; see
+``analysis.sandbox.lock_down``). Each run is exactly one query (SELECT / WITH / FROM / VALUES / DESCRIBE / SHOW /
+SUMMARIZE, or EXPLAIN [ANALYZE] of one); COPY, ATTACH, EXPORT, INSERT, CREATE, SET, PRAGMA, CALL, INSTALL, LOAD,
+several statements ... are refused before they run (exit 2; before the store is even opened), so the store can
+never be modified. ``--write-init`` writes only ``views.sql``, never a table part; ``--signals rebuild`` writes
+only ``signals`` parts (derived from the rounds, :mod:`analysis.signals_store`).
 """
 
 from __future__ import annotations
@@ -40,129 +39,12 @@ import duckdb
 from analysis import query_bounds, sql
 from analysis.db import DEFAULT_DELTA, AnalysisError, ReplayScope, connect, write_init_script
 from analysis.errors import said_by
+from analysis.read_only import ReadOnlyError, check_read_only, refuse_early
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
 
 # The settings an AnalysisError may ask to change, as this command spells them.
 QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.ReplayScope(judge_prompt_version=...), not a flag"}
-
-# The statement types shp-query runs: a query (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW and
-# SUMMARIZE all parse as SELECT). EXPLAIN is not in it: it is accepted only around a statement that is
-# itself one of these (see check_read_only), since EXPLAIN ANALYZE runs what it explains.
-ALLOWED = frozenset({duckdb.StatementType.SELECT})
-_EXPLAIN_ANALYZE = ("ANALYZE", "ANALYSE")
-
-
-class ReadOnlyError(ValueError):
-    """A statement that could change something; shp-query runs queries only."""
-
-
-def _shown(query: str) -> str:
-    return repr(" ".join(query.split())[:80])
-
-
-def _parse(con: duckdb.DuckDBPyConnection, text: str) -> list[tuple[duckdb.StatementType, str]]:
-    """(type, text) of each statement of ``text``, as DuckDB's parser splits and types them."""
-    out = []
-    for stmt in con.extract_statements(text):
-        try:
-            kind = stmt.type
-        except ValueError:  # a type the Python binding cannot name (UPDATE EXTENSIONS): never a query
-            raise ReadOnlyError(
-                f"shp-query is read-only: a statement of a type it does not know is refused: {_shown(stmt.query)}"
-            ) from None
-        out.append((kind, stmt.query))
-    return out
-
-
-def _kind(kind: duckdb.StatementType) -> str:
-    return str(kind).rsplit(".", 1)[-1]
-
-
-def _explained(query: str) -> list[str]:
-    """What an EXPLAIN statement may explain: the text after ``EXPLAIN [ANALYZE]``, and after a
-    following ``( ... )`` group too (the group is options, or the start of the statement).
-
-    DuckDB's own tokenizer finds the keywords (comments and string literals are tokens of their own,
-    so a parenthesis inside them is never counted). The statement DuckDB explains is one of these
-    texts, so a caller that accepts only when every candidate that parses is a query cannot be fooled.
-    """
-    every = duckdb.tokenize(query)
-    ends = [pos for pos, _ in every[1:]] + [len(query)]
-    spans = [(pos, kind, query[pos:end].strip()) for (pos, kind), end in zip(every, ends, strict=True)]
-    spans = [s for s in spans if s[1] != duckdb.token_type.comment]
-    tokens, words = [(pos, kind) for pos, kind, _ in spans], [word for _, _, word in spans]
-    i = 1  # tokens[0] is EXPLAIN
-    if i < len(words) and words[i].upper() in _EXPLAIN_ANALYZE:
-        i += 1
-    candidates = [query[tokens[i][0] :]] if i < len(tokens) else []
-    if i < len(tokens) and tokens[i][1] == duckdb.token_type.operator and words[i].startswith("("):
-        depth = 0
-        for j in range(i, len(tokens)):
-            if tokens[j][1] == duckdb.token_type.operator:
-                depth += words[j].count("(") - words[j].count(")")
-                if depth <= 0:
-                    if j + 1 < len(tokens):
-                        candidates.append(query[tokens[j + 1][0] :])
-                    break
-    return candidates
-
-
-def _check_explain(con: duckdb.DuckDBPyConnection, query: str) -> None:
-    """Accept ``EXPLAIN [ANALYZE] [(options)] <query>`` only: refuse unless every reading of the
-    explained text that DuckDB can parse is exactly one statement of an ALLOWED type."""
-    parsed = 0
-    for inner in _explained(query):
-        try:
-            stmts = _parse(con, inner)
-        except duckdb.ParserException:
-            continue  # not the explained statement (e.g. the options group read as a statement)
-        if not stmts:
-            continue  # only a ';' after a parenthesised query: not a statement
-        if len(stmts) != 1 or stmts[0][0] not in ALLOWED:
-            what = "several statements" if len(stmts) != 1 else _kind(stmts[0][0])
-            raise ReadOnlyError(
-                f"shp-query is read-only: EXPLAIN is accepted only around a query, not {what} "
-                f"(EXPLAIN ANALYZE runs what it explains): {_shown(query)}"
-            )
-        parsed += 1
-    if not parsed:
-        raise ReadOnlyError(f"shp-query is read-only: cannot tell what this EXPLAIN explains: {_shown(query)}")
-
-
-def check_read_only(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
-    """``text`` as a list of exactly one statement, or ReadOnlyError saying why it is refused.
-
-    Checked on DuckDB's own parse (``extract_statements``), never by matching strings:
-
-    - exactly one statement (``SELECT 1; SELECT 2`` is refused: one query at a time);
-    - of type SELECT (SELECT, WITH, FROM, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE);
-    - or EXPLAIN / EXPLAIN ANALYZE whose explained statement is itself such a query: the text after
-      ``EXPLAIN [ANALYZE] [(options)]`` is parsed again and must be one SELECT. EXPLAIN ANALYZE of a
-      query is allowed (it runs that query, nothing more); EXPLAIN [ANALYZE] COPY ... is refused.
-
-    Everything else (COPY, EXPORT, ATTACH, DETACH, INSERT, CREATE, DROP, SET, RESET, PRAGMA, CALL,
-    INSTALL, LOAD, PREPARE, EXECUTE, PIVOT ..., statement types unknown to the binding) is refused before it
-    runs. This is the write barrier; what a query may read is limited by the connection itself (see
-    ``analysis.sandbox.lock_down``: only the store's table folders, no configuration change).
-    """
-    stmts = _parse(con, text)
-    if not stmts:
-        raise ReadOnlyError("shp-query is read-only: no SQL statement given")
-    if len(stmts) > 1:
-        raise ReadOnlyError(
-            f"shp-query is read-only and runs one query at a time: {len(stmts)} statements given "
-            f"({', '.join(_shown(q) for _, q in stmts[:3])}{', ...' if len(stmts) > 3 else ''})"
-        )
-    kind, query = stmts[0]
-    if kind == duckdb.StatementType.EXPLAIN:
-        _check_explain(con, query)
-    elif kind not in ALLOWED:
-        raise ReadOnlyError(
-            f"shp-query is read-only: {_kind(kind)} statements are refused (the store is never modified): "
-            f"{_shown(query)}"
-        )
-    return [query]
 
 
 def engine_error(exc: duckdb.Error) -> str:
@@ -333,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_init:
             print(write_init_script(scope))
             return 0
+        if args.sql is not None:
+            refuse_early(args.sql)  # a ReadOnlyError is said as below: exit 2, one line
         con = query_bounds.opened(connect, bounds, scope, materialize=not args.lazy, ray_address=args.ray)
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"shp-query: {said_by(exc, QUERY_FLAGS)}", file=sys.stderr)

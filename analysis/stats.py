@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 
 import duckdb
 import numpy as np
-from scipy import stats as st
 
+from analysis import scipy_stats as st
 from analysis import sql
 from shp_ray.policy.cascade import HaltConfig
 

@@ -2,9 +2,10 @@
 
 Two layers, both DuckDB's own:
 
-- the statement check (``analysis.query.check_read_only``, on DuckDB's parse): exactly one statement,
+- the statement check (``analysis.read_only.check_read_only``, on DuckDB's parse): exactly one statement,
   a query, or EXPLAIN [ANALYZE] of a query. It is the write barrier: DuckDB may write inside the
-  folders it may read, so anything that is not a query is refused (exit 2) before it runs;
+  folders it may read, so anything that is not a query is refused (exit 2) before it runs -- before the
+  store is even opened;
 - the connection (``analysis.db._lock_down``): it opens only the store's table folders and its spill
   folder, loads no extension, scans no Python variable, and its configuration is locked, so even a
   query cannot read another file, the environment, or switch on a setting that writes (exit 1, said
@@ -13,6 +14,8 @@ Two layers, both DuckDB's own:
 Every bypass in BYPASSES (each with the reason it must fail) runs through the real ``shp-query`` entry
 point against a real synthetic store given as a path and as a ``file://`` URI; the store (every file
 and folder, hashed) and a folder outside it holding secrets are the same, byte for byte, afterwards.
+There each root is opened once for the module (:func:`opened_once`); a fresh open per run is what
+``test_a_uri_store_through_the_cli`` and the installed command of ``test_the_issue_repro...`` check.
 Non-local roots (``s3://``, ``gs://``, a pyarrow ``mock://`` store) get the same lock-down.
 """
 
@@ -31,6 +34,7 @@ import pytest
 
 import analysis
 import analysis.db
+import analysis.query
 from analysis.query import ReadOnlyError, check_read_only, main
 from shp_ray.policy.table import family_policies, standard_policies
 from storage.parts import Store
@@ -209,6 +213,44 @@ def places(tmp_path_factory) -> dict[str, Path]:
     return {"store": store, "outside": outside}
 
 
+class _Kept:
+    """A connection that main() may close: it stays open for the next run (closed by :func:`opened_once`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._con, name)
+
+
+@pytest.fixture(scope="module")
+def kept_connections():
+    """The connections :func:`opened_once` keeps open for the module (closed at its end)."""
+    kept: dict[str, _Kept] = {}
+    yield kept
+    for con in kept.values():
+        con._con.close()
+
+
+@pytest.fixture
+def opened_once(kept_connections, monkeypatch) -> None:
+    """shp-query's main() as it runs, but each store root opened once for the module: opening binds every view
+    (~1-2 s), which the 60 runs that reach the store here would each pay. main() still parses the flags, checks
+    the statement, runs it within its bounds on the locked-down connection analysis.connect opened with main's
+    own arguments, and says the outcome in one line; only the close waits for the end of the module."""
+
+    def connect(*args: object, **options: object) -> _Kept:
+        key = repr((args, sorted(options.items())))
+        if key not in kept_connections:
+            kept_connections[key] = _Kept(analysis.connect(*args, **options))
+        return kept_connections[key]
+
+    monkeypatch.setattr(analysis.query, "connect", connect)
+
+
 def _fill(sql: str, places: dict[str, Path]) -> str:
     store, outside = places["store"], places["outside"]
     up = os.path.relpath(outside, store / "rounds")
@@ -221,7 +263,7 @@ def _root(places: dict[str, Path], kind: str) -> str:
 
 @pytest.mark.parametrize("kind", ["path", "file-uri"])
 @pytest.mark.parametrize(("sql", "how", "reason"), BYPASSES, ids=[f"{i:02d}" for i in range(len(BYPASSES))])
-def test_every_bypass_is_refused_and_changes_nothing(places, capsys, kind, sql, how, reason) -> None:
+def test_every_bypass_is_refused_and_changes_nothing(places, opened_once, capsys, kind, sql, how, reason) -> None:
     text = _fill(sql, places)
     before = {name: snapshot(path) for name, path in places.items()}
     rc = main(["--store", _root(places, kind), "--format", "csv", text])
@@ -241,13 +283,23 @@ def test_every_bypass_is_refused_and_changes_nothing(places, capsys, kind, sql, 
 
 
 @pytest.mark.parametrize("kind", ["path", "file-uri"])
-def test_queries_still_answer_and_change_nothing(places, capsys, kind) -> None:
+def test_queries_still_answer_and_change_nothing(places, opened_once, capsys, kind) -> None:
     before = snapshot(places["store"])
     for sql in QUERIES:
         assert main(["--store", _root(places, kind), "--format", "csv", _fill(sql, places)]) == 0, sql
         out, err = capsys.readouterr()
         assert out and not err, (sql, err)
     assert snapshot(places["store"]) == before
+
+
+def test_a_refused_statement_is_refused_before_the_store_is_opened(tmp_path, capsys) -> None:
+    """No store at all there: the statement is said to be refused, not the store to be missing."""
+    assert main(["--store", str(tmp_path / "none"), f"COPY (SELECT 1) TO '{tmp_path}/x.csv'"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shp-query: shp-query is read-only: COPY statements are refused") and err.count("\n") == 1
+    assert main(["--store", str(tmp_path / "none"), "SELECT 1"]) == 2  # a query needs the store
+    assert capsys.readouterr().err.startswith("shp-query: no store at")
+    assert os.listdir(tmp_path) == []
 
 
 def test_check_read_only_accepts_one_query_and_says_why_it_refuses() -> None:

@@ -24,7 +24,7 @@ from storage import Store
 from storage.manifest import REDACTED, redact, redact_text, write_manifest
 from sweeps.job import snapshot
 from sweeps.redact_callback import RedactingStream, _redacting_factory, redact_file, redacted_yaml
-from tests.test_sweep import shp_sweep
+from tests.test_sweep import shp_sweep, shp_sweeps
 
 SECRET = "S3CRETPASS"
 SMALL = ["dataset.limit=2", "generation.max_rounds=2", "generation.concurrency=2"]
@@ -237,9 +237,15 @@ def ray_tmp():
 @pytest.mark.integration
 def test_config_errors_and_hydra_errors_keep_the_password_off_screen_and_out_of_the_log(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    # A rule that echoes the value; Hydra's own .hydra copies switched back on: replaced when the job starts.
-    bad = shp_sweep("provider=sim", f"provider.base_url=ftp://user:{SECRET}@127.0.0.1/v1",
-                    f"store.path={tmp_path / 's'}", f"hydra.run.dir={run}", "hydra.output_subdir=.hydra")  # fmt: skip
+    bad, typo, parse, shown = shp_sweeps(
+        # A rule that echoes the value; Hydra's own .hydra copies switched back on: replaced when the job starts.
+        ["provider=sim", f"provider.base_url=ftp://user:{SECRET}@127.0.0.1/v1", f"store.path={tmp_path / 's'}",
+         f"hydra.run.dir={run}", "hydra.output_subdir=.hydra"],
+        # Hydra's own errors quote the override, before any job starts.
+        ["provider=sim", f"provider.base_ur=http://user:{SECRET}@h/v1", f"hydra.run.dir={tmp_path / 'r2'}"],
+        ["provider=sim", f"provider.base_url=http://user:{SECRET}@h/v1]", f"hydra.run.dir={tmp_path / 'r3'}"],
+        ["--cfg", "job", "provider=sim", f"provider.base_url=http://user:{SECRET}@h/v1"],
+    )  # fmt: skip
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "invalid config: provider.base_url: must be an http(s):// URL" in bad.stderr
     assert f"got 'ftp://{R}@127.0.0.1/v1'" in bad.stderr
@@ -247,15 +253,9 @@ def test_config_errors_and_hydra_errors_keep_the_password_off_screen_and_out_of_
     assert f"got 'ftp://{R}@127.0.0.1/v1'" in log
     assert sorted(p.name for p in (run / ".hydra").iterdir()) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
     assert f"base_url: ftp://{R}@127.0.0.1/v1" in (run / ".hydra" / "config.yaml").read_text()
-    # Hydra's own errors quote the override, before any job starts.
-    typo = shp_sweep("provider=sim", f"provider.base_ur=http://user:{SECRET}@h/v1", f"hydra.run.dir={tmp_path / 'r2'}")
     assert typo.returncode != 0 and "base_ur" in typo.stderr
     assert f"+provider.base_ur=http://{R}@h/v1" in typo.stderr
-    parse = shp_sweep(
-        "provider=sim", f"provider.base_url=http://user:{SECRET}@h/v1]", f"hydra.run.dir={tmp_path / 'r3'}"
-    )
     assert parse.returncode != 0 and "Error parsing override" in parse.stderr
-    shown = shp_sweep("--cfg", "job", "provider=sim", f"provider.base_url=http://user:{SECRET}@h/v1")
     assert shown.returncode == 0 and f"base_url: http://{R}@h/v1" in shown.stdout
     for done in (bad, typo, parse, shown):
         assert SECRET not in done.stdout + done.stderr

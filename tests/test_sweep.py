@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -34,6 +35,13 @@ def shp_sweep(*args: str, env: dict[str, str] | None = None, timeout: float = 60
         timeout=timeout,
         env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", **(env or {})},
     )
+
+
+def shp_sweeps(*runs: list[str], env: dict[str, str] | None = None) -> list[subprocess.CompletedProcess]:
+    """Several independent ``shp-sweep`` processes at once (each its own run folder and store; none starts Ray or
+    a model): a config check is mostly the interpreter importing, one core each. As :func:`shp_sweep`, in order."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda args: shp_sweep(*args, env=env), runs))
 
 
 def shp_query_json(store: Path, query: str) -> list[dict]:

@@ -42,8 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from string import Template
 
-from scipy import stats as _st
-
+from analysis import scipy_stats as _st
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights

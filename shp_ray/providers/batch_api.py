@@ -22,9 +22,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import openai
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shp_ray.providers.base import ProviderError, ProviderSpec
 from shp_ray.providers.batch_files import (
@@ -40,6 +38,9 @@ from shp_ray.providers.client import read_key, redact
 from shp_ray.providers.reply import error_message
 from shp_ray.providers.retry_policy import should_retry
 from shp_ray.redaction import redact_text
+
+if TYPE_CHECKING:  # the SDK is imported where a batch is called: ~0.7 s that every sweep process would pay
+    import openai
 
 T = TypeVar("T")
 NO_KEY = "no-key"  # the SDK insists on a key; a local server without one ignores this placeholder
@@ -117,6 +118,8 @@ class BatchAPI:
 
     def _client(self) -> openai.AsyncOpenAI:
         """The SDK client of the running loop."""
+        import openai
+
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
@@ -142,6 +145,8 @@ class BatchAPI:
 
     async def _call(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """``await call()``, its SDK errors as ProviderError (raised outside the handler: no chained SDK text)."""
+        import openai
+
         try:
             return await call()
         except openai.APIStatusError as exc:
