@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         weights = json.loads(args.weights) if args.weights else None
         prices = load_prices(args.prices) if args.prices else None
-        scope = ReplayScope(args.store, args.judge, weights=weights, delta=args.delta, prices=prices)
+        scope = ReplayScope(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices)
         path = write_report(scope, args.out, eps=args.eps)
     except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
         print(f"report: {said_by(exc, {'judge': '--judge'})}", file=sys.stderr)

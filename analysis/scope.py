@@ -9,7 +9,7 @@ sweep job pass around as one value instead of the same eight keywords each.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 
 from analysis.errors import AnalysisError
@@ -57,6 +57,7 @@ class ReplayScope:
     """
 
     store: Store
+    _: KW_ONLY  # the rest by name: three optional strings and a mapping in a row invite a silent mix-up
     judge: str | None = None
     judge_prompt_version: str | None = None
     weights: Mapping[str, float] | str | None = None

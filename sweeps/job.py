@@ -306,8 +306,8 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
         generate_dev=lambda: ensure_generation(job, store, dev, run_id, command),
     )
     scope = ReplayScope(
-        store, judge, weights, policies=policies, delta=job.report.delta, prices=job.prices, gen_id=gen_id,
-        scenario_ids=ids,
+        store, judge=judge, weights=weights, policies=policies, delta=job.report.delta, prices=job.prices,
+        gen_id=gen_id, scenario_ids=ids,
     )  # fmt: skip
     con = connect(scope)
     try:

@@ -68,7 +68,8 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
     w = strategy_weights(job, st, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
     policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
-    con = connect(ReplayScope(store, judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids))
+    scope = ReplayScope(store, judge=judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids)
+    con = connect(scope)
     try:
         summary = {r["policy"]: r for r in fetch_dicts(con, sql.query("report_summary"))}
         tests = {r["policy"]: r for r in stats.compare_policies(con, delta=delta) if r["metric"] == "is"}

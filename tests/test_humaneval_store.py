@@ -1,0 +1,41 @@
+"""The shipped store of the code run (results/humaneval-local/store: real drafts of the pinned
+Qwen2.5-Coder-1.5B on HumanEval, each round run against the hidden tests): it is what its README says, and
+RESULTS.md's code section is exactly what it replays."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shp_ray.providers.local_models import MODELS
+from storage.parts import Store
+from sweeps.code_results import HEADING, render
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+STORE = "results/humaneval-local/store"  # relative, as RESULTS.md names it
+MODEL = "qwen2.5-coder-1.5b-instruct"
+
+
+def test_the_store_holds_the_problems_each_round_scored_on_the_hidden_tests() -> None:
+    store = Store(str(ROOT / STORE))
+    (gen,) = store.read("generations").to_pylist()
+    assert gen["model"] == MODEL and gen["max_rounds"] >= 4
+    assert MODELS[MODEL].sha256 in gen["config_json"]  # the GGUF that wrote every draft
+    rounds = store.read("rounds").select(["scenario_id", "round"]).to_pylist()
+    problems = {r["scenario_id"] for r in rounds}
+    assert len(problems) >= 80
+    assert len({(r["scenario_id"], r["round"]) for r in rounds}) == len(rounds) == len(problems) * gen["max_rounds"]
+    hidden = [s for s in store.read("scores").to_pylist() if s["score"] == "hidden_pass"]
+    assert {(s["scenario_id"], s["round"]) for s in hidden} == {(r["scenario_id"], r["round"]) for r in rounds}
+    assert {s["value"] for s in hidden} <= {0.0, 1.0}
+
+
+def test_results_md_code_section_is_exactly_what_the_store_replays(tmp_path, monkeypatch) -> None:
+    shutil.copytree(ROOT / STORE, tmp_path / STORE)  # a read, but on a copy: the checkout stays as it was
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "RESULTS.md").read_text()
+    assert text.count(HEADING) == 1
+    assert text[text.index(HEADING) :] == render(STORE) + "\n"
