@@ -84,7 +84,7 @@ def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, 
 
     _same_summary(root, cluster.address)
 
-    plan = ray_replay.plan(store, {}, (analysis.connect, analysis.setup_of))
+    plan = ray_replay.plan(analysis.ReplayScope(store).resolved(), {}, (analysis.connect, analysis.setup_of))
     assert plan.buckets == (0, 1, 2, 3, 4)
     assert len(set(plan.nodes)) == 3  # the buckets dealt over the three nodes (one host: one disk)
     # The explicit second pass: a median does not add up, so every bucket returns its rows.
