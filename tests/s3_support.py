@@ -49,3 +49,12 @@ def set_aws_env(mp: pytest.MonkeyPatch, endpoint: str, cache_home: str) -> tuple
 def s3(moto, monkeypatch, tmp_path):
     """One test's AWS environment and fresh bucket (set_aws_env)."""
     return set_aws_env(monkeypatch, moto, str(tmp_path / "xdg"))
+
+
+@pytest.fixture(scope="module")
+def aws(moto, tmp_path_factory):
+    """The AWS environment for a whole module (a local Ray cluster's raylets, started after it, inherit it) and a
+    fresh bucket (set_aws_env)."""
+    with pytest.MonkeyPatch.context() as mp:
+        _, bucket = set_aws_env(mp, moto, str(tmp_path_factory.mktemp("xdg")))
+        yield bucket

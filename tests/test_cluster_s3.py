@@ -28,22 +28,14 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
 from tests.cluster_support import local_cluster
-from tests.s3_support import SECRET, moto, set_aws_env
+from tests.s3_support import SECRET, aws, moto
 from tests.test_cluster import SAME, _rows, _unique
 
 pytestmark = pytest.mark.integration
-__all__ = ["moto"]
+__all__ = ["aws", "moto"]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 N, ROUNDS = 8, 3
-
-
-@pytest.fixture(scope="module")
-def aws(moto, tmp_path_factory):
-    """The AWS environment for the whole module (the cluster's raylets inherit it) and a fresh bucket."""
-    with pytest.MonkeyPatch.context() as mp:
-        _, bucket = set_aws_env(mp, moto, str(tmp_path_factory.mktemp("xdg")))
-        yield bucket
 
 
 @pytest.fixture(scope="module")

@@ -23,20 +23,12 @@ from storage import buckets, compact
 from storage.parts import Store
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 from tests.cluster_support import local_cluster
-from tests.s3_support import moto, set_aws_env
+from tests.s3_support import aws, moto
 
 pytestmark = pytest.mark.integration
-__all__ = ["moto"]
+__all__ = ["aws", "moto"]
 SPEC = SyntheticSpec(n_trajectories=48, rounds=3, dim=8, seed=11, chunk=16, batch_rate=0.2)
 SUMMARY = sql.query("bench_ray_summary", columns="* EXCLUDE (scores)")  # the per-score map is not combined
-
-
-@pytest.fixture(scope="module")
-def aws(moto, tmp_path_factory):
-    """The AWS environment for the whole module (the cluster's raylets inherit it) and a fresh bucket."""
-    with pytest.MonkeyPatch.context() as mp:
-        _, bucket = set_aws_env(mp, moto, str(tmp_path_factory.mktemp("xdg")))
-        yield bucket
 
 
 @pytest.fixture(scope="module")
