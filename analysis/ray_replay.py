@@ -101,7 +101,8 @@ def bucket_summary_sql() -> str:
 
 def combined_summary_sql(delta: float) -> str:
     shares = ", ".join(f"sum(stopped_{r}) / nullif(sum(n_reason), 0) AS share_{r}" for r in _reasons())
-    return sql.query("ray_policy_summary", shares=shares, t95=sql.t95_sql("n_is - 1"), delta=sql.double(delta))
+    verdict = sql.policy_verdict_sql(delta)  # the bound and the TOST plan as the single-node summary computes them
+    return sql.query("ray_policy_summary", shares=shares, verdict=verdict, delta=sql.double(delta))
 
 
 def join_ray(address: str) -> None:

@@ -256,9 +256,8 @@ def answer_normalize_sql(text: str) -> str:
 
 
 def answer_scoring() -> dict[str, str]:
-    """The pieces every reading of an answer scores it with: ``norm_answer`` / ``norm_gold`` (answer_normalize.sql
-    over ``answer`` and ``ground_truth``), the ``counted`` CTEs (answer_tokens.sql) and the ``f1`` expression
-    (answer_token_f1.sql)."""
+    """What every reading of an answer scores it with: norm_answer / norm_gold (answer_normalize.sql), the counted
+    CTEs (answer_tokens.sql) and the f1 expression (answer_token_f1.sql)."""
     return {
         "norm_answer": answer_normalize_sql("answer"),
         "norm_gold": answer_normalize_sql("ground_truth"),
@@ -268,8 +267,7 @@ def answer_scoring() -> dict[str, str]:
 
 
 def answers_sql(rounds: str = "round_parts") -> str:
-    """Per draft of the relation ``rounds``: has_answer_line, answer_em, answer_f1 against the scenario's
-    gold answer (answers.sql)."""
+    """Per draft of ``rounds``: has_answer_line, answer_em, answer_f1 against the gold answer (answers.sql)."""
     return query("answers", rounds=rounds, answer_line=quote(ANSWER_LINE_REGEX), **answer_scoring())
 
 
@@ -318,14 +316,16 @@ def tost_plan_sql(detectable: Iterable[tuple[int, float]], points: int = 400) ->
 
 
 def policy_summary_sql(delta: float) -> str:
-    """Per (gen_id, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority,
-    answer correctness (EM/F1) and the power of the non-inferiority test (needs tost_plan_sql).
-
-    ``non_inferior``: the one-sided 95% lower bound of mean(final_is - baseline_is)
-    is above -delta. analysis.stats gives the p-values.
-    """
+    """Per (gen_id, split, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority, answer
+    correctness (EM/F1) and the power of the non-inferiority test (needs tost_plan_sql). ``non_inferior``: the
+    one-sided 95% lower bound of mean(final_is - baseline_is) is above -delta. analysis.stats gives the p-values."""
     shares = ", ".join(f"avg((reason = {quote(r)})::INTEGER) AS share_{r}" for r in REASON_CODES.values())
-    return query("policy_summary", shares=shares, t95=t95_sql("n_is - 1"), delta=double(delta))
+    return query("policy_summary", shares=shares, verdict=policy_verdict_sql(delta), delta=double(delta))
+
+
+def policy_verdict_sql(delta: float) -> str:
+    """The ``bound`` and ``planned`` CTEs after a policy summary's ``agg`` (policy_verdict.sql) at ``delta``."""
+    return query("policy_verdict", t95=t95_sql("n_is - 1"), delta=double(delta))
 
 
 def sweep_summary_view_sql(delta: float) -> str:

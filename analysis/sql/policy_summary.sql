@@ -1,6 +1,6 @@
 -- Per (gen_id, split, policy): means, token saving vs fixed_k{depth}, paired delta IS, non-inferiority, then answer
 -- correctness and the power of the non-inferiority test. Filled by sql.policy_summary_sql: shares (share_<reason>
--- columns), t95 (the t quantile at n_is - 1), delta.
+-- columns), verdict (policy_verdict.sql: the bound and the TOST plan), delta.
 -- non_inferior: the one-sided 95% lower bound of mean(final_is - baseline_is) is above -delta (the TOST
 -- non-inferiority test at alpha = 0.05, paired over trajectories with both scores known).
 -- mean_em / mean_f1: HotpotQA's answer metrics of the returned drafts; delta_em / delta_f1 paired against the
@@ -44,14 +44,7 @@ WITH agg AS (
     FROM replay r JOIN policies p ON p.policy = r.policy
     LEFT JOIN scenario_splits sp ON sp.scenario_id = r.scenario_id
     GROUP BY r.gen_id, sp.split, r.policy
-), bound AS (
-    SELECT agg.*, delta_is - ($t95) * sd_delta_is / sqrt(n_is) AS delta_is_lower95
-    FROM agg
-), planned AS (
-    SELECT gen_id, split, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
-           tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
-    FROM bound
-), scored AS (
+), $verdict, scored AS (
     SELECT gen_id, split, policy,
            map_from_entries(list((score, {'mean': mean_value, 'baseline': mean_baseline_value, 'delta': delta,
                                           'delta_lower95': delta_lower95, 'n_paired': n_paired,

@@ -3,7 +3,7 @@
 -- means' spread about the overall mean; then the bound, the non-inferiority verdict and the TOST plan exactly as
 -- policy_summary.sql computes them (needs t95_table and tost_plan). Its columns are policy_summary's but the
 -- user's scores (score_summary: not replayed bucket by bucket yet). $shares: share_<reason> from the counts;
--- $t95: the t quantile at n_is - 1.
+-- $verdict: policy_verdict.sql.
 WITH spread AS (
     SELECT *, sum(sum_d) OVER w / nullif(sum(n_is) OVER w, 0) AS overall_d
     FROM bucket_summaries WINDOW w AS (PARTITION BY gen_id, split, policy)
@@ -42,14 +42,7 @@ WITH spread AS (
            $shares
     FROM spread
     GROUP BY gen_id, split, policy
-), bound AS (
-    SELECT agg.*, delta_is - ($t95) * sd_delta_is / sqrt(n_is) AS delta_is_lower95
-    FROM agg
-), planned AS (
-    SELECT gen_id, split, policy, tost_power(n_is, $delta / sd_delta_is) AS tost_power,
-           tost_n_needed($delta / sd_delta_is) AS n_needed, n_is >= 2 AND sd_delta_is = 0 AS degenerate
-    FROM bound
-)
+), $verdict
 SELECT b.* EXCLUDE (mean_em, mean_f1, delta_em, delta_f1, share_answer_line),
        $delta AS margin, b.delta_is_lower95 > -$delta AS non_inferior,
        b.mean_em, b.mean_f1, b.delta_em, b.delta_f1, b.share_answer_line,
