@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.scope import DEFAULT_DELTA
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.tasks_file import TasksFile
 from shp_ray.policy.cascade import HaltConfig
+from shp_ray.policy.scoring import DEFAULT_DELTA
 from shp_ray.policy.table import Policy
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
@@ -34,7 +34,7 @@ class WeightsSpec:
 @dataclass(frozen=True)
 class ReportSpec:
     enabled: bool = True
-    delta: float = DEFAULT_DELTA  # TOST non-inferiority margin on IS (analysis owns the default)
+    delta: float = DEFAULT_DELTA  # TOST non-inferiority margin on IS (the default: shp_ray.policy.scoring)
     out: str | None = None  # None = <job output dir>/report
 
 

@@ -4,7 +4,7 @@
 
 A trajectory's rounds, signals and replay inputs all go to the bucket of its scenario (:func:`bucket_of`: a
 stable hash, the same in every process and on every machine, unlike Python's ``hash``), so a bucket holds whole
-trajectories and can be replayed alone: ``analysis.ray_replay`` runs one DuckDB per bucket, as a Ray task, and
+trajectories and can be replayed alone: ``analysis.replay.ray_replay`` runs one DuckDB per bucket, as a Ray task, and
 adds their aggregates up. The judgments, scenarios and generations stay unbucketed (a task reads them whole and
 joins only its bucket's rows).
 

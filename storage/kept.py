@@ -1,4 +1,4 @@
-"""Kept files: what a reader derived and keeps (``analysis.derived``), each believed only after a check.
+"""Kept files: what a reader derived and keeps (``analysis.replay.derived``), each believed only after a check.
 
 A kept file is derived, never the only copy of anything, but a later open believes it instead of the parts:
 an edited value in it would change every result computed from it. So each one carries its own checksum and is

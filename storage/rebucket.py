@@ -5,12 +5,12 @@
 :func:`rebucket` writes ``<root>/_layout.json`` first, so every writer from then on writes into the buckets, then
 moves each part of a bucketed table that lies outside a bucket folder: its rows are written again, split by bucket
 (hash-named parts, as any write), and only then is the old part deleted. A kill in between leaves rows stored
-twice, which a reader reads once (``analysis.uniqueness``); the stored replay inputs (``trajectory_inputs``) of
+twice, which a reader reads once (``analysis.replay.uniqueness``); the stored replay inputs (``trajectory_inputs``) of
 the moved parts are deleted, not moved: they name the parts they were read from, which are gone (a reader computes
 them from the parts, as for any store without them).
 
 :func:`bucket_view` is a listed store that holds one bucket's parts of the bucketed tables and every part of the
-others: what one replay task opens (``analysis.ray_replay``).
+others: what one replay task opens (``analysis.replay.ray_replay``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ trajectory's signals and its judge's verdicts when it writes them, so it writes 
 row per trajectory, its rounds a list of structs (``rounds[t]`` = round t, :data:`storage.schemas.INPUT_ROUND`).
 Nothing is computed here but a regrouping (d_t +inf where the replay reads it so, the judge's token total, the
 call modes as flags, the first approving round), so what the reader derives from them (IS under its weights, the
-cascade's comparisons, the dollars: ``analysis.stored_inputs``) is the arithmetic it does on the parts.
+cascade's comparisons, the dollars: ``analysis.replay.stored_inputs``) is the arithmetic it does on the parts.
 
 A row names the parts it was read from by the sha256 digest in their names (``rounds_part``, ``signals_part``,
 ``judgments_part``) and how many trajectories its rounds part holds. A reader believes the rows only while those

@@ -70,8 +70,8 @@ def _outcome(row: dict, scored: str | None) -> str:
 
 
 def _print_table(result: sweep_job.JobResult) -> None:
-    from analysis.report_costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
-    from analysis.report_power import warning
+    from analysis.report.costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
+    from analysis.report.power import warning
 
     # A run with a pass/fail score (a code run's hidden tests) shows it where a QA run shows answer F1: a
     # stopping rule is judged by correctness where it exists, never by the judge's IS alone.

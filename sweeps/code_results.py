@@ -7,7 +7,7 @@ pass_at_stop beside its rounds, tokens saved and IS with the exact McNemar test 
 the oracle's correctness gap (stop at the earliest passing round: it needs the hidden tests, so no deployable
 policy is one) and the share of the fixed_k1 -> oracle gap each judge-free policy closes. The model and the data
 are named as the store records them, a small or simulated model as such. Every number is read from the views of
-analysis.connect and tested by analysis.correctness; the same store renders the same bytes.
+analysis.connect and tested by analysis.stats.correctness; the same store renders the same bytes.
 
 The policies: every standard policy and stopping family at its defaults, capped at the store's max_rounds, without
 the seven ablation cells (cascades already in the table under other names) and without ``gain_model`` (fitting it
@@ -21,10 +21,11 @@ import json
 import sys
 from pathlib import Path
 
-from analysis import ReplayScope, connect, correctness, setup_of, sql
-from analysis.correctness import code_policies
+from analysis import ReplayScope, connect, setup_of, sql
 from analysis.errors import AnalysisError
-from analysis.report_correctness import policy_lines, round_lines
+from analysis.report.correctness import policy_lines, round_lines
+from analysis.stats import correctness
+from analysis.stats.correctness import code_policies
 from shp_ray.providers.registry import describe_provider
 from storage.parts import StoreUnusable, open_store
 

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import signals_store
+from analysis.replay import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
 from shp_ray.generation.cluster_lock import generation_lease
@@ -271,8 +271,9 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
 
 
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
-    from analysis import ReplayScope, connect, costs, html_report, sql
-    from analysis.report import write_report
+    from analysis import ReplayScope, connect, sql
+    from analysis.replay import costs
+    from analysis.report import html_report, write_report
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
     scenarios = select(every_task, job.split, job.limit)

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 import duckdb
 
 from analysis import sql
-from analysis.report_cells import fetch_dicts
+from analysis.sql.rows import fetch_dicts
 
 HEADLINE_SPLIT = "test"
-HEADLINE_QUERY = sql.query("paper_headline").strip()  # analysis/sql/paper_headline.sql
+HEADLINE_QUERY = sql.query("paper_headline").strip()  # analysis/sql/sweeps/paper_headline.sql
 
 
 def headline_rows(con: duckdb.DuckDBPyConnection) -> list[dict]:

@@ -27,9 +27,10 @@ from typing import Any
 
 import yaml
 
-from analysis import ReplayScope, answer_outcomes, connect, sql, stats
-from analysis.gain_fit import with_fitted_gain_models
-from analysis.report_cells import fetch_dicts
+from analysis import ReplayScope, connect, sql, stats
+from analysis.sql.rows import fetch_dicts
+from analysis.stats import answer_outcomes
+from analysis.stats.gain_fit import with_fitted_gain_models
 from conf.spec import JobSpec
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store

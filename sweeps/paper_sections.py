@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import report_power
-from analysis.report_cells import cell, steady
+from analysis.report import power as report_power
+from analysis.report.cells import cell, steady
 from shp_ray.policy.families.registry import FAMILIES
 
 DERIVED = " (derived)"
@@ -32,7 +32,7 @@ class Scope:
     distances: dict[str, float]
     dynamics: dict[str, list[dict]]
     f1: dict[str, dict[str, dict]] = field(default_factory=dict)  # policy -> {"lenient": tests, "strict": tests}
-    answers: dict[str, float] = field(default_factory=dict)  # analysis.answer_outcomes.answer_dynamics
+    answers: dict[str, float] = field(default_factory=dict)  # analysis.stats.answer_outcomes.answer_dynamics
     judge_tokens_per_call: float = 0.0  # 0: the judge makes no call (the lexical judge)
 
 

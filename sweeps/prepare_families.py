@@ -41,7 +41,7 @@ def prepare_families(
 
     ``dev``: the dev questions the gain model is fitted on; ``generate_dev`` stores their trajectories.
     """
-    from analysis.gain_fit import with_fitted_gain_models
+    from analysis.stats.gain_fit import with_fitted_gain_models
     from shp_ray.generation.embedder import Embedder
     from shp_ray.generation.feedback_embed import embed_feedback
 

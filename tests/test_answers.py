@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis.answer_outcomes import answer_dynamics, f1_outcomes
+from analysis.stats.answer_outcomes import answer_dynamics, f1_outcomes
 from shp_ray.policy.answer import (
     answer_line,
     answer_scores,

@@ -15,8 +15,9 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis import signals_store, sql
+from analysis import sql
 from analysis.query import main as query_main
+from analysis.replay import signals_store
 from shp_ray.generation.records import signal_rows
 from shp_ray.policy.cascade import approved
 from storage.parts import Store

@@ -16,8 +16,8 @@ import pytest
 from hydra import compose, initialize_config_module
 
 import analysis
-from analysis import signals_store
 from analysis.query import main as shp_query
+from analysis.replay import signals_store
 from conf.resolve import ConfigError, to_job
 from shp_ray.generation.datasets import Scenario, load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
@@ -236,11 +236,11 @@ def test_a_table_of_ones_own_replaces_the_shipped_one(hydra_ctx, tmp_path) -> No
 
 def test_a_remote_stores_dataset_reads_an_old_part_as_live(tmp_path) -> None:
     """A store on object storage is read through a registered pyarrow dataset of the table's whole schema
-    (analysis.sources): an old part's missing mode is NULL there, and the view gives it its meaning."""
+    (analysis.replay.sources): an old part's missing mode is NULL there, and the view gives it its meaning."""
     import pyarrow.dataset as pds
 
     from analysis import sql
-    from analysis.sources import _as_read, added
+    from analysis.replay.sources import _as_read, added
     from storage.schemas import TABLES
 
     store = _old_store(tmp_path)

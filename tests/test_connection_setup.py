@@ -9,8 +9,8 @@ import duckdb
 import pytest
 
 import analysis
-import analysis.db
-from analysis.db import AnalysisError, setup_of
+import analysis.replay.db
+from analysis.replay.db import AnalysisError, setup_of
 from shp_ray.policy.table import standard_policies
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 
@@ -24,16 +24,16 @@ def store(tmp_path_factory):
 
 def test_a_collected_connection_takes_its_setup_along(store) -> None:
     gc.collect()
-    before = len(analysis.db._SETUPS)
+    before = len(analysis.replay.db._SETUPS)
     con = analysis.connect(store, weights={"faithfulness": 1.0})
     assert setup_of(con).weights["faithfulness"] == 1.0
-    assert len(analysis.db._SETUPS) == before + 1
+    assert len(analysis.replay.db._SETUPS) == before + 1
     gone = weakref.ref(con)
     con.close()
     del con
     gc.collect()
     assert gone() is None
-    assert len(analysis.db._SETUPS) == before  # nothing piles up
+    assert len(analysis.replay.db._SETUPS) == before  # nothing piles up
 
     # New connections have no setup, though one very likely sits at the old id() (CPython reuses the
     # address): an id()-keyed table would have handed it the collected connection's setup.
@@ -75,7 +75,7 @@ def test_a_replay_scope_opens_what_its_keywords_open(store, tmp_path) -> None:
     finally:
         by_keywords.close()
         by_scope.close()
-    assert isinstance(scope.store, analysis.db.Store) and analysis.ReplayScope(scope.store).store is scope.store
+    assert isinstance(scope.store, analysis.replay.db.Store) and analysis.ReplayScope(scope.store).store is scope.store
     one = analysis.connect(analysis.ReplayScope(scope.store, scenario_ids=["syn-0000000"], policies=pols))
     try:
         assert one.sql("SELECT DISTINCT scenario_id FROM replay").fetchall() == [("syn-0000000",)]

@@ -1,4 +1,4 @@
-"""Stopping judged on correctness (analysis.correctness, the correctness views, sweeps.code_results) over an
+"""Stopping judged on correctness (analysis.stats.correctness, the correctness views, sweeps.code_results) over an
 imported store of code-loop trajectories whose hidden and visible test results per round are given.
 
 Every expected number is computed here, in Python, from the FILE's rows: the stop rounds by the reference
@@ -17,9 +17,10 @@ import pytest
 from scipy import stats as st
 
 import analysis
-from analysis import correctness, sql
-from analysis.correctness import code_policies
-from analysis.report_cells import fetch_dicts
+from analysis import sql
+from analysis.sql.rows import fetch_dicts
+from analysis.stats import correctness
+from analysis.stats.correctness import code_policies
 from shp_ray.importer.cli import main as shp_import
 from shp_ray.policy.reference import family_replay, replay
 from shp_ray.policy.scoring import cosine_distance

@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 import pytest
 
 import analysis
-from analysis import costs
-from analysis.policy_table import default_policies
+from analysis.replay import costs
+from analysis.replay.policy_table import default_policies
 from analysis.report import write_report
 from shp_ray.generation.judge import LEXICAL_NAME, llm_judge_name
 from shp_ray.generation.records import signal_rows

@@ -1,4 +1,5 @@
-"""What opening a store computes once per part set (analysis.derived): replay_inputs and facts, kept, read back."""
+"""What opening a store computes once per part set (analysis.replay.derived): replay_inputs and facts, kept, read
+back."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 import analysis
-import analysis.derived as derived
-from analysis.db import AnalysisError, setup_of
+import analysis.replay.derived as derived
 from analysis.query import main as shp_query
+from analysis.replay.db import AnalysisError, setup_of
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store
@@ -85,7 +86,7 @@ def test_facts_are_kept_but_a_store_that_fails_its_check_fails_every_time(store)
     kept = json.loads(facts.read_text())["payload"]
     assert kept["rounds"] == 4 and kept["signals"] == "computed" and kept["dim"] == 384
     # a round written twice, with another latency: the check refuses the store, nothing is remembered for the new
-    # part set (written twice with the same values, it would be read once: analysis.uniqueness)
+    # part set (written twice with the same values, it would be read once: analysis.replay.uniqueness)
     st = Store(store)
     row = st.read("rounds").slice(0, 1)
     st.write("rounds", row.set_column(row.schema.get_field_index("writer_latency_s"), "writer_latency_s", [[99.0]]))
@@ -99,7 +100,7 @@ def test_a_store_whose_cache_folder_cannot_be_written_opens_as_before(store, cap
     _folder(store).parent.mkdir(parents=True, exist_ok=True)
     _folder(store).write_text("not a folder")  # mkdir fails, whoever runs the test
     derived._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="analysis.derived"):
+    with caplog.at_level(logging.WARNING, logger="analysis.replay.derived"):
         first, second = _open(store), _open(store)
     assert first[0] == second[0] == "built" and first[1:] == second[1:]
     assert sum("cannot keep what opening" in r.getMessage() for r in caplog.records) == 1  # said once
@@ -124,9 +125,9 @@ def test_the_first_open_reads_the_file_it_computed_and_a_failed_computation_keep
     finally:
         con.close()
     cache = derived.DerivedCache(Store(store))
-    con = analysis.db._new_connection()
+    con = analysis.replay.db._new_connection()
     try:
-        with caplog.at_level(logging.WARNING, logger="analysis.derived"):
+        with caplog.at_level(logging.WARNING, logger="analysis.replay.derived"):
             assert cache.build_inputs(con, "k" * 32, "SELECT error('not a replay input') AS x") is False
         assert not caplog.records  # the caller's own build raises the computation's error: no warning here
         attached = con.execute("SELECT database_name FROM duckdb_databases() WHERE path IS NOT NULL").fetchall()

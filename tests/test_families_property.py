@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import analysis
-from analysis import gain_fit
+from analysis.stats import gain_fit
 from shp_ray import Stopper
 from shp_ray.generation.records import load_trajectories
 from shp_ray.policy.families.signals import SignalState

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis import gain_fit
+from analysis.stats import gain_fit
 from shp_ray import HaltConfig, HaltTracker, Stopper
 from shp_ray.policy.families import canonical, gain_model
 from shp_ray.policy.families.semantic import dynamic_schedule

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import analysis
-from analysis import family_stream
+from analysis.replay import family_stream
 from shp_ray.policy.families.batch import run_columns
 from shp_ray.policy.families.columns import SignalColumns
 from shp_ray.policy.families.engine import run_signals

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pytest
 
 import analysis
-from analysis import signals_store
+from analysis.replay import signals_store
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis.report_cells import fetch_dicts
-from analysis.score_stats import compare_scores
+from analysis.sql.rows import fetch_dicts
+from analysis.stats.scores import compare_scores
 from shp_ray.importer.cli import main
 from shp_ray.policy.reference import replay
 from shp_ray.policy.scoring import cosine_distance

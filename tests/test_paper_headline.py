@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis import ReplayScope, connect
-from analysis.answer_outcomes import answer_dynamics
+from analysis.stats.answer_outcomes import answer_dynamics
 from shp_ray.policy.answer import lenient_answer, lenient_answer_scores
 from sweeps.paper_headline import HEADLINE_QUERY, headline_rows, headline_sentence
 

@@ -9,8 +9,9 @@ import re
 import pytest
 
 from analysis import ReplayScope, connect
-from analysis.answer_outcomes import f1_outcomes
-from analysis.report_cells import cell, fetch_dicts
+from analysis.report.cells import cell
+from analysis.sql.rows import fetch_dicts
+from analysis.stats.answer_outcomes import f1_outcomes
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import RunOptions, generate
 from shp_ray.providers.base import ProviderSpec

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis import connect
-from analysis.report_cells import fetch_dicts
+from analysis.sql.rows import fetch_dicts
 from shp_ray.providers.local_models import MODELS
 from storage.parts import Store
 from sweeps.code_results import HEADING as CODE_HEADING

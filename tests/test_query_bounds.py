@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from analysis.query import main
-from analysis.query_bounds import default_memory_limit
+from analysis.query.bounds import default_memory_limit
 
 # A cross join no machine finishes: 10^16 pairs, none kept (no early end), so only a bound stops it.
 ENDLESS = "SELECT count(*) FROM range(100000000) a, range(100000000) b WHERE a.range + b.range < 0"

@@ -2,11 +2,11 @@
 
 Two layers, both DuckDB's own:
 
-- the statement check (``analysis.read_only.check_read_only``, on DuckDB's parse): exactly one statement,
+- the statement check (``analysis.query.read_only.check_read_only``, on DuckDB's parse): exactly one statement,
   a query, or EXPLAIN [ANALYZE] of a query. It is the write barrier: DuckDB may write inside the
   folders it may read, so anything that is not a query is refused (exit 2) before it runs -- before the
   store is even opened;
-- the connection (``analysis.db._lock_down``): it opens only the store's table folders and its spill
+- the connection (``analysis.replay.db._lock_down``): it opens only the store's table folders and its spill
   folder, loads no extension, scans no Python variable, and its configuration is locked, so even a
   query cannot read another file, the environment, or switch on a setting that writes (exit 1, said
   to be the sandbox's refusal).
@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-import analysis.db
 import analysis.query
+import analysis.replay.db
 from analysis.query import ReadOnlyError, check_read_only, main
 from shp_ray.policy.table import family_policies, standard_policies
 from storage.parts import Store
@@ -208,7 +208,7 @@ def places(tmp_path_factory) -> dict[str, Path]:
     db.execute(f"CREATE TABLE secret AS SELECT '{SECRET}' AS secret")
     db.close()
     (store / "rounds" / "planted.txt").symlink_to(outside / "secret.txt")  # not a part: no glob of the views sees it
-    for root in (str(store), f"file://{store}"):  # what opening computes once per part set (analysis.derived),
+    for root in (str(store), f"file://{store}"):  # what opening computes once per part set (analysis.replay.derived),
         analysis.connect(root).close()  # kept now: the snapshots compare only what a query itself could change
     return {"store": store, "outside": outside}
 
@@ -339,7 +339,7 @@ def test_the_lock_down_settings(places) -> None:
     finally:
         con.close()
     # DuckDB's own, in no fixed order: the file replay_inputs is read from, attached read-only
-    # (analysis.derived), and its WAL's names
+    # (analysis.replay.derived), and its WAL's names
     paths = settings.pop("allowed_paths").strip("[]").split(", ")
     assert sorted(paths) == sorted(f"{kept}{end}" for end in ("", ".wal", ".wal.checkpoint", ".wal.recovery"))
     assert settings == {
@@ -398,9 +398,9 @@ def test_object_store_roots_are_locked_down_too(places, root, monkeypatch) -> No
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     store = Store(root)
-    con = analysis.db._new_connection()
+    con = analysis.replay.db._new_connection()
     try:
-        analysis.db._lock_down(con, store)
+        analysis.replay.db._lock_down(con, store)
         allowed = con.execute("SELECT current_setting('allowed_directories')").fetchone()[0]
         spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
         assert con.execute("SELECT current_setting('enable_external_access')").fetchone()[0] is False

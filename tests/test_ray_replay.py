@@ -17,8 +17,9 @@ import statistics
 import pytest
 
 import analysis
-from analysis import ray_replay, signals_store, sql
+from analysis import sql
 from analysis.errors import AnalysisError
+from analysis.replay import ray_replay, signals_store
 from storage import buckets, compact
 from storage.parts import Store
 from storage.synthetic import SyntheticSpec, write_synthetic_store

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import analysis
-from analysis.db import AnalysisError
 from analysis.query import main as shp_query
+from analysis.replay.db import AnalysisError
 from storage.parts import Store
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 from storage.user_cache import reader_dir

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 import analysis
-from analysis.policy_table import grid_policies
+from analysis.replay.policy_table import grid_policies
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.generation.records import load_trajectories

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.db import SIGNAL_COLUMNS, connect_signals, set_policies
-from analysis.signals import load_signals
+from analysis.replay.db import SIGNAL_COLUMNS, connect_signals, set_policies
+from analysis.replay.signals import load_signals
 from analysis.sql import APPROVED_REGEX
 from shp_ray import theory_checks
 from shp_ray.policy.cascade import HaltConfig, approved

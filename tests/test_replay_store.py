@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis.db import SIGNAL_SELECT, AnalysisError, trajectories_from_signals
-from analysis.policy_table import grid_policies
+from analysis.replay.db import SIGNAL_SELECT, AnalysisError, trajectories_from_signals
+from analysis.replay.policy_table import grid_policies
 from shp_ray.policy.reference import replay
 from shp_ray.policy.scoring import cosine_distance, information_score
 from shp_ray.policy.table import standard_policies

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from analysis.db import AnalysisError, ReplayScope
+from analysis.replay.db import AnalysisError, ReplayScope
 from analysis.report import main, write_report
 from storage.synthetic import SYNTHETIC_JUDGE, SyntheticSpec, write_synthetic_store
 
@@ -57,7 +57,7 @@ def test_cli_reports_errors_cleanly(store, tmp_path, capsys) -> None:
 
 
 def test_policies_on_the_same_point_share_one_label():
-    from analysis.figures import _label, shared_points
+    from analysis.report.figures import _label, shared_points
 
     rows = [
         {"policy": "shp", "mean_operational_tokens": 1841.0, "mean_is": 0.682},
@@ -89,7 +89,7 @@ def test_small_n_report_says_n_and_power_and_answer_metrics(tmp_path) -> None:
 
 
 def test_short_generation_labels() -> None:
-    from analysis.report_cells import short_labels
+    from analysis.report.cells import short_labels
 
     a, b = "732b0884273480531e6aeb351244e4a17d3e710ef8cf17f58af4fcc195464aa5", "9f" * 32
     assert short_labels([a, b, a]) == {a: "732b0884", b: "9f9f9f9f"}
@@ -100,7 +100,7 @@ def test_short_generation_labels() -> None:
 
 
 def test_a_rejected_tost_is_never_called_underpowered() -> None:
-    from analysis.report_power import VERDICT_KINDS, verdict, verdict_kind
+    from analysis.report.power import VERDICT_KINDS, verdict, verdict_kind
 
     # A TOST that rejected holds at its N, whatever the planned power: green, "yes", never "underpowered".
     row = {"non_inferior": True, "degenerate": False, "tost_power": 0.16, "underpowered": True}
@@ -118,7 +118,7 @@ def test_a_rejected_tost_is_never_called_underpowered() -> None:
 
 
 def test_distance_band_is_clipped_to_the_cosine_range() -> None:
-    from analysis.figures import clipped_band
+    from analysis.report.figures import clipped_band
 
     rows = [{"ci95_low": -0.03, "ci95_high": 0.05}, {"ci95_low": 1.9, "ci95_high": 2.4}]
     assert clipped_band(rows) == ([0.0, 1.9], [0.05, 2.0])
@@ -131,7 +131,8 @@ def test_intervals_and_charts_carry_95_percent_cis_and_n(store) -> None:
     from scipy import stats as st
 
     import analysis
-    from analysis import html_figures, report_data
+    from analysis.report import data as report_data
+    from analysis.report import html_figures
 
     con = analysis.connect(store)
     try:
@@ -162,7 +163,8 @@ def test_intervals_and_charts_carry_95_percent_cis_and_n(store) -> None:
 
 
 def test_the_browser_holds_at_most_its_cap_and_says_so(store) -> None:
-    from analysis import html_report, report_data
+    from analysis.report import data as report_data
+    from analysis.report import html_report
 
     opts = report_data.Options(0.02, (0.02,), 0.06, n_resamples=50, trajectories=5)
     data = report_data.collect(ReplayScope(store), opts)
@@ -180,7 +182,7 @@ def test_page_data_cannot_close_its_script_block() -> None:
     import gzip
     import json
 
-    from analysis.html_report import _json, _packed
+    from analysis.report.html_report import _json, _packed
 
     text = 'a draft that says </script><script>alert(1)</script> and <!-- "quoted"'
     assert "<" not in _json({"q": text}) and json.loads(_json({"q": text})) == {"q": text}

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import analysis
-from analysis.html_report import INDEX
 from analysis.report import write_report
-from analysis.report_cells import fetch_dicts
+from analysis.report.html_report import INDEX
+from analysis.sql.rows import fetch_dicts
 from shp_ray.bench.browser import Chromium, find_chromium
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_module
 
 import analysis
 import conf.schema  # noqa: F401
-from analysis.score_stats import compare_scores
+from analysis.stats.scores import compare_scores
 from conf.resolve import to_job
 from storage import Store
 from sweeps import job as sweep_job

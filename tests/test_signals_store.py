@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 import pytest
 
 import analysis
-from analysis import signals_store
 from analysis.query import main as query_main
+from analysis.replay import signals_store
 from shp_ray.policy.round_signals import SIGNALS_VERSION, RoundColumns, trajectory_signals
 from shp_ray.policy.scoring import cosine_distance
 from storage.parts import Store
@@ -107,7 +107,7 @@ def test_trajectories_without_signals_are_computed_and_named(tmp_path, caplog) -
     shutil.rmtree(plain / "signals")
     _, reference, rounds_reference = _open(plain)
 
-    with caplog.at_level(logging.WARNING, logger="analysis.db"):
+    with caplog.at_level(logging.WARNING, logger="analysis.replay.db"):
         kind, mixed, rounds_mixed = _open(root)
     assert kind == "mixed" and mixed == reference
     _same_rounds(rounds_mixed, rounds_reference)
@@ -125,7 +125,7 @@ def test_duplicated_and_stale_signals_are_never_counted_twice_or_believed(tmp_pa
     signals_store.build(root)
     signals_store.build(root, missing_only=False)  # two writers raced: identical copies
     kind, twice, _ = _open(root)
-    assert kind == "stored" and twice == reference  # each copy read once (analysis.uniqueness): all stored
+    assert kind == "stored" and twice == reference  # each copy read once (analysis.replay.uniqueness): all stored
 
     stale = tmp_path / "stale"
     _synthetic(stale, n_trajectories=40)

@@ -1,4 +1,5 @@
-"""analysis.sql: every DuckDB statement is a named file, read through one loader that refuses mistakes."""
+"""analysis.sql: every DuckDB statement is a named file in its owner's folder, read through one loader that refuses
+mistakes."""
 
 from __future__ import annotations
 
@@ -66,20 +67,57 @@ def _query_names(path: Path) -> tuple[list[tuple[str, int]], list[int]]:
     return named, dynamic
 
 
+def _callers() -> dict[Path, tuple[list[tuple[str, int]], list[int]]]:
+    return {path: _query_names(path) for pkg in CALLERS for path in sorted((ROOT / pkg).rglob("*.py"))}
+
+
 def test_every_named_statement_exists_and_every_file_has_a_caller() -> None:
     """A misspelt ``sql.query("name")`` fails here, not at run time; a file no code reads is dead."""
     known, used, missing, dynamic = set(sql.names()), set(), [], []
-    for pkg in CALLERS:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            named, lines = _query_names(path)
-            where = path.relative_to(ROOT)
-            missing += [f"{where}:{line}: sql.query({name!r})" for name, line in named if name not in known]
-            dynamic += [f"{where}:{line}" for line in lines]
-            used |= {name for name, _ in named}
+    for path, (named, lines) in _callers().items():
+        where = path.relative_to(ROOT)
+        missing += [f"{where}:{line}: sql.query({name!r})" for name, line in named if name not in known]
+        dynamic += [f"{where}:{line}" for line in lines]
+        used |= {name for name, _ in named}
     assert not missing, "names without a file in analysis/sql:\n" + "\n".join(missing)
     assert not dynamic, "name the statement by a literal (this test checks it):\n" + "\n".join(dynamic)
     unused = sorted(known - used)
     assert not unused, f"files in analysis/sql no code reads: {unused}"
+
+
+# The owner folders of analysis/sql, each with the code that owns it (analysis.sql's builders make the replay's views)
+# and its rank: a statement is read by its owner or by code above it, never from below (ARCHITECTURE.md).
+OWNER_CODE = {
+    "replay": (("analysis/replay", "analysis/sql"), 0),
+    "stats": (("analysis/stats",), 1),
+    "report": (("analysis/report",), 2),
+    "query": (("analysis/query",), 2),
+    "sweeps": (("sweeps",), 3),
+    "bench": (("shp_ray/bench",), 3),
+}
+
+
+def _owner_of(path: Path) -> str | None:
+    where = path.relative_to(ROOT).as_posix()
+    return next((o for o, (dirs, _) in OWNER_CODE.items() if any(where.startswith(d + "/") for d in dirs)), None)
+
+
+def test_every_statement_lives_in_its_owners_folder() -> None:
+    """sweep_* beside the sweeps' own, bench_* beside the benchmarks', the rest in the room that reads them: a
+    statement's folder is its reader's, or the room below every reader's (one name, one file, across folders)."""
+    assert set(sql.OWNERS) == set(OWNER_CODE)
+    folders = {f.stem: f.parent.name for f in (ROOT / "analysis" / "sql").glob("*/*.sql")}
+    assert sorted(folders) == sql.names(), "a name in two owners' folders, or a .sql file outside them"
+    wrong = []
+    for path, (named, _) in _callers().items():
+        reader = _owner_of(path)
+        for name, line in named:
+            folder = folders.get(name)
+            if folder is None or reader == folder:
+                continue
+            if reader is None or OWNER_CODE[reader][1] <= OWNER_CODE[folder][1]:
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: reads {folder}/{name}.sql")
+    assert not wrong, "statements read from another owner's folder (move the file to its owner):\n" + "\n".join(wrong)
 
 
 def test_the_name_check_reads_every_form_of_call(tmp_path: Path) -> None:
@@ -93,4 +131,4 @@ def test_the_name_check_reads_every_form_of_call(tmp_path: Path) -> None:
 
 def test_an_installed_package_ships_the_files() -> None:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "*.sql" in conf["tool"]["setuptools"]["package-data"]["analysis.sql"]
+    assert "*/*.sql" in conf["tool"]["setuptools"]["package-data"]["analysis.sql"]

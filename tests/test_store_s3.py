@@ -24,10 +24,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-from analysis.db import AnalysisError
-from analysis.gain_fit import fit_gain_model
 from analysis.query import main as shp_query
+from analysis.replay.db import AnalysisError
 from analysis.report import write_report
+from analysis.stats.gain_fit import fit_gain_model
 from shp_ray.generation import generate as generate_module
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-from analysis.db import AnalysisError
 from analysis.query import main as shp_query
+from analysis.replay.db import AnalysisError
 from storage import Store, StoreError, rounds_schema
 from storage.parts import part_digest
 from storage.quarantine import QUARANTINE_DIR, REASON_SUFFIX

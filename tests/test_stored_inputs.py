@@ -1,5 +1,5 @@
 """Each trajectory's replay inputs, written with its signals (storage.trajectory_inputs): a store opens from them
-with the same replay as from its parts, and only while the parts they name are there (analysis.stored_inputs)."""
+with the same replay as from its parts, and only while the parts they name are there (analysis.replay.stored_inputs)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import analysis
-from analysis import signals_store
-from analysis.db import setup_of
+from analysis.replay import signals_store
+from analysis.replay.db import setup_of
 from shp_ray.generation.records import signal_rows
 from storage.parts import Store
 from storage.schemas import JUDGMENTS, METRIC_COLUMNS

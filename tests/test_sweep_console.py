@@ -7,7 +7,7 @@ import pytest
 
 import analysis
 from analysis import sql
-from analysis.report_power import warning
+from analysis.report.power import warning
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 from sweeps import app
 from sweeps.job import JobResult

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 import analysis
-import analysis.db
+import analysis.replay.db
 
 # A sort of 2 M md5 strings (~130 MB) under a 32 MB memory limit: DuckDB must spill to temp_directory.
 SPILL_QUERY = "SELECT count(*) FROM (SELECT md5(i::VARCHAR) AS h FROM range(2000000) t(i) ORDER BY h)"
@@ -55,7 +55,7 @@ def test_connections_opened_and_closed_leave_no_spill_folder(store, private_tmp)
 
 @pytest.mark.parametrize("ending", ["close", "garbage-collected"])
 def test_a_connection_that_spilled_leaves_nothing(store, private_tmp, monkeypatch, ending) -> None:
-    made = analysis.db._new_connection
+    made = analysis.replay.db._new_connection
 
     def small_memory(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:  # before the lock-down
         con = made(memory_limit)
@@ -63,7 +63,7 @@ def test_a_connection_that_spilled_leaves_nothing(store, private_tmp, monkeypatc
         con.execute("SET threads = 1")
         return con
 
-    monkeypatch.setattr(analysis.db, "_new_connection", small_memory)
+    monkeypatch.setattr(analysis.replay.db, "_new_connection", small_memory)
     con = analysis.connect(store)
     # The real read-only lock-down holds, with the spill folder allowed.
     with pytest.raises(duckdb.InvalidInputException, match="configuration"):

@@ -12,9 +12,9 @@ import pyarrow.compute as pc
 import pytest
 
 import analysis
-from analysis import signals_store
-from analysis.db import AnalysisError
 from analysis.query import main
+from analysis.replay import signals_store
+from analysis.replay.db import AnalysisError
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store

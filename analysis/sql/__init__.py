@@ -1,4 +1,4 @@
-"""Every DuckDB statement of the project, in one place: the ``<name>.sql`` files of this folder.
+"""Every DuckDB statement of the project, in one place: the ``<name>.sql`` files of this folder's owner folders.
 
     sql.query("report_best_policy")                 # a statement, by name
     sql.query("bench_signals", columns="gen_id, round")   # a template: its $placeholders filled
@@ -10,7 +10,7 @@ of them, exactly: string.Template), ``$$`` a literal dollar, any other ``$`` is 
 The builders below compute what cannot be written down once: SQL literals (:func:`quote`,
 :func:`double`), IS under given weights, the t quantiles, the ``policies`` rows, a store's sources.
 
-The Python connection (:mod:`analysis.db`) and the plain DuckDB CLI init script
+The Python connection (:mod:`analysis.replay.db`) and the plain DuckDB CLI init script
 (``<store>/views.sql``) run the SAME statements, so they cannot drift apart.
 
 Pipeline (one scan of the store's scalar signals, then pure arithmetic per policy)::
@@ -24,7 +24,7 @@ Pipeline (one scan of the store's scalar signals, then pure arithmetic per polic
                                        v
                    replay (stop_round, reason, tokens and their cost in dollars, final_is, EM/F1 of the
                            returned draft) --> policy_summary
-                   [the cost columns: cost_text.py, with each generation's prices (analysis.costs)]
+                   [the cost columns: cost_text.py, with each generation's prices (analysis.replay.costs)]
 
 The cascade in ``replay`` is :func:`shp_ray.policy.cascade.decide` written as CASE
 chains over replay_inputs' scalar columns (analysis/sql/replay_text.py): each signal's
@@ -35,14 +35,11 @@ reference executor :func:`shp_ray.policy.reference.replay`.
 
 from __future__ import annotations
 
-import functools
-import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from importlib import resources
-from string import Template
 
 from analysis import scipy_stats as _st
+from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights
@@ -63,39 +60,6 @@ ANSWER_LINE_REGEX = rf"^[{_PY_SPACE}]*(?i:final answer|answer):"
 # CLI computes the same ``non_inferior`` as the Python connection.
 _T_TABLE_MAX_DF = 300
 _Z95 = 1.6448536269514722
-
-_FILES = resources.files(__name__)  # this folder, also inside an installed package (package-data)
-_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a file name, never a path
-
-
-class UnknownQuery(LookupError):
-    """No ``analysis/sql/<name>.sql``: a misspelt name (the message lists the known ones)."""
-
-
-def names() -> list[str]:
-    """Every statement's name (the ``.sql`` files of this folder)."""
-    return sorted(f.name.removesuffix(".sql") for f in _FILES.iterdir() if f.name.endswith(".sql"))
-
-
-@functools.cache
-def _text(name: str) -> str:
-    """The statement of ``<name>.sql``: the file without its leading ``--`` lines (its documentation)."""
-    if not _NAME.fullmatch(name) or not (_FILES / f"{name}.sql").is_file():
-        raise UnknownQuery(f"no SQL named {name!r} (analysis/sql/{name}.sql); known: {', '.join(names())}")
-    lines = (_FILES / f"{name}.sql").read_text(encoding="utf-8").splitlines()
-    while lines and (lines[0].startswith("--") or not lines[0].strip()):
-        lines.pop(0)
-    return "\n".join(lines).strip()
-
-
-def query(name: str, **params: object) -> str:
-    """The statement named ``name``, its ``$placeholders`` filled from ``params`` (every one, no other)."""
-    template = Template(_text(name))
-    wanted = set(template.get_identifiers())
-    if wanted != set(params):
-        raise TypeError(f"SQL {name!r} takes {sorted(wanted) or 'no parameters'}, given {sorted(params) or 'none'}")
-    return template.safe_substitute(params)  # safe: a '$' that is no placeholder ('$.path') stays as written
-
 
 # --- literals and small pieces --------------------------------------------------------------------
 
@@ -300,7 +264,7 @@ def t95_table_sql() -> str:
 
 def tost_plan_sql(detectable: Iterable[tuple[int, float]], points: int = 400) -> str:
     """The planner's table and macros (tost_plan.sql): ``detectable`` is (n, delta/SD detected with power 0.8)
-    for n = 2.. (analysis.stats.detectable_margins); needs t95_table."""
+    for n = 2.. (analysis.sql.tost_table.detectable_margins); needs t95_table."""
     rows = ", ".join(f"({int(n)}, {double(es)})" for n, es in detectable)
     z_alpha, z_power = float(_st.norm.ppf(0.95)), float(_st.norm.ppf(0.8))
     return query(
@@ -349,7 +313,7 @@ def score_summary_sql(delta: float) -> str:
     return query("score_summary", t95=t95_sql("n_paired - 1"), delta=double(delta))
 
 
-# --- the other stopping families (analysis.family_replay runs them) ------------------------------------
+# --- the other stopping families (analysis.replay.family_replay runs them) ------------------------------------
 
 
 def family_inputs_sql(dim: int) -> str:

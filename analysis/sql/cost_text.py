@@ -13,7 +13,7 @@ list prices, and the judge's), over replay_inputs' integer token counts:
 
 Input (prompt) and output (completion) tokens are priced apart. A call of a model the table does not price
 costs NULL, never a silent $0; a judge that is no model and made no call (the lexical judge) costs $0
-(analysis.costs prices it so). The cached-input price is not applied: the store does not record cached
+(analysis.replay.costs prices it so). The cached-input price is not applied: the store does not record cached
 prompt tokens.
 
 What a stop at round t costs depends on the trajectory and t only, not on the policy: so replay_inputs

@@ -102,7 +102,7 @@ def replay_inputs_sql(
 
 @dataclass(frozen=True)
 class StoredInputs:
-    """The trajectory_inputs rows replay_inputs reads (a relation, checked by analysis.stored_inputs) and the
+    """The trajectory_inputs rows replay_inputs reads (a relation, checked by analysis.replay.stored_inputs) and the
     weights IS is computed under."""
 
     relation: str
@@ -143,7 +143,7 @@ def replay_sql(rounds: int, executor: str = "sql", batch: bool = False) -> str:
     ``executor`` picks the cascade form; ``batch``: replay_inputs has the batch calls' lists.
 
     ``sql``: the CASE chains of cascade_code.sql. ``udf``: the Arrow UDF ``shp_cascade`` that
-    loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.cascade_udf`).
+    loops :func:`shp_ray.policy.cascade.decide` (registered by :mod:`analysis.replay.cascade_udf`).
     """
     if executor == "sql":
         code = cascade_code_sql(rounds)

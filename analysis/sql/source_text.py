@@ -22,7 +22,7 @@ def empty_select(schema_fields: Sequence[tuple[str, str]]) -> str:
 
 def with_added_values(select: str, added: Sequence[tuple[str, str, object]]) -> str:
     """``select`` (which has every added column, NULL where a part lacks it) with those NULLs given the value
-    such a part means: the relation a remote store's registered dataset gives (analysis.sources)."""
+    such a part means: the relation a remote store's registered dataset gives (analysis.replay.sources)."""
     defaults = [
         f"coalesce({name}, {literal(value, sqltype)}) AS {name}" for name, sqltype, value in added if value is not None
     ]

@@ -7,7 +7,7 @@ Writes a SYNTHETIC code store through ``shp-import`` (random 8-d embeddings, a `
 a fresh process as a new ``shp-query`` would: ``connect_s`` (analysis.connect with every standard and family
 policy, the verifier reading the visible tests), ``replay_s`` (the replay's rows at every score: what the views
 read, for scale), ``summary_s`` (``correctness_summary`` read whole),
-``compare_s`` (analysis.correctness.compare_pass: the same with the McNemar and interval tests in Python),
+``compare_s`` (analysis.stats.correctness.compare_pass: the same with the McNemar and interval tests in Python),
 ``by_round_s`` and ``break_rate_s``. Prints ONE JSON line last.
 """
 
@@ -51,9 +51,10 @@ def write_store(folder: Path, trajectories: int, rounds: int, seed: int = 0) -> 
 def measure(store: Path, rounds: int) -> dict[str, object]:
     """The timed part, in this (fresh) process."""
     import analysis
-    from analysis import correctness, sql
-    from analysis.correctness import code_policies
-    from analysis.report_cells import fetch_dicts
+    from analysis import sql
+    from analysis.sql.rows import fetch_dicts
+    from analysis.stats import correctness
+    from analysis.stats.correctness import code_policies
 
     pols = code_policies(rounds)
     out: dict[str, object] = {"policies": len(pols)}

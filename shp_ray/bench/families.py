@@ -9,7 +9,7 @@ process, as a new ``shp-query`` or sweep job would open it:
 - ``standard.connect_s``: analysis.connect with the 15 standard policies;
 - ``standard+families.connect_s``: the same with the 12 family policies added;
 - ``family_rebuild_s``: in that second process, the family part alone again
-  (:func:`analysis.family_replay.refresh`: family_inputs read, every family row through the UDF,
+  (:func:`analysis.replay.family_replay.refresh`: family_inputs read, every family row through the UDF,
   materialised) -- the figure ``family_rows_per_s`` divides by.
 
 ``family_rows_per_s_by_difference`` is the old figure (the two connects' difference). Prints ONE JSON
@@ -31,7 +31,8 @@ from pathlib import Path
 def measure(store: Path, families: bool) -> dict[str, object]:
     """The timed part, in this (fresh) process."""
     import analysis
-    from analysis import family_replay, sql
+    from analysis import sql
+    from analysis.replay import family_replay
     from shp_ray.policy.table import family_policies, standard_policies
 
     pols = standard_policies() + (family_policies() if families else [])
@@ -67,7 +68,7 @@ def run(store: Path, made: dict[str, object]) -> dict[str, object]:
     fam_rows = n * len(family_policies())
     extra = fam["connect_s"] - std["connect_s"]  # type: ignore[operator]
     return {
-        "bench": "stoppers-replay",
+        "bench": "families-replay",
         "trajectories": n,
         "family_rows": fam_rows,
         "standard": std,
@@ -81,7 +82,7 @@ def run(store: Path, made: dict[str, object]) -> dict[str, object]:
 
 
 def _write(store: Path, n: int, rounds: int) -> dict[str, object]:
-    from analysis import signals_store
+    from analysis.replay import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     t0 = time.perf_counter()

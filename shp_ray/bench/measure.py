@@ -10,7 +10,7 @@ import numpy as np
 
 def replay_policies(rounds: int):  # noqa: ANN201
     """Every standard policy and the 10 x 5 eps x k grid at ``rounds``: what shp-bench replay replays."""
-    from analysis.policy_table import default_policies, grid_policies
+    from analysis.replay.policy_table import default_policies, grid_policies
 
     eps_grid = [round(float(e), 4) for e in np.linspace(0.02, 0.2, 10)]
     return default_policies() + grid_policies(eps_grid, [1, 2, 3, 4, 5], max_rounds=(rounds,))

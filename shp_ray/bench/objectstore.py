@@ -14,7 +14,7 @@ names (with the AWS_* credentials) -- and times, each in a FRESH process, two jo
 for each reader:
 
 - ``datasets`` (what ``analysis.connect`` does): each table a ``pyarrow.dataset`` registered with the
-  connection (:mod:`analysis.sources`);
+  connection (:mod:`analysis.replay.sources`);
 - ``fsspec``: DuckDB's own ``read_parquet`` over the ``s3://`` parts, through pyarrow's S3 filesystem wrapped
   by fsspec (``ArrowFSWrapper``) and registered with ``con.register_filesystem``, its file infos served from
   the same one listing and DuckDB's Parquet metadata cache on (its best case here);
@@ -46,7 +46,7 @@ def _fsspec_sources():  # noqa: ANN202 - the alternative reader, built only in t
     from fsspec.implementations.arrow import ArrowFSWrapper
 
     from analysis import sql
-    from analysis.sources import TableSources, fields
+    from analysis.replay.sources import TableSources, fields
 
     class ListedFS(ArrowFSWrapper):
         """pyarrow's S3 filesystem as fsspec sees it; sizes and mtimes from the one listing (no HEAD each)."""
@@ -79,12 +79,12 @@ def _fsspec_sources():  # noqa: ANN202 - the alternative reader, built only in t
 def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
     """The timed part, in this (fresh) process."""
     import analysis
-    import analysis.db
+    import analysis.replay.db
     from analysis import sql
     from shp_ray.bench.measure import replay_policies
 
     if reader == "fsspec":
-        analysis.db.TableSources = _fsspec_sources()  # this process only: connect() reads the name here
+        analysis.replay.db.TableSources = _fsspec_sources()  # this process only: connect() reads the name here
     policies = replay_policies(rounds)
 
     def replay(**scope: object) -> tuple[float, float, int, object]:
@@ -152,7 +152,7 @@ def _run(reader: str, root: str, gen: str, rounds: int, env: dict[str, str]) -> 
 def run(n: int, rounds: int, generations: int, repeats: int, workdir: Path) -> dict[str, object]:
     import pyarrow.fs as pafs
 
-    from analysis import signals_store
+    from analysis.replay import signals_store
     from storage.schemas import TABLES
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 

@@ -7,8 +7,8 @@ process (``--drop-caches`` also empties the OS page cache first, as root), as a 
 
 - ``scan_s``: analysis.connect() -- reads the store's per-round signals (scalar columns, no
   embedding), joins IS_t, builds the per-trajectory lists, materialised; or, where the store's writer stored each
-  trajectory's replay inputs (``trajectory_inputs``, :mod:`analysis.stored_inputs`), reads those. Opening a store
-  keeps what it computed per part set (:mod:`analysis.derived`), so a store opened for the first time is measured
+  trajectory's replay inputs (``trajectory_inputs``, :mod:`analysis.replay.stored_inputs`), reads those. Opening a store
+  keeps what it computed per part set (:mod:`analysis.replay.derived`), so a store opened for the first time is measured
   twice: ``first_open`` (computes and keeps it), then the headline, a later open (reads it in place);
 - ``sql_s``: ONE query replaying every standard policy (the 7 ablation cells included) and a
   10 x 5 eps x k grid over every trajectory, with the cost columns, streamed to Arrow record batches
@@ -78,7 +78,7 @@ def measure(store: Path, settings: Settings, sample_file: Path | None = None) ->
     t0 = time.perf_counter()
     import analysis
     from analysis import sql
-    from analysis.db import SIGNAL_SELECT
+    from analysis.replay.db import SIGNAL_SELECT
 
     import_s = time.perf_counter() - t0
     policies = replay_policies(settings.rounds)
@@ -184,7 +184,7 @@ def _one_generation(store: Path, settings: Settings, policies: list, gens: list[
 def compare(drawn: dict[str, object], n: int) -> dict[str, object]:
     """The Python loop (the paper's way) over the subsample's signals, field by field against its SQL rows; its
     time extrapolated linearly to ``n`` trajectories."""
-    from analysis.db import trajectories_from_signals
+    from analysis.replay.db import trajectories_from_signals
     from shp_ray.policy.reference import replay
 
     policies = replay_policies(int(drawn["rounds"]))  # type: ignore[call-overload]
@@ -253,7 +253,7 @@ def _du_mb(path: Path) -> float:
 def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict[str, object]:
     """Write the synthetic store into ``workdir`` (unless ``store`` is given), then measure it in a fresh process
     (twice when the first open computed what later opens read back)."""
-    from analysis import signals_store
+    from analysis.replay import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     made: dict[str, object] = {}

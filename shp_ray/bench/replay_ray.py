@@ -3,7 +3,7 @@
 Each figure is a FRESH process that opens the store and reads ``policy_summary`` (every standard policy and the
 10 x 5 eps x k grid, as ``shp-bench replay`` replays): on one node, ``analysis.connect(store)`` (one DuckDB); with
 ``nodes`` = k, ``analysis.connect(store, ray_address=...)`` joined to a ``ray.cluster_utils.Cluster`` of k nodes
-of 1 CPU each started here (one DuckDB per bucket as a Ray task, the shares added up: ``analysis.ray_replay``).
+of 1 CPU each started here (one DuckDB per bucket as a Ray task, the shares added up: ``analysis.replay.ray_replay``).
 On one machine the nodes share its cores, so this measures the overhead of going through Ray (joining,
 scheduling, one open per bucket, the combination), not a speed-up. Every open is measured twice, the first
 (which computes and keeps each bucket's replay inputs) and a later one; the summaries must equal the single-node
@@ -70,7 +70,7 @@ def _twice(store: Path, rounds: int, address: str | None) -> dict[str, object]:
 
 def bucketed(store: Path, spec: object, buckets: int) -> dict[str, object]:
     """``store`` in ``buckets`` buckets: moved there if it holds parts (timed), else written there (``spec``)."""
-    from analysis import signals_store
+    from analysis.replay import signals_store
     from storage.parts import Store
     from storage.rebucket import outside, rebucket
     from storage.synthetic import write_synthetic_store

@@ -13,6 +13,9 @@ METRICS: tuple[str, ...] = (
     "context_precision",
     "context_recall",
 )
+# The non-inferiority margin of IS a policy is held to against fixed_k{depth} unless told (analysis's policy_summary,
+# a job's report.delta): here, below both the analysis and conf, which name it.
+DEFAULT_DELTA = 0.02
 
 
 _ROW_CHUNK = 4096

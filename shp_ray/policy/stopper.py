@@ -67,7 +67,7 @@ class Stopper:
         if max_rounds is not None:
             base = replace(base, max_rounds=max_rounds)
         self.policy = policy if isinstance(policy, Policy) else policy_by_name(policy, base)
-        if gain_model is not None:  # a fitted artefact (analysis.gain_fit writes one per generation)
+        if gain_model is not None:  # a fitted artefact (analysis.stats.gain_fit writes one per generation)
             model = gain_model if isinstance(gain_model, GainModel) else load_gain_model(gain_model)
             self.policy = with_params(self.policy, model=model.to_json())
         if self.policy.kind in ("random", "oracle"):

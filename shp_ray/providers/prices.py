@@ -3,7 +3,7 @@
 Prices are data, never logic: the default table is ``shp_ray/data/prices.yaml`` (its ``source`` and
 ``as_of`` say where its figures come from and when), the sweep's ``prices`` config group holds it (any
 value overridable, or a table of your own), and ``shp-query`` / the report take ``--prices FILE``. The
-DuckDB layer (``analysis.costs``) prices each stored call with the entry of its generation's provider
+DuckDB layer (``analysis.replay.costs``) prices each stored call with the entry of its generation's provider
 kind and model.
 
 An entry (:class:`ModelPrice`) is per million tokens: input, output, the cached-input price where a

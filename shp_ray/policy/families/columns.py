@@ -39,7 +39,7 @@ class SignalColumns:
     its embedding e_t, the critique embedding g_{t-1} (``critique_known`` False where none) and the
     operational tokens of the round (writer_t + critic_{t-1}). ``checks`` (optional, per row): the loop's own
     verdict on the draft (1.0 passed, 0.0 failed; NaN: none), which replaces the named verifier's on that row,
-    as SignalState.push's ``verified`` does (a code store's visible tests: analysis.family_replay reads them).
+    as SignalState.push's ``verified`` does (a code store's visible tests: analysis.replay.family_replay reads them).
     """
 
     def __init__(

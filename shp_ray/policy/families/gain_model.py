@@ -4,7 +4,7 @@ Judge-free features of round t: d_t, the distance from the first draft, the
 relative change in draft length, the word-level edit ratio to the previous
 draft, the round index, and the critique embedding g_{t-1} reduced by PCA to a
 few components. A ridge regression (closed form, numpy) predicts
-IS_{t+1} - IS_t. It is fitted on the DEV split only (:mod:`analysis.gain_fit`) and
+IS_{t+1} - IS_t. It is fitted on the DEV split only (:mod:`analysis.stats.gain_fit`) and
 stored as a versioned JSON artefact; the policy reads no judge at run time (consults_is is false).
 
 Rule at round t: never before one refinement (t >= 2), halt ``low_gain`` when

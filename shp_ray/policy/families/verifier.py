@@ -13,7 +13,7 @@ Every exit but ``verified`` is a failure mode: the returned draft did not pass t
 
 Where the loop checks its drafts itself, its verdict is the verifier: a code loop runs each draft against the
 task's visible tests and stores their pass rate as the score ``visible_pass`` (:data:`VISIBLE_TESTS_SCORE`). On a
-generation that has that score, the replay (analysis.family_replay) hands each round's verdict in, all visible
+generation that has that score, the replay (analysis.replay.family_replay) hands each round's verdict in, all visible
 tests passing (1.0) or not (anything else, unknown included), in place of the named verifier: ``verified`` then
 means "the visible tests pass", and ``best_verified`` returns the latest draft that passes them. Elsewhere the
 named verifier (default: the QA check) decides, as before. The live Stopper takes the same verdict through

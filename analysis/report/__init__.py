@@ -1,0 +1,327 @@
+"""The Markdown report of a store: tables shaped like the SHP paper's II/III, CSVs, figures.
+
+    python -m analysis.report --store runs/store --out runs/report [--judge NAME] [--delta 0.02]
+
+Everything is computed from the DuckDB views (analysis.connect) and
+analysis.stats; the report names the judge and says when data is synthetic.
+Files are built in a temporary folder next to ``out`` and moved in at the end,
+so a failed run never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import duckdb
+
+from analysis import stats
+from analysis.errors import said_by
+from analysis.replay.db import DEFAULT_DELTA, AnalysisError
+from analysis.replay.scope import ReplayScope, scope_of
+from analysis.report import correctness as report_correctness
+from analysis.report import costs as report_costs
+from analysis.report import data as report_data
+from analysis.report import dynamics as report_dynamics
+from analysis.report import families as report_families
+from analysis.report import figures, html_report
+from analysis.report import power as report_power
+from analysis.report.cells import cell, short_labels
+from analysis.stats import DEFAULT_EPS
+from shp_ray.policy.families import FAMILIES
+from shp_ray.policy.table import ABLATION_CELLS
+from shp_ray.providers.prices import load_prices
+from shp_ray.providers.registry import describe_provider
+from storage.manifest import redact_text
+from storage.parts import Store
+
+BEST_QUERY = report_data.BEST_QUERY  # printed in the report as the question's SQL
+
+
+def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
+    with path.open("w", newline="") as fh:
+        if not rows:
+            return
+        names = list(dict.fromkeys(k for r in rows for k in r))  # rows may carry extra columns (IS: TOST)
+        w = csv.DictWriter(fh, fieldnames=names)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _p(x: object) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return "<0.001" if float(x) < 0.001 else f"{float(x):.3f}"  # type: ignore[arg-type]
+
+
+def _policy_table(summary: list[dict], tests: dict[tuple[str, str, str], dict], delta: float) -> list[str]:
+    # EM / F1 (is the returned draft right?) beside IS; "non-inferior" always with its N and power; the
+    # operational tokens in dollars per question if every call were live / batch.
+    head = (
+        "| policy | rounds | op. tokens | $ live | $ batch | saving | IS | ΔIS [95% CI] | EM | F1 | ΔF1 "
+        f"| p tokens (Holm) | p IS (Holm) | TOST δ={delta:g} p | power (N for 0.8) | non-inferior |"
+    )
+    lines = [head, "|" + "---|" * 16]
+    for r in summary:
+        key = (r["gen_id"], r["policy"])
+        tok, is_ = tests.get((*key, "operational_tokens"), {}), tests.get((*key, "is"), {})
+        ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
+        lines.append(
+            f"| {r['policy']} | {cell(r['mean_rounds'], 2)} | {cell(r['mean_operational_tokens'], 0)} "
+            f"| {report_costs.usd(r.get('mean_operational_cost_live_usd'))} "
+            f"| {report_costs.usd(r.get('mean_operational_cost_batch_usd'))} "
+            f"| {cell(100 * r['token_saving'] if r['token_saving'] is not None else None, 1)}% "
+            f"| {cell(r['mean_is'])} | {cell(r['delta_is'], 4)} {ci} "
+            f"| {cell(r.get('mean_em'))} | {cell(r.get('mean_f1'))} "
+            f"| {cell(r.get('delta_f1'), 4)} | {_p(tok.get('p_t_holm'))} | {_p(is_.get('p_t_holm'))} "
+            f"| {report_power.tost_p_cell(is_, _p(is_.get('tost_p')))} | {report_power.power_cell(is_)} "
+            f"| {report_power.verdict(r['non_inferior'], is_)} |"
+        )
+    return lines
+
+
+def _sensitivity_cell(r: dict) -> str:
+    """yes/no (p; power at this δ), or no test when every paired difference is the same."""
+    if r.get("degenerate"):
+        return "no test (zero variance)"
+    power = r.get("power")
+    said = "" if power is None or math.isnan(power) else f"; power {power:.2f}"
+    return ("yes" if r["non_inferior"] else "no") + f" ({_p(r['p'])}{said})"
+
+
+def _answer_line_note(rows: list[dict]) -> str:
+    """How many returned drafts state an answer line at all: without one, EM and F1 are 0 by rule."""
+    shares = [r["share_answer_line"] for r in rows if r.get("share_answer_line") is not None]
+    if not shares or all(r.get("mean_f1") is None for r in rows):
+        return "EM / F1: unknown here (no gold answers for these scenarios)."
+    lo, hi = 100 * min(shares), 100 * max(shares)
+    said = f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+    return f"Answer lines: {said} of the returned drafts state an `Answer:` line; the others score EM = F1 = 0."
+
+
+def write_report(
+    store: str | Path | Store | ReplayScope,
+    out_dir: str | Path,
+    *,
+    deltas: Sequence[float] = stats.DEFAULT_DELTAS,
+    eps: float = DEFAULT_EPS,
+    seed: int = 0,
+    n_resamples: int = 2000,
+) -> Path:
+    """Write report.md, CSVs, PNG figures and the HTML report (index.html) for the store into ``out_dir``;
+    returns report.md. A store holding several splits is reported split by split.
+
+    ``store``: a path or Store (every trajectory, the defaults), or a :class:`ReplayScope` (one generation and
+    scenario set of a sweep job, a judge, the weights, policies, the margin ``delta``, the price table).
+    """
+    out = Path(out_dir)
+    scope = scope_of(store)
+    data = report_data.collect(scope, report_data.Options(scope.delta, deltas, eps, seed, n_resamples))
+    setup, prov = data.setup, data.provenance
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
+    try:
+        tag = "SYNTHETIC data" if prov["synthetic"] else "data: " + ", ".join(map(str, prov["datasets"]))
+        judge_name = setup.judge or "(no judgments: IS unknown)"
+        title = f"{tag} · judge: {judge_name}"
+        figures.pareto(data.parts, tmp / "pareto.png", title)
+        figures.tokens_saved(data.parts, tmp / "tokens_saved.png", title)
+        if any(p.by_round for p in data.parts):
+            figures.distance_by_round(data.parts, tmp / "distance_by_round.png", title, eps)
+        for name, rows in (
+            ("policy_summary", data.summary),
+            ("paired_tests", [r for p in data.parts for r in p.tests_rows]),
+            ("tost_sensitivity", [r for p in data.parts for r in p.sensitivity]),
+            ("distance_by_round", [{"split": p.split, **r} for p in data.parts for r in p.by_round]),
+            ("dynamics", [{"split": p.split, **r} for p in data.parts for r in p.dyn["dynamics"]]),
+            ("correctness", [r for p in data.parts for r in p.correctness.get("rows", [])]),
+            (
+                "conjecture1",
+                [{"split": p.split, **p.c1, **{f"distance_{k}": v for k, v in p.dsum.items()}} for p in data.parts],
+            ),  # fmt: skip
+        ):
+            _write_csv(tmp / f"{name}.csv", rows)
+        (tmp / "report.md").write_text(_markdown(data, deltas))
+        html_report.write(data, tmp / html_report.INDEX, title)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in tmp.iterdir():
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "report.md"
+
+
+def _header(data: report_data.ReportData) -> list[str]:
+    setup, prov = data.setup, data.provenance
+    w = ", ".join(f"{m} {v:g}" for m, v in setup.weights.items())
+    lines = ["# shp-ray replay report", ""]
+    if prov["synthetic"]:
+        lines += [
+            "> **SYNTHETIC DATA.** These trajectories, embeddings and judge scores were generated by",
+            "> `storage.synthetic` (random walks, random metrics) to exercise the pipeline. The numbers",
+            "> say nothing about any model or stopping policy in the real world.",
+            "",
+        ]
+    splits = ", ".join(f"{p.name} (N = {max(int(r['n']) for r in p.summary)})" for p in data.parts)
+    return lines + [
+        f"- Store: `{redact_text(setup.store)}`",
+        f"- Judge: **{setup.judge or 'none (IS unknown)'}**"
+        + (f" (prompt {setup.judge_prompt_version})" if setup.judge_prompt_version else ""),
+        f"- Datasets: {', '.join(map(str, prov['datasets'])) or '–'}",
+        f"- Splits: **{splits}**: every table, test and figure is of one split, never pooled.",
+        "- Generations: "
+        + "; ".join(
+            f"`{g['gen_id']}` model {g['model']} via "
+            f"**{describe_provider(str(g['provider_kind']), str(g['model']))}**, "
+            f"embedder {g['embedder']}, T={g['max_rounds']}"
+            for g in prov["generations"]
+        ),
+        f"- IS weights: {w}. Baseline: fixed_k{{depth}} (every generated round).",
+        f"- Non-inferiority margin δ = {setup.delta:g} (one-sided TOST, α = 0.05). p-values Holm-adjusted "
+        "across the policies of one generation and split. A “non-inferior” is a TOST that rejected: it holds at its N. "
+        "A “no” carries its power (see each generation's power section): at small N it is not evidence of "
+        "inferiority.",
+        "- EM / F1 (the strict reading): HotpotQA's exact match and token F1 (the official normalisation) of the "
+        "returned draft's last line that starts with `Answer:` against the gold answer; a draft without one scores "
+        "0. ΔF1 is paired against the baseline's last draft. They say whether IS tracks being right. The lenient "
+        "reading (an inline `Answer:`, else the last sentence) is the `answers_lenient` view.",
+        *report_costs.price_lines(setup.prices, data.parts[0].cost),
+        "- The HTML report (index.html beside this file): the sortable policy table, the plots with their 95% "
+        "intervals and a trajectory browser (every round's draft, critique, d_t, IS, scores, and where each "
+        "policy stops).",
+        "",
+    ]
+
+
+def _markdown(data: report_data.ReportData, deltas: Sequence[float]) -> str:
+    lines = _header(data)
+    for part in data.parts:
+        lines += _split_body(data.setup, part, deltas)
+    lines += ["## Figures", "", "![efficiency-quality Pareto](pareto.png)", "", "![tokens saved](tokens_saved.png)", ""]
+    if any(p.by_round for p in data.parts):
+        lines += ["![mean d_t per round](distance_by_round.png)", ""]
+    lines += [
+        "CSVs (a split column in each): policy_summary.csv, paired_tests.csv, tost_sensitivity.csv, "
+        "distance_by_round.csv, conjecture1.csv, dynamics.csv.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _stop_reasons(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """The table of which cascade stage stopped each cascade policy's trajectories, in shares."""
+    reasons = ["| policy | critic | entropy | no_gain | failsafe |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r["kind"] == "cascade":
+            shares = [cell(100 * r[f"share_{x}"], 0) + "%" for x in ("critic", "entropy", "no_gain", "failsafe")]
+            reasons.append(f"| {r['policy']} | " + " | ".join(shares) + " |")
+    return reasons
+
+
+def _split_body(setup, part: report_data.SplitData, deltas: Sequence[float]) -> list[str]:  # noqa: ANN001
+    summary, tests, on = part.summary, part.tests, f" · split {part.name}"
+    short = short_labels(r["gen_id"] for r in summary)
+    lines: list[str] = []
+    for gen in sorted({r["gen_id"] for r in summary}):
+        rows = [r for r in summary if r["gen_id"] == gen]
+        n = rows[0]["n"]
+        main = [
+            r
+            for r in rows
+            if r["policy"] not in ABLATION_CELLS and "@" not in str(r["policy"]) and r["kind"] not in FAMILIES
+        ]
+        abl = [r for r in rows if r["policy"] in ABLATION_CELLS]
+        grid = [r for r in rows if "@" in str(r["policy"]) and r["kind"] not in FAMILIES]
+        lines += [f"## Generation `{short[gen]}`{on} (N = {n} trajectories)", ""]
+        lines += [_answer_line_note(rows), "", "### Policies (cf. SHP Table II)", ""]
+        lines += _policy_table(main, tests, setup.delta) + [""]
+        if abl:
+            lines += ["### Ablation: seven cells of {critic, entropy, gain} (cf. SHP Table III)", ""]
+            lines += _policy_table(abl, tests, setup.delta) + [""]
+        if grid:
+            lines += ["### Grid cells", ""] + _policy_table(grid, tests, setup.delta) + [""]
+        lines += ["### Why cascades stopped", ""] + _stop_reasons(main + abl) + [""]
+        lines += report_costs.section(gen, main + abl + grid)
+        lines += report_power.section(gen, main + abl + grid, tests, setup.delta)
+    lines += report_correctness.section(part.correctness, on)
+    fam = report_families.section(part.fam, summary, tests, setup.delta)
+    if fam:
+        fam[0] += on
+    lines += fam
+    lines += [f"## Which policy saves most tokens at non-inferior IS?{on}", ""]
+    if part.best:
+        b = part.best[0]
+        lines.append(
+            f"**{b['policy']}** (split {part.name}): saves {100 * b['token_saving']:.1f}% of operational tokens with "
+            f"mean IS {b['mean_is']:.3f} (ΔIS {b['delta_is']:+.4f}, one-sided 95% lower bound "
+            f"{b['delta_is_lower95']:+.4f} > −δ); non-inferior: "
+            f"{report_power.verdict(True, tests.get((b['gen_id'], b['policy'], 'is'), {}))}."
+        )
+    else:
+        lines.append("No policy other than the fixed caps and the oracle is non-inferior at this δ.")
+    lines += ["", "```sql", report_data.BEST_QUERY, "```", ""]
+    lines += [
+        f"## Sensitivity of non-inferiority to δ{on}",
+        "",
+        "Each cell: the verdict (TOST p; power at this N).",
+        "",
+    ]
+    pols = list(dict.fromkeys((r["gen_id"], r["policy"]) for r in part.sensitivity))
+    lines.append("| generation | policy | " + " | ".join(f"δ={d:g}" for d in deltas) + " |")
+    lines.append("|---|---|" + "---|" * len(deltas))
+    for gen, pol in pols:
+        cells = [r for r in part.sensitivity if r["gen_id"] == gen and r["policy"] == pol]
+        lines.append(f"| {short[gen]} | {pol} | " + " | ".join(_sensitivity_cell(r) for r in cells) + " |")
+    c1, dsum = part.c1, part.dsum
+    lines += ["", f"## Conjecture 1: do successive drafts converge?{on}", ""]
+    if c1.get("n"):
+        lines += [
+            f"- Trajectories with ≥ 2 distances: {c1['n']}",
+            f"- Strictly decreasing d_t: {100 * c1['frac_strictly_decreasing']:.1f}%",
+            f"- Mean OLS slope of d_t on t: {c1['mean_slope']:+.4f} "
+            f"(bootstrap 95% CI [{c1['slope_ci95_low']:+.4f}, {c1['slope_ci95_high']:+.4f}])",
+            f"- One-sided Wilcoxon per step (every d_t − d_(t−1) < 0, {c1['n_steps']} steps, not independent "
+            f"within a trajectory): p = {_p(c1['wilcoxon_step_p'])}; per trajectory (each trajectory's mean "
+            f"d_t − d_(t−1)): p = {_p(c1['wilcoxon_p'])}",
+        ]
+    else:
+        lines.append("- Not enough rounds (needs trajectories with T ≥ 3).")
+    dyn = report_dynamics.section(part.dyn)
+    dyn[0] += on
+    return lines + [
+        f"- Distances (all d_t): mean {cell(dsum['mean'], 4)}, median {cell(dsum['median'], 4)}, "
+        f"max {cell(dsum['max'], 4)}, below eps = {dsum['eps']:g}: "
+        f"{cell(100 * dsum['share_below_eps'] if dsum['share_below_eps'] is not None else None, 1)}%",
+        "",
+        *dyn,
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis.report", description="Write the replay report of a store.")
+    ap.add_argument("--store", required=True, help="store root (<root>/<table>/part-*.parquet)")
+    ap.add_argument("--out", required=True, help="folder for report.md, CSVs and figures")
+    ap.add_argument("--judge", default=None, help="judge name when the store holds several")
+    ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 0.5, ...}')
+    ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin of IS")
+    ap.add_argument("--eps", type=float, default=DEFAULT_EPS, help="eps for the distance summary")
+    ap.add_argument("--prices", default=None, help="price table YAML (default: the shipped shp_ray/data/prices.yaml)")
+    args = ap.parse_args(argv)
+    try:
+        weights = json.loads(args.weights) if args.weights else None
+        prices = load_prices(args.prices) if args.prices else None
+        scope = ReplayScope(args.store, judge=args.judge, weights=weights, delta=args.delta, prices=prices)
+        path = write_report(scope, args.out, eps=args.eps)
+    except (AnalysisError, ValueError, OSError, duckdb.Error) as exc:
+        print(f"report: {said_by(exc, {'judge': '--judge'})}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

@@ -1,0 +1,128 @@
+"""The report's correctness section: where the store has a pass/fail score per round (a code loop's hidden_pass),
+each policy's pass_at_stop beside its IS and tokens, with its exact paired tests, the oracle's gap and what
+revisions break and fix (analysis.stats.correctness), per split. sweeps.code_results renders RESULTS.md's code section
+with the same tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+
+from analysis.report.cells import cell, steady
+from analysis.stats import correctness
+
+
+def collect(con: duckdb.DuckDBPyConnection) -> dict:
+    """What the section shows, or {} when the store has no ``hidden_pass`` (the report then has no section)."""
+    if correctness.DEFAULT_SCORE not in correctness.pass_fail_scores(con):
+        return {}
+    score = correctness.DEFAULT_SCORE
+    return {
+        "score": score,
+        "rows": correctness.compare_pass(con, score),
+        "rounds": correctness.by_round(con, score),
+        "breaks": correctness.break_rates(con, score),
+    }
+
+
+def section(data: dict, on: str = "") -> list[str]:
+    """The Markdown of one split's correctness (``on``: the heading's split suffix); [] without hidden_pass."""
+    if not data or not data["rows"]:
+        return []
+    lines = [f"## Correctness: pass at stop on the hidden tests{on}", ""]
+    lines += ["Pass rate by round (fixed_k{t} returns round t's draft):", ""]
+    lines += round_lines(data["rounds"], data["breaks"])
+    for gen in sorted({str(r["gen_id"]) for r in data["rows"]}):
+        rows = [r for r in data["rows"] if str(r["gen_id"]) == gen]
+        lines += ["", f"Pass at stop per policy (generation `{gen[:8]}`):", ""]
+        lines += policy_lines(rows, data["score"])
+    return [*lines, ""]
+
+
+def _pct(x: object, nd: int = 1) -> str:
+    return "–" if x is None or x != x else f"{steady(100 * float(x)):.{nd}f}%"  # noqa: PLR0124 - NaN
+
+
+def _pts(x: object) -> str:
+    """A difference of two rates, in percentage points."""
+    return "–" if x is None or x != x else f"{steady(100 * float(x)):+.1f}"  # noqa: PLR0124 - NaN
+
+
+def _p(x: object) -> str:
+    if x is None or x != x:  # noqa: PLR0124 - NaN
+        return "–"
+    x = steady(float(x))
+    return f"{x:.2g}" if x < 0.01 else f"{x:.2f}"
+
+
+def _saving(x: object) -> str:
+    """Tokens against the baseline: a saving of 0.38 is -38%."""
+    if x is None:
+        return "–"
+    pct = steady(100 * float(x))
+    return "0%" if round(pct) == 0 else f"{-pct:+.0f}%"
+
+
+def _vs(r: dict, suffix: str) -> str:
+    return (f"{_pts(r[f'diff{suffix}'])} [{_pts(r[f'ci95_low{suffix}'])}, {_pts(r[f'ci95_high{suffix}'])}] "
+            f"(+{r[f'gained{suffix}']}/−{r[f'lost{suffix}']}), p = {_p(r[f'p{suffix}'])}")  # fmt: skip
+
+
+def round_lines(rounds: Sequence[dict], breaks: Sequence[dict]) -> list[str]:
+    """The pass rate at every round (fixed_k{t} returns round t's draft), and what revising did."""
+    lines = ["| round | trajectories | drafts that pass | pass rate | broke (passed at t−1) | fixed (failed at t−1) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rounds:
+        broke = "–" if r["broke"] is None else f"{r['broke']} of {r['from_passing']}"
+        fixed = "–" if r["fixed"] is None else f"{r['fixed']} of {r['from_failing']}"
+        lines.append(f"| {r['round']} | {r['n']} | {r['passed']} | {_pct(r['pass_rate'])} | {broke} | {fixed} |")
+    for b in breaks:
+        lo, hi = b["break_ci95"]
+        flo, fhi = b["fix_ci95"]
+        lines += ["", (
+            f"- Revisions: {b['revisions']}. A revision of a passing draft broke it {b['broke']} times in "
+            f"{b['from_passing']} (break rate {_pct(b['break_rate'])}, 95% CI {_pct(lo)}–{_pct(hi)}); a revision of "
+            f"a failing draft fixed it {b['fixed']} times in {b['from_failing']} (fix rate {_pct(b['fix_rate'])}, "
+            f"95% CI {_pct(flo)}–{_pct(fhi)}); net {int(b['net']):+d} passing drafts."
+        )]  # fmt: skip
+    return lines
+
+
+def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
+    """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
+    base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
+    lines = [
+        f"| policy | kind | rounds | tokens vs {base} | IS | pass_at_stop | Δ vs {base}, pts [95% CI] (+won/−lost), "
+        "McNemar p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), McNemar p | gap to the oracle, pts |",
+        "|" + "---|" * 9,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['kind']} | {cell(r['mean_rounds'], 2)} | {_saving(r['token_saving'])} "
+            f"| {cell(r['mean_is'])} | {_pct(r['pass_at_stop'])} ({round(r['pass_at_stop'] * r['n'])}/{r['n']}) "
+            f"| {_vs(r, '')} | {_vs(r, '_k1')} | {_pts(r['gap'])} |"
+        )
+    oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
+    if oracle is None:
+        return lines
+    first, best = oracle["first_pass"], oracle["oracle_pass"]
+    lines += ["", (
+        f"- The oracle (`oracle_{score}`: stop at the earliest round whose draft passes; it runs the hidden tests, so "
+        f"it is a bound, not a policy) passes {_pct(best)}, against {_pct(first)} at round 1 and "
+        f"{_pct(oracle['baseline_pass'])} after every round ({base}): the correctness the loop's rounds hold is "
+        f"{_pts(best - first)} pts above the first draft."
+    )]  # fmt: skip
+    closing = correctness.judge_free_closing(rows)
+    if closing:
+        lines.append(
+            "- Share of the fixed_k1 → oracle gap closed, per judge-free policy (stops without the judge's IS): "
+            + ", ".join(f"{name} {steady(100 * share):+.0f}%" for name, share in closing)
+            + "."
+        )
+    else:
+        lines.append(
+            "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
+        )
+    return lines

@@ -1,0 +1,165 @@
+"""What a report shows, read from the store split by split: the Markdown, the figures and the HTML report share it.
+
+A store holding several splits (dev and test) is read through one connection per split (the scope narrowed to that
+split's scenarios), so every table, test, figure and headline is of one split, and says which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import duckdb
+from scipy import stats as st
+
+from analysis import sql, stats
+from analysis.replay.db import AnalysisError, Setup, connect, setup_of
+from analysis.replay.scope import ReplayScope
+from analysis.report import correctness as report_correctness
+from analysis.report import costs as report_costs
+from analysis.report import dynamics as report_dynamics
+from analysis.report import families as report_families
+from analysis.sql.rows import fetch_dicts
+
+BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the statistics are computed (the report's keyword arguments)."""
+
+    delta: float
+    deltas: Sequence[float]
+    eps: float
+    seed: int = 0
+    n_resamples: int = 2000
+    trajectories: int = 20_000  # per split, the most the HTML report's browser holds (every round's draft ...)
+
+
+@dataclass
+class SplitData:
+    """Everything the report shows of one split."""
+
+    split: str | None
+    summary: list[dict]
+    tests_rows: list[dict]
+    sensitivity: list[dict]
+    c1: dict
+    dsum: dict
+    by_round: list[dict]
+    best: list[dict]
+    fam: dict
+    dyn: dict
+    cost: dict
+    intervals: dict[tuple[str, str], dict] = field(default_factory=dict)
+    rounds: list[dict] = field(default_factory=list)  # the trajectory browser's rows (Options.trajectories)
+    stops: list[dict] = field(default_factory=list)
+    trajectories: int = 0  # how many the split has (the browser may hold fewer)
+    correctness: dict = field(default_factory=dict)  # hidden_pass at each stop (report_correctness; {} without it)
+
+    @property
+    def tests(self) -> dict[tuple[str, str, str], dict]:
+        return {(r["gen_id"], r["policy"], r["metric"]): r for r in self.tests_rows}
+
+    @property
+    def name(self) -> str:
+        """The split as the report names it ("no split recorded" when the scenarios do not say)."""
+        return self.split or "no split recorded"
+
+
+@dataclass
+class ReportData:
+    setup: Setup
+    provenance: dict[str, Any]
+    parts: list[SplitData]
+
+    @property
+    def summary(self) -> list[dict]:
+        return [r for p in self.parts for r in p.summary]
+
+
+def t_interval(n: int, mean: float | None, sd: float | None) -> tuple[float, float]:
+    """The 95% t interval of a mean (NaN, NaN when undefined: fewer than 2 values)."""
+    if mean is None or n < 2 or sd is None or math.isnan(sd):
+        return math.nan, math.nan
+    half = float(st.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def intervals(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], dict]:
+    """Per (gen_id, policy): the 95% intervals of the mean tokens, the mean IS and the token saving."""
+    out = {}
+    for r in fetch_dicts(con, sql.query("report_intervals")):
+        tok = t_interval(int(r["n"]), r["mean_tokens"], r["sd_tokens"])
+        is_ = t_interval(int(r["n_is"]), r["mean_is"], r["sd_is"])
+        saved = t_interval(int(r["n"]), r["mean_saved"], r["sd_saved"])
+        base = r["mean_baseline"] or math.nan
+        out[(str(r["gen_id"]), str(r["policy"]))] = {
+            "n": int(r["n"]),
+            "n_is": int(r["n_is"]),
+            "tokens_ci": tok,
+            "is_ci": is_,
+            # the saving is sum(saved) / sum(baseline) = mean(saved) / mean(baseline): its interval, the paired
+            # mean's t interval over the baseline's mean (taken as known)
+            "saving_ci": (saved[0] / base, saved[1] / base) if base else (math.nan, math.nan),
+        }
+    return out
+
+
+def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | None, opts: Options) -> SplitData:
+    summary = fetch_dicts(con, sql.query("report_summary"))
+    if not summary:
+        raise AnalysisError(f"store {setup_of(con).store} has no complete trajectories to report on")
+    data = SplitData(
+        split=split,
+        summary=summary,
+        tests_rows=stats.compare_policies(con, delta=opts.delta, seed=opts.seed, n_resamples=opts.n_resamples),
+        sensitivity=stats.tost_sensitivity(con, opts.deltas),
+        c1=stats.conjecture1(con, seed=opts.seed),
+        dsum=stats.distance_summary(con, eps=opts.eps),
+        by_round=stats.distance_by_round(con),
+        best=fetch_dicts(con, BEST_QUERY),
+        fam=report_families.collect(con),
+        dyn=report_dynamics.collect(con),
+        cost=report_costs.collect(con, judge),
+        intervals=intervals(con),
+        correctness=report_correctness.collect(con),
+    )
+    data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
+    if opts.trajectories:
+        data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
+        data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])
+    return data
+
+
+def provenance(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    datasets = [r[0] for r in con.execute(sql.query("report_datasets")).fetchall()]
+    gens = fetch_dicts(con, sql.query("report_generations"))
+    judges = [r[0] for r in con.execute(sql.query("report_judges")).fetchall()]
+    text = json.dumps([datasets, gens, judges], default=str).lower()
+    return {"datasets": datasets, "generations": gens, "judges": judges, "synthetic": "synthetic" in text}
+
+
+def collect(scope: ReplayScope, opts: Options) -> ReportData:
+    """Read the report's data: one connection over ``scope``, and when it holds several splits, one more per
+    split (narrowed to that split's scenarios)."""
+    con = connect(scope)
+    try:
+        setup = setup_of(con)
+        prov = provenance(con)
+        splits = con.execute(sql.query("report_splits")).fetchall()
+        if len(splits) <= 1:
+            return ReportData(setup, prov, [_collect(con, splits[0][0] if splits else None, setup.judge, opts)])
+    finally:
+        con.close()
+    parts = []
+    for split, ids in splits:
+        con = connect(replace(scope, scenario_ids=list(ids)))
+        try:
+            parts.append(_collect(con, split, setup.judge, opts))
+        finally:
+            con.close()
+    return ReportData(setup, prov, parts)

@@ -1,2 +1,0 @@
--- The pass/fail scores of the store (oracle_pass.sql: every known value 0 or 1), sorted (analysis.correctness).
-SELECT DISTINCT score FROM oracle_pass ORDER BY score

@@ -1,4 +1,0 @@
--- Rows into a temp table made by this module's statements (prices, generation_prices). Filled by analysis.costs:
--- table, values ("(...),\n  (...)").
-INSERT INTO $table VALUES
-  $values

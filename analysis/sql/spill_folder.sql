@@ -1,2 +1,0 @@
--- The spill folder new_connection.sql set (analysis.sandbox.lock_down allows it).
-SELECT current_setting('temp_directory')
