@@ -13,6 +13,7 @@ from statsmodels.stats.weightstats import ttost_paired
 
 import analysis
 from analysis import stats
+from analysis.sql import tost_table
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 
 
@@ -167,7 +168,7 @@ def test_detectable_margins_are_where_the_power_reaches_the_target() -> None:
     n = np.array([m for m, _ in table])
     es = np.array([e for _, e in table])
     df = n - 1
-    by_bisection = stats._bisect_margins(stats.st.t.ppf(1 - stats.ALPHA, df), df, n)
+    by_bisection = tost_table._bisect_margins(st.t.ppf(1 - tost_table.ALPHA, df), df, n)
     assert np.max(np.abs(es - by_bisection) / by_bisection) < 1e-13  # the secant lands where bisection does
     assert all(stats.tost_power(int(m), 1.0, e) == pytest.approx(stats.TARGET_POWER, abs=1e-12) for m, e in table)
     assert np.all(np.diff(es) < 0)  # more pairs detect a smaller margin

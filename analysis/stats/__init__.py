@@ -140,6 +140,7 @@ def tost_n_needed(sd: float, delta: float, power: float = TARGET_POWER) -> int |
     return hi
 
 
+@dataclass(frozen=True)
 class TostPlan:
     """What a paired TOST on IS differences can tell at this N and variance (margin ``delta``, alpha 0.05)."""
 
