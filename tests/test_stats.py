@@ -127,6 +127,49 @@ def test_sql_t_quantile_matches_scipy() -> None:
         assert got == pytest.approx(st.t.ppf(0.95, df), rel=1e-9), df
 
 
+def test_the_distributions_an_open_needs_equal_scipy_stats_exactly() -> None:
+    from analysis import scipy_stats
+
+    n = np.arange(2, 3001)
+    df, q = n - 1, st.t.ppf(0.95, n - 1)
+    nc = np.linspace(0.0, 4.0, len(n)) * np.sqrt(n)
+    assert np.array_equal(scipy_stats.t_ppf(0.95, df), q)
+    assert np.array_equal(scipy_stats.nct_sf(q, df, nc), st.nct.sf(q, df, nc))
+    assert [scipy_stats.norm_ppf(p) for p in (0.8, 0.95, 0.975)] == [st.norm.ppf(p) for p in (0.8, 0.95, 0.975)]
+
+
+def test_opening_a_store_does_not_import_scipy_stats(tmp_path) -> None:
+    """scipy.stats costs ~1.8 CPU-s to import on a loaded machine: an open needs scipy.special only."""
+    import subprocess
+    import sys
+
+    write_synthetic_store(tmp_path / "s", SyntheticSpec(n_trajectories=5, rounds=3, seed=3))
+    code = (
+        "import sys, analysis; analysis.connect(sys.argv[1]).sql('SELECT * FROM policy_summary').fetchall(); "
+        "print('scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s")], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+
+
+def test_kept_values_are_computed_once_per_machine_and_again_when_damaged(tmp_path, monkeypatch) -> None:
+    from analysis import scipy_stats
+
+    monkeypatch.setenv("SHP_RAY_CACHE", str(tmp_path))
+    calls = []
+
+    @scipy_stats.kept("probe")
+    def compute(n: int) -> tuple:
+        calls.append(n)
+        return (0.1, 2.5e-17, (n, 0.3))
+
+    assert compute(3) == (0.1, 2.5e-17, (3, 0.3))
+    assert compute(3) == (0.1, 2.5e-17, (3, 0.3)) and calls == [3]  # read back, as the tuples it returned
+    (kept,) = (tmp_path / scipy_stats.CONSTANTS).glob("probe-3-*.json")
+    kept.write_text(kept.read_text().replace("0.1", "0.2"))  # its checksum no longer matches: not believed
+    assert compute(3) == (0.1, 2.5e-17, (3, 0.3)) and calls == [3, 3]
+
+
 # --- the TOST planner: power at N, N for power 0.8 ------------------------------------------------------
 
 

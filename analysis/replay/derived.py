@@ -35,13 +35,12 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from functools import cache
 from pathlib import Path
 
 import duckdb
 
 from analysis import sql
-from storage import schemas
+from analysis.sql.code_digest import code_digest
 from storage.kept import DERIVED_DIRNAME, KeptFileDamaged, KeptFiles, seal, unseal
 from storage.parts import TEMP_GRACE_S, Store
 from storage.schemas import TABLES
@@ -55,18 +54,6 @@ DIRNAME = DERIVED_DIRNAME
 _INPUTS, _INPUTS_EXT, _FACTS = "replay_inputs-{}", "duckdb", "facts-{}.json"
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
-
-
-@cache
-def _code_digest() -> str:
-    """sha256 over the analysis package's source (Python and SQL) and the store's schemas: another version of
-    either, another key."""
-    root = Path(sql.__file__).parent.parent
-    files = [*root.rglob("*.py"), *root.rglob("*.sql"), Path(schemas.__file__)]
-    h = hashlib.sha256()
-    for path in sorted(files):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def listing(store: Store) -> tuple[str, ...]:
@@ -85,7 +72,7 @@ class DerivedCache:
 
     def key(self, texts: Iterable[str]) -> str:
         """The key of what ``texts`` (statements, a request) compute over this connection's parts."""
-        h = hashlib.sha256(f"{FORMAT}\0{duckdb.__version__}\0{_code_digest()}\0".encode())
+        h = hashlib.sha256(f"{FORMAT}\0{duckdb.__version__}\0{code_digest()}\0".encode())
         for text in (*texts, *self.parts):
             h.update(text.encode() + b"\0")
         return h.hexdigest()[:32]

@@ -35,6 +35,7 @@ reference executor :func:`shp_ray.policy.reference.replay`.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -252,9 +253,18 @@ def _cornish_fisher(df: str) -> str:
     return f"{double(z)}" + "".join(f" + {double(gi)} / ({df})::DOUBLE ^ {i}" for i, gi in enumerate(g, start=1))
 
 
-def _t95_quantiles() -> list[float]:
-    # one vectorised call (the same values as one call per df, 100x faster: every connection builds this)
-    return _st.t.ppf(0.95, list(range(1, _T_TABLE_MAX_DF + 1))).tolist()
+@functools.cache
+@_st.kept("t95")  # every open needs it: once per machine
+def _t95_quantiles() -> tuple[float, ...]:
+    # one vectorised call (the same values as one call per df, 100x faster)
+    return tuple(_st.t_ppf(0.95, list(range(1, _T_TABLE_MAX_DF + 1))).tolist())
+
+
+@functools.cache
+@_st.kept("z")
+def _z_alpha_power() -> tuple[float, float]:
+    """The normal quantiles of the TOST's alpha (0.05, one-sided) and of the planner's power (0.8)."""
+    return _st.norm_ppf(0.95), _st.norm_ppf(0.8)
 
 
 def t95_table_sql() -> str:
@@ -266,7 +276,7 @@ def tost_plan_sql(detectable: Iterable[tuple[int, float]], points: int = 400) ->
     """The planner's table and macros (tost_plan.sql): ``detectable`` is (n, delta/SD detected with power 0.8)
     for n = 2.. (analysis.sql.tost_table.detectable_margins); needs t95_table."""
     rows = ", ".join(f"({int(n)}, {double(es)})" for n, es in detectable)
-    z_alpha, z_power = float(_st.norm.ppf(0.95)), float(_st.norm.ppf(0.8))
+    z_alpha, z_power = _z_alpha_power()
     return query(
         "tost_plan",
         rows=rows,

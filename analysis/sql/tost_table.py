@@ -18,6 +18,7 @@ DETECTABLE_MAX_N = 1000  # the SQL planner's exact table; beyond it, Guenther's 
 
 
 @functools.cache
+@st.kept("margins")  # every open builds the planner's table: once per machine
 def detectable_margins(max_n: int = DETECTABLE_MAX_N) -> tuple[tuple[int, float], ...]:
     """(n, delta/SD that the TOST detects with power 0.8 at n pairs) for n = 2..max_n: the SQL planner's table.
 
@@ -27,12 +28,12 @@ def detectable_margins(max_n: int = DETECTABLE_MAX_N) -> tuple[tuple[int, float]
     """
     n = np.arange(2, max_n + 1)
     df = n - 1
-    t_crit = st.t.ppf(1 - ALPHA, df)
+    t_crit = st.t_ppf(1 - ALPHA, df)
 
     def gap(es: np.ndarray) -> np.ndarray:  # power - target, rising with es = delta/SD
-        return st.nct.sf(t_crit, df, es * np.sqrt(n)) - TARGET_POWER
+        return st.nct_sf(t_crit, df, es * np.sqrt(n)) - TARGET_POWER
 
-    x0 = (st.norm.ppf(1 - ALPHA) + st.norm.ppf(TARGET_POWER)) / np.sqrt(n)
+    x0 = (st.norm_ppf(1 - ALPHA) + st.norm_ppf(TARGET_POWER)) / np.sqrt(n)
     x1 = x0 * 1.05
     f0, f1 = gap(x0), gap(x1)
     for _ in range(30):
@@ -52,6 +53,6 @@ def _bisect_margins(t_crit: np.ndarray, df: np.ndarray, n: np.ndarray) -> np.nda
     lo, hi = np.zeros(len(n)), np.full(len(n), 100.0)  # power 0.05 at 0; ~1 at 100 even for n = 2
     for _ in range(64):
         mid = (lo + hi) / 2
-        enough = st.nct.sf(t_crit, df, mid * np.sqrt(n)) >= TARGET_POWER
+        enough = st.nct_sf(t_crit, df, mid * np.sqrt(n)) >= TARGET_POWER
         lo, hi = np.where(enough, lo, mid), np.where(enough, mid, hi)
     return hi
