@@ -31,6 +31,15 @@ from hypothesis import settings
 settings.register_profile("shp-suite", derandomize=True, database=None, print_blob=True)
 settings.load_profile("shp-suite")
 
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) each worker is its own process with its own Ray,
+# embedded servers and embedder, and gets a temp folder of its own (inside the run's): a worker's Ray never finds
+# the other's record (`ray_current_cluster`), and no_shp_temp_leftovers sees only its own worker's entries.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    os.environ["TMPDIR"] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"{_XDIST_WORKER}.")
+    tempfile.tempdir = None  # read TMPDIR again
+    atexit.register(shutil.rmtree, os.environ["TMPDIR"], True)
+
 # What reading a store records (verified parts, kept derived files: storage.user_cache) goes to the user's cache
 # directory; the suite's goes to a folder of its own, removed at exit (set before any Ray worker or subprocess
 # starts, so they inherit it). Not named shp-*: no_shp_temp_leftovers watches those.
@@ -59,25 +68,46 @@ def no_shp_temp_leftovers():
 RAY_FIXTURE = "ray_session"
 _ray_modules: set[object] = set()  # the test modules where some test asks for it
 
+# Under xdist's loadgroup, a module runs whole on one worker (its module fixtures set up once), and the modules
+# that share a session fixture run on the same worker, so it starts once: one Ray, one embedded server per model,
+# one loaded embedder. A module marked ``xdist_group`` keeps its group (the real-cluster modules share
+# "ray-clusters": two multi-node clusters side by side on two cores would starve each other's raylets).
+SHARED_FIXTURE_GROUPS = {RAY_FIXTURE: "shared-ray", "embedded_llm": "embedded-llm", "embedder_factory": "embedder"}
+# Groups that take longest, sent to the workers first (wall time only: a group's tests run the same either way).
+FIRST_GROUPS = ("shared-ray", "ray-clusters")
 
+
+def _xdist_group(group: list[pytest.Item]) -> str:
+    marked = group[0].get_closest_marker("xdist_group")
+    if marked:
+        return str(marked.args[0])
+    for fixture, name in SHARED_FIXTURE_GROUPS.items():
+        if any(fixture in i.fixturenames for i in group):
+            return name
+    return group[0].module.__name__
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the test ids
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the modules that use the shared Ray one after another (at the place of the first of them; the order
-    is otherwise unchanged), so that Ray starts once for all of them instead of once per module."""
+    is otherwise unchanged), so that Ray starts once for all of them instead of once per module; under xdist,
+    give every module its worker group (see ``SHARED_FIXTURE_GROUPS``), the longest groups first."""
     modules: dict[object, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.module, []).append(item)
     groups = list(modules.values())
     with_ray = [g for g in groups if any(RAY_FIXTURE in i.fixturenames for i in g)]
     _ray_modules.update(g[0].module for g in with_ray)
-    if len(with_ray) < 2:
-        return
-    ordered: list[pytest.Item] = []
-    for group in groups:
-        if group is with_ray[0]:
-            ordered.extend(i for g in with_ray for i in g)
-        elif group not in with_ray:
-            ordered.extend(group)
-    items[:] = ordered
+    if len(with_ray) >= 2:
+        groups = [sum(with_ray, []) if g is with_ray[0] else g for g in groups if g is with_ray[0] or g not in with_ray]
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        named = [(_xdist_group(g), g) for g in groups]
+        for name, group in named:
+            for item in group:
+                item.add_marker(pytest.mark.xdist_group(name))
+        first = {name: rank for rank, name in enumerate(FIRST_GROUPS)}
+        groups = [g for _, g in sorted(named, key=lambda pair: first.get(pair[0], len(first)))]  # stable otherwise
+    items[:] = [i for g in groups for i in g]
 
 
 class _SharedRay:
