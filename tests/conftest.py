@@ -19,9 +19,12 @@ The expensive real parts are started once and shared (each is still the real thi
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import re
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -68,30 +71,51 @@ def no_shp_temp_leftovers():
 RAY_FIXTURE = "ray_session"
 _ray_modules: set[object] = set()  # the test modules where some test asks for it
 
-# Under xdist's loadgroup, a module runs whole on one worker (its module fixtures set up once), and the modules
-# that share a session fixture run on the same worker, so it starts once: one Ray, one embedded server per model,
-# one loaded embedder. A module marked ``xdist_group`` keeps its group (the real-cluster modules share
-# "ray-clusters": two multi-node clusters side by side on two cores would starve each other's raylets).
+# Under `--dist loadgroup` (`make test`) a module runs whole on one worker (its module fixtures set up once), and
+# the modules that share a session fixture run on the same worker, so it starts once: one Ray, one embedded
+# server per model, one loaded embedder. A module marked ``pytest.mark.xdist_group("name")`` joins that group (the
+# real-cluster modules share "ray-clusters": two multi-node clusters side by side on two cores would starve each
+# other's raylets). Grouping saves starts only: every worker has its own session fixtures, so a module runs the
+# same on any worker.
 SHARED_FIXTURE_GROUPS = {RAY_FIXTURE: "shared-ray", "embedded_llm": "embedded-llm", "embedder_factory": "embedder"}
 # Groups that take longest, sent to the workers first (wall time only: a group's tests run the same either way).
 FIRST_GROUPS = ("shared-ray", "ray-clusters")
 
 
-def _xdist_group(group: list[pytest.Item]) -> str:
-    marked = group[0].get_closest_marker("xdist_group")
+@functools.cache
+def worker_group(module_file: Path) -> str:
+    """The worker group of a test module, read from its text: the controller schedules before any worker has
+    imported a module (and xdist 3.8's own loadgroup reads the marks into ``item._nodeid``, which pytest 9 no
+    longer reads)."""
+    text = module_file.read_text()
+    marked = re.search(r"xdist_group\(\"([^\"]+)\"\)", text)
     if marked:
-        return str(marked.args[0])
+        return marked.group(1)
     for fixture, name in SHARED_FIXTURE_GROUPS.items():
-        if any(fixture in i.fixturenames for i in group):
+        if re.search(rf"\b{fixture}\b", text):
             return name
-    return group[0].module.__name__
+    return module_file.name
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the test ids
+@pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup``: xdist's scope scheduling (a whole group to one worker, the next group to the first
+    worker that runs low), with the groups of :func:`worker_group`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(config.rootpath / nodeid.split("::", 1)[0])
+
+    return SharedFixtureScheduling(config, log)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the modules that use the shared Ray one after another (at the place of the first of them; the order
-    is otherwise unchanged), so that Ray starts once for all of them instead of once per module; under xdist,
-    give every module its worker group (see ``SHARED_FIXTURE_GROUPS``), the longest groups first."""
+    is otherwise unchanged), so that Ray starts once for all of them instead of once per module; on an xdist
+    worker, the groups of ``FIRST_GROUPS`` first (xdist hands out the groups in this order)."""
     modules: dict[object, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.module, []).append(item)
@@ -100,13 +124,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     _ray_modules.update(g[0].module for g in with_ray)
     if len(with_ray) >= 2:
         groups = [sum(with_ray, []) if g is with_ray[0] else g for g in groups if g is with_ray[0] or g not in with_ray]
-    if getattr(config.option, "dist", "no") == "loadgroup":
-        named = [(_xdist_group(g), g) for g in groups]
-        for name, group in named:
-            for item in group:
-                item.add_marker(pytest.mark.xdist_group(name))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         first = {name: rank for rank, name in enumerate(FIRST_GROUPS)}
-        groups = [g for _, g in sorted(named, key=lambda pair: first.get(pair[0], len(first)))]  # stable otherwise
+        groups.sort(key=lambda g: first.get(worker_group(Path(str(g[0].path))), len(first)))  # stable otherwise
     items[:] = [i for g in groups for i in g]
 
 
