@@ -20,10 +20,14 @@ demo: $(STAMP)
 
 # Every temp file of the run (pytest's tmp_path, Ray's session folders, DuckDB spill) goes in one fresh
 # folder, short for Ray's Unix sockets, removed afterwards (also on Ctrl-C); pytest's exit status is kept.
+# Two xdist workers, a module whole on one worker and the modules sharing a Ray, an embedded server or the
+# embedder on the same one (tests/conftest.py), the longest groups first (so no reordering by xdist).
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	tmp=$$(mktemp -d /tmp/shp_test.XXXXXX) || exit 1; \
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
-	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest"
+	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest" \
+	  -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Lint, format, and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package,
 # no module over 400 lines), read from the import graph.

@@ -19,9 +19,12 @@ The expensive real parts are started once and shared (each is still the real thi
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import re
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -30,6 +33,15 @@ from hypothesis import settings
 # keep no example database in the checkout (.hypothesis/).
 settings.register_profile("shp-suite", derandomize=True, database=None, print_blob=True)
 settings.load_profile("shp-suite")
+
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) each worker is its own process with its own Ray,
+# embedded servers and embedder, and gets a temp folder of its own (inside the run's): a worker's Ray never finds
+# the other's record (`ray_current_cluster`), and no_shp_temp_leftovers sees only its own worker's entries.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    os.environ["TMPDIR"] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"{_XDIST_WORKER}.")
+    tempfile.tempdir = None  # read TMPDIR again
+    atexit.register(shutil.rmtree, os.environ["TMPDIR"], True)
 
 # What reading a store records (verified parts, kept derived files: storage.user_cache) goes to the user's cache
 # directory; the suite's goes to a folder of its own, removed at exit (set before any Ray worker or subprocess
@@ -59,25 +71,63 @@ def no_shp_temp_leftovers():
 RAY_FIXTURE = "ray_session"
 _ray_modules: set[object] = set()  # the test modules where some test asks for it
 
+# Under `--dist loadgroup` (`make test`) a module runs whole on one worker (its module fixtures set up once), and
+# the modules that share a session fixture run on the same worker, so it starts once: one Ray, one embedded
+# server per model, one loaded embedder. A module marked ``pytest.mark.xdist_group("name")`` joins that group (the
+# real-cluster modules share "ray-clusters": two multi-node clusters side by side on two cores would starve each
+# other's raylets). Grouping saves starts only: every worker has its own session fixtures, so a module runs the
+# same on any worker.
+SHARED_FIXTURE_GROUPS = {RAY_FIXTURE: "shared-ray", "embedded_llm": "embedded-llm", "embedder_factory": "embedder"}
+# Groups that take longest, sent to the workers first (wall time only: a group's tests run the same either way).
+FIRST_GROUPS = ("shared-ray", "ray-clusters")
+
+
+@functools.cache
+def worker_group(module_file: Path) -> str:
+    """The worker group of a test module, read from its text: the controller schedules before any worker has
+    imported a module (and xdist 3.8's own loadgroup reads the marks into ``item._nodeid``, which pytest 9 no
+    longer reads)."""
+    text = module_file.read_text()
+    marked = re.search(r"xdist_group\(\"([^\"]+)\"\)", text)
+    if marked:
+        return marked.group(1)
+    for fixture, name in SHARED_FIXTURE_GROUPS.items():
+        if re.search(rf"\b{fixture}\b", text):
+            return name
+    return module_file.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup``: xdist's scope scheduling (a whole group to one worker, the next group to the first
+    worker that runs low), with the groups of :func:`worker_group`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(config.rootpath / nodeid.split("::", 1)[0])
+
+    return SharedFixtureScheduling(config, log)
+
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the modules that use the shared Ray one after another (at the place of the first of them; the order
-    is otherwise unchanged), so that Ray starts once for all of them instead of once per module."""
+    is otherwise unchanged), so that Ray starts once for all of them instead of once per module; on an xdist
+    worker, the groups of ``FIRST_GROUPS`` first (xdist hands out the groups in this order)."""
     modules: dict[object, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.module, []).append(item)
     groups = list(modules.values())
     with_ray = [g for g in groups if any(RAY_FIXTURE in i.fixturenames for i in g)]
     _ray_modules.update(g[0].module for g in with_ray)
-    if len(with_ray) < 2:
-        return
-    ordered: list[pytest.Item] = []
-    for group in groups:
-        if group is with_ray[0]:
-            ordered.extend(i for g in with_ray for i in g)
-        elif group not in with_ray:
-            ordered.extend(group)
-    items[:] = ordered
+    if len(with_ray) >= 2:
+        groups = [sum(with_ray, []) if g is with_ray[0] else g for g in groups if g is with_ray[0] or g not in with_ray]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        first = {name: rank for rank, name in enumerate(FIRST_GROUPS)}
+        groups.sort(key=lambda g: first.get(worker_group(Path(str(g[0].path))), len(first)))  # stable otherwise
+    items[:] = [i for g in groups for i in g]
 
 
 class _SharedRay:

@@ -30,7 +30,7 @@ from storage.parts import Store
 from storage.resume import done_scenarios
 from tests.cluster_support import local_cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-clusters")]  # see conftest.SHARED_FIXTURE_GROUPS
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Everything a round row holds but the wall time it took.

@@ -31,7 +31,7 @@ from tests.cluster_support import local_cluster
 from tests.s3_support import SECRET, aws, moto
 from tests.test_cluster import SAME, _rows, _unique
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-clusters")]  # see conftest.SHARED_FIXTURE_GROUPS
 __all__ = ["aws", "moto"]
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -26,7 +26,7 @@ from storage.synthetic import SyntheticSpec, write_synthetic_store
 from tests.cluster_support import local_cluster
 from tests.s3_support import aws, moto
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-clusters")]  # see conftest.SHARED_FIXTURE_GROUPS
 __all__ = ["aws", "moto"]
 SPEC = SyntheticSpec(n_trajectories=48, rounds=3, dim=8, seed=11, chunk=16, batch_rate=0.2)
 SUMMARY = sql.query("bench_ray_summary", columns="* EXCLUDE (scores)")  # the per-score map is not combined

@@ -14,6 +14,7 @@ from statsmodels.stats.weightstats import ttost_paired
 import analysis
 from analysis import stats
 from analysis.sql import tost_table
+from analysis.stats import signed_rank
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 
 
@@ -48,6 +49,28 @@ def test_paired_tests_and_effect_size() -> None:
     assert pw == pytest.approx(st.wilcoxon(a, b).pvalue)
     lo, hi = stats.bootstrap_ci(a - b)
     assert lo < np.mean(a - b) < hi
+
+
+TIED = [
+    [0.5, -0.5, 1.0, 1.0, 2.0, -2.0, 2.0],  # ties within each sign and across signs
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -1.0],  # n = 13, one rank for all
+    [-0.25, -0.25, -0.5, 0.75, -1.0, -1.0, -0.5, 2.0, -3.0],
+]
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+@pytest.mark.parametrize("diff", TIED, ids=["mixed", "n13", "negative"])
+def test_tied_wilcoxon_equals_scipys_exact_permutation_test(diff: list[float], alternative: str) -> None:
+    # scipy permutes the 2^n sign flips itself here (tied |differences|, n <= 13); ours counts them
+    ref = st.wilcoxon(diff, alternative=alternative)
+    assert stats.wilcoxon(np.array(diff + [0.0]), alternative) == (float(ref.statistic), float(ref.pvalue))
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+def test_the_counted_null_equals_scipys_exact_distribution_without_ties(alternative: str) -> None:
+    diff = np.array([0.3, -1.2, 2.5, 0.7, -0.1, 1.9, 3.3, -2.2, 0.05, 1.4])
+    ref = st.wilcoxon(diff, alternative=alternative, method="exact")
+    assert signed_rank.tied_exact(diff, alternative) == (float(ref.statistic), float(ref.pvalue))
 
 
 def test_degenerate_samples_are_defined() -> None:

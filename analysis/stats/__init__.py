@@ -18,7 +18,6 @@ that is identically zero has p = 1; a constant non-zero difference has p = 0.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -28,6 +27,7 @@ import numpy as np
 from analysis import scipy_stats as st
 from analysis import sql
 from analysis.sql.tost_table import ALPHA, TARGET_POWER, detectable_margins  # noqa: F401  (the planner's table)
+from analysis.stats.signed_rank import wilcoxon
 from shp_ray.policy.cascade import HaltConfig
 
 METRICS_COMPARED = ("rounds", "operational_tokens", "is")
@@ -68,19 +68,6 @@ def paired_t(diff: np.ndarray) -> tuple[float, float]:
     if float(np.ptp(diff)) == 0.0:
         return (0.0, 1.0) if diff[0] == 0.0 else (math.copysign(math.inf, diff[0]), 0.0)
     res = st.ttest_1samp(diff, 0.0)
-    return float(res.statistic), float(res.pvalue)
-
-
-def wilcoxon(diff: np.ndarray, alternative: str = "two-sided") -> tuple[float, float]:
-    """(W, p) of the Wilcoxon signed-rank test; zero differences are dropped (Wilcoxon's rule)."""
-    diff = np.asarray(diff, dtype=float)
-    nz = diff[diff != 0.0]
-    if len(nz) == 0:
-        return 0.0, 1.0
-    with warnings.catch_warnings():  # scipy warns on small samples (exact vs normal)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        res = st.wilcoxon(nz, alternative=alternative)
     return float(res.statistic), float(res.pvalue)
 
 
