@@ -331,3 +331,14 @@ def test_the_benchmark_prints_one_json_line(tmp_path, capsys) -> None:
     assert main(["--trajectories", "12", "--rounds", "3", "--keep", str(tmp_path)]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["bench"] == "correctness" and line["summary_rows"] == 2 * (line["policies"] + 2)  # + 2 oracles
+
+
+@pytest.mark.parametrize("n", [1, 7, 47, 160])
+def test_the_wilson_interval_of_none_or_all_stays_within_zero_and_one(n: int) -> None:
+    """A rate of 0 of n or n of n has the bound 0 or 1 exactly: a report must never print "-0.0%"."""
+    lo, hi = correctness.wilson(0, n)
+    assert lo == 0.0 and 0.0 < hi < 1.0
+    lo, hi = correctness.wilson(n, n)
+    assert hi == 1.0 and 0.0 < lo < 1.0
+    lo, hi = correctness.wilson(1, n + 1)
+    assert 0.0 < lo < 1 / (n + 1) < hi < 1.0

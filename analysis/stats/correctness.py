@@ -59,7 +59,9 @@ def wilson(x: int, n: int, z: float = Z95) -> tuple[float, float]:
         return math.nan, math.nan
     p = x / n
     centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+    lo, hi = (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+    # At x = 0 or x = n the bound is 0 or 1 exactly; rounding would print "-0.0%" or 99.99...%.
+    return (0.0 if x == 0 else lo), (1.0 if x == n else hi)
 
 
 def paired_difference_ci(both: int, gained: int, lost: int, neither: int, z: float = Z95) -> tuple[float, float]:
