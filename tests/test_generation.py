@@ -95,7 +95,7 @@ def _count(path: Path) -> int:
 _GENERATE = """
 import json, sys
 import analysis
-from analysis import signals_store
+from analysis.replay import signals_store
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
