@@ -20,14 +20,20 @@ demo: $(STAMP)
 
 # Every temp file of the run (pytest's tmp_path, Ray's session folders, DuckDB spill) goes in one fresh
 # folder, short for Ray's Unix sockets, removed afterwards (also on Ctrl-C); pytest's exit status is kept.
-# Two xdist workers, a module whole on one worker and the modules sharing a Ray, an embedded server or the
-# embedder on the same one (tests/conftest.py), the longest groups first (so no reordering by xdist).
-TEST_WORKERS ?= 2
+# One process by default: on two cores two xdist workers made the suite slower (30 min 20 s against ~21 min in
+# one process, BENCHMARKS.md), since most slow tests already run Ray, servers or subprocesses on both cores.
+# TEST_WORKERS=N (N > 1, for a machine with more cores) runs N workers, a module whole on one worker and the
+# modules sharing a Ray, an embedded server or the embedder on the same one (tests/conftest.py).
+TEST_WORKERS ?= 1
+ifeq ($(TEST_WORKERS),1)
+TEST_PARALLEL := -p no:xdist
+else
+TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+endif
 test: $(STAMP)
 	tmp=$$(mktemp -d /tmp/shp_test.XXXXXX) || exit 1; \
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
-	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest" \
-	  -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest" $(TEST_PARALLEL)
 
 # Lint, format, and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package,
 # no module over 400 lines), read from the import graph.

@@ -97,7 +97,7 @@ def worker_group(module_file: Path) -> str:
     return module_file.name
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice; optional: `-p no:xdist`
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadgroup``: xdist's scope scheduling (a whole group to one worker, the next group to the first
     worker that runs low), with the groups of :func:`worker_group`."""
