@@ -20,11 +20,10 @@ demo: $(STAMP)
 
 # Every temp file of the run (pytest's tmp_path, Ray's session folders, DuckDB spill) goes in one fresh
 # folder, short for Ray's Unix sockets, removed afterwards (also on Ctrl-C); pytest's exit status is kept.
-# One process by default: on two cores two xdist workers made the suite slower (30 min 20 s against ~21 min in
-# one process, BENCHMARKS.md), since most slow tests already run Ray, servers or subprocesses on both cores.
-# TEST_WORKERS=N (N > 1, for a machine with more cores) runs N workers, a module whole on one worker and the
-# modules sharing a Ray, an embedded server or the embedder on the same one (tests/conftest.py).
-TEST_WORKERS ?= 1
+# Two xdist workers by default, a module whole on one worker and the modules sharing a Ray, an embedded server or
+# the embedder on the same one (tests/conftest.py): on a quiet two-core machine 30 min 20 s against 37 min 21 s in
+# one process (BENCHMARKS.md). TEST_WORKERS=1 runs one process without xdist.
+TEST_WORKERS ?= 2
 ifeq ($(TEST_WORKERS),1)
 TEST_PARALLEL := -p no:xdist
 else
