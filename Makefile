@@ -20,9 +20,9 @@ demo: $(STAMP)
 
 # Every temp file of the run (pytest's tmp_path, Ray's session folders, DuckDB spill) goes in one fresh
 # folder, short for Ray's Unix sockets, removed afterwards (also on Ctrl-C); pytest's exit status is kept.
-# Two xdist workers by default, a module whole on one worker and the modules sharing a Ray, an embedded server or
-# the embedder on the same one (tests/conftest.py): on a quiet two-core machine 30 min 20 s against 37 min 21 s in
-# one process (BENCHMARKS.md). TEST_WORKERS=1 runs one process without xdist.
+# Two xdist workers by default (on two cores faster than one process: BENCHMARKS.md, "The suite"), a module whole
+# on one worker and the modules sharing a Ray, an embedded server or the embedder on the same one
+# (tests/conftest.py), the longest groups first (so no reordering by xdist). TEST_WORKERS=1: one process, no xdist.
 TEST_WORKERS ?= 2
 ifeq ($(TEST_WORKERS),1)
 TEST_PARALLEL := -p no:xdist
