@@ -60,3 +60,39 @@ def test_fake_hash_embedder_is_named_as_not_a_language_model() -> None:
     v = e.encode(["a b c", "!!!"])
     assert "not a language model" in e.name and e.name == FAKE_NAME
     assert abs(float(np.linalg.norm(v[0])) - 1.0) < 1e-6 and not v[1].any()  # zero-norm stays zero
+
+
+def test_the_torch_only_encoder_computes_what_sentence_transformers_computes(embedder: Embedder) -> None:
+    """The default model runs without sentence-transformers; the same texts through sentence-transformers give
+    the same unit vectors to float32 rounding, a text past the 256-token limit included (cut the same way)."""
+    from sentence_transformers import SentenceTransformer
+
+    from shp_ray.generation.bert_encoder import BertEncoder
+    from shp_ray.generation.embedder import resolve_model
+
+    assert isinstance(embedder._load(), BertEncoder)
+    texts = ["The Seine flows through Paris.", "Ünïcödé 北京 🙂 tabs\tand  spaces", "river " * 400, "Yes."]
+    reference = SentenceTransformer(resolve_model("default"), device="cpu").encode(texts, batch_size=2)
+    ours = embedder.encode(texts)
+    assert np.abs(ours - reference / np.linalg.norm(reference, axis=1, keepdims=True)).max() < 2e-6
+    assert not np.allclose(ours[2], embedder.encode(["river " * 200])[0], atol=1e-3)  # 256 tokens, not 128
+
+
+def test_only_a_layout_the_torch_only_encoder_computes_exactly_is_given_to_it(tmp_path) -> None:
+    """Another pooling (CLS), or a module beyond normalisation, goes through sentence-transformers instead."""
+    import shutil
+
+    from shp_ray.generation.bert_encoder import fits
+    from shp_ray.generation.embedder import resolve_model
+
+    folder = tmp_path / "model"
+    shutil.copytree(resolve_model("default"), folder)
+    assert fits(folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    pooling.write_text(pooling.read_text().replace('"pooling_mode_cls_token": false', '"pooling_mode_cls_token": true'))
+    assert not fits(folder)
+    shutil.copy(resolve_model("default") + "/1_Pooling/config.json", pooling)
+    modules = folder / "modules.json"
+    modules.write_text(modules.read_text().replace("sentence_transformers.models.Normalize", "x.Dense"))
+    assert not fits(folder)
+    assert not fits(tmp_path / "absent")

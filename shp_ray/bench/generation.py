@@ -1,9 +1,10 @@
 """``shp-bench generation {embed|ratelimit|memory|cluster} [options]``: one JSON line printed last.
 
 - ``embed``: the same texts through bare sentence-transformers (one batched
-  ``encode``) and through the pipeline's embedding actor (one Ray call per
-  draft, as the trajectory workers make them, micro-batched inside the actor).
-  Target: pipeline >= 80% of bare texts/s.
+  ``encode``), through the torch-only encoder of the same weights, and through
+  the pipeline's embedding actor (one Ray call per draft, as the trajectory
+  workers make them, micro-batched inside the actor); and each route's cold
+  start in a fresh process. Target: pipeline >= 80% of bare texts/s.
 - ``ratelimit``: a generation against the simulated server (``shp-serve``,
   a test double) enforcing a known RPM; R requests cannot finish before
   R / RPM minutes. Target: generation time <= 1.15 x that bound.
@@ -52,17 +53,33 @@ def bench_embed(a: argparse.Namespace) -> dict[str, object]:
     from shp_ray.generation.generate import start_ray
 
     texts = _texts(a.texts)
-    # Bare: the model in this process, both threads, one batched encode of every text.
+    path = resolve_model(a.model)
+    # Cold start, each in a fresh process: imports, weights, the first text (what every embedding actor pays).
+    cold = {name: _cold_start(name, path) for name in ("sentence_transformers", "torch_only")}
+    # Bare: the model in this process, both threads, one batched encode of every text, by both routes.
+    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from shp_ray.generation.bert_encoder import BertEncoder, fits
+
     torch.set_num_threads(2)
-    model = SentenceTransformer(resolve_model(a.model), device="cpu")
+    model = SentenceTransformer(path, device="cpu")
     model.encode(texts[:8], batch_size=a.batch_size)
     t = time.perf_counter()
-    model.encode(texts, batch_size=a.batch_size, convert_to_numpy=True, show_progress_bar=False)
+    ref = model.encode(texts, batch_size=a.batch_size, convert_to_numpy=True, show_progress_bar=False)
     bare_s = time.perf_counter() - t
     del model
+    own_s, own_diff = None, None
+    if fits(path):
+        own = BertEncoder(path)
+        own.encode(texts[:8], a.batch_size)
+        t = time.perf_counter()
+        got = own.encode(texts, a.batch_size)
+        own_s = time.perf_counter() - t
+        unit = got / np.linalg.norm(got, axis=1, keepdims=True)
+        own_diff = float(np.abs(unit - ref / np.linalg.norm(ref, axis=1, keepdims=True)).max())
+        del own
     started = start_ray(None)
     try:
         actor = EmbedActor.options(num_cpus=2, max_concurrency=10_000).remote(a.model, a.batch_size, 2)
@@ -81,12 +98,30 @@ def bench_embed(a: argparse.Namespace) -> dict[str, object]:
         "model": Embedder(a.model).name,
         "texts": len(texts),
         "bare_texts_per_s": round(len(texts) / bare_s, 2),
+        "torch_only_texts_per_s": None if own_s is None else round(len(texts) / own_s, 2),
+        "torch_only_max_abs_diff": own_diff,  # against sentence-transformers, unit vectors
+        "cold_start_s": cold,
         "pipeline_texts_per_s": round(len(texts) / pipe_s, 2),
         "ratio": round(bare_s / pipe_s, 3),
         "pipeline_batches": int(after["batches"]) - int(info["batches"]),
         "encoded": int(after["encoded"]) - int(info["encoded"]),
         "re_encoded_on_repeat": int(again["encoded"]) - int(after["encoded"]),
     }
+
+
+def _cold_start(route: str, path: str) -> float:
+    """Seconds from a fresh interpreter to the first embedded text, loading the model by ``route``."""
+    import subprocess
+    import sys
+
+    load = {
+        "sentence_transformers": "from sentence_transformers import SentenceTransformer as M; "
+        "M(p, device='cpu').encode(['warm-up'])",
+        "torch_only": "from shp_ray.generation.bert_encoder import BertEncoder as M; M(p).encode(['warm-up'])",
+    }[route]
+    code = f"import time; t = time.perf_counter(); p = {path!r}; {load}; print(time.perf_counter() - t)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return round(float(done.stdout.strip().splitlines()[-1]), 2)
 
 
 def _run(
@@ -215,7 +250,7 @@ def bench_memory(a: argparse.Namespace) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="shp-bench generation")
     sub = p.add_subparsers(dest="mode", required=True)
-    e = sub.add_parser("embed", help="pipeline embedding throughput vs bare sentence-transformers")
+    e = sub.add_parser("embed", help="embedding throughput and cold start: sentence-transformers, the torch-only encoder, the pipeline")
     e.add_argument("--texts", type=int, default=600)
     e.add_argument("--model", default="default")
     e.add_argument("--batch-size", type=int, default=64)

