@@ -96,3 +96,5 @@ def test_only_a_layout_the_torch_only_encoder_computes_exactly_is_given_to_it(tm
     modules.write_text(modules.read_text().replace("sentence_transformers.models.Normalize", "x.Dense"))
     assert not fits(folder)
     assert not fits(tmp_path / "absent")
+    modules.write_text("[]")
+    assert not fits(folder)

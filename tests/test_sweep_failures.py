@@ -23,8 +23,8 @@ from storage import Store
 from storage.schemas import FAILURES
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
-from tests.test_generation import _count
 from tests.tasks_support import short_tasks
+from tests.test_generation import _count
 from tests.test_sweep import BIN, rounds_of, shp_sweep
 
 pytestmark = pytest.mark.integration

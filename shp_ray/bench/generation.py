@@ -250,7 +250,7 @@ def bench_memory(a: argparse.Namespace) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="shp-bench generation")
     sub = p.add_subparsers(dest="mode", required=True)
-    e = sub.add_parser("embed", help="embedding throughput and cold start: sentence-transformers, the torch-only encoder, the pipeline")
+    e = sub.add_parser("embed", help="embedding throughput and cold start: sentence-transformers, torch only, pipeline")
     e.add_argument("--texts", type=int, default=600)
     e.add_argument("--model", default="default")
     e.add_argument("--batch-size", type=int, default=64)

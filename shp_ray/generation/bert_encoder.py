@@ -29,17 +29,19 @@ def fits(folder: str | Path) -> bool:
     erf GELU, mean pooling alone, then (optionally) normalisation; weights in safetensors, a fast tokenizer."""
     root = Path(folder)
     try:
-        modules = [m["type"] for m in _json(root / "modules.json")]
+        modules = sorted(_json(root / "modules.json"), key=lambda m: m["idx"])
+        kinds = [m["type"] for m in modules]
+        if tuple(kinds[:2]) != _PLAIN or kinds[2:] not in ([], [_NORMALIZE]):
+            return False
         config = _json(root / "config.json")
-        pooling = _json(root / modules_path(root, 1) / "config.json")
+        pooling = _json(root / modules[1]["path"] / "config.json")
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return False
     means_only = pooling.get("pooling_mode_mean_tokens") is True and not any(
         v for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens"
     )
     return (
-        tuple(modules[:2]) == _PLAIN
-        and modules[2:] in ([], [_NORMALIZE])
+        modules[0].get("path", "") == ""  # the encoder's files in the folder itself, not in a sub-folder
         and config.get("model_type") == "bert"
         and config.get("hidden_act") == "gelu"
         and config.get("position_embedding_type", "absolute") == "absolute"
@@ -52,10 +54,6 @@ def fits(folder: str | Path) -> bool:
 def hidden_size(folder: str | Path) -> int:
     """The size of the vectors the model in ``folder`` gives (for a folder :func:`fits` accepts)."""
     return int(_json(Path(folder) / "config.json")["hidden_size"])
-
-
-def modules_path(root: Path, idx: int) -> str:
-    return next(m["path"] for m in _json(root / "modules.json") if m["idx"] == idx)
 
 
 class BertEncoder:
@@ -121,19 +119,18 @@ class BertEncoder:
         def heads(t):  # noqa: ANN001, ANN202
             return t.view(b, n, self.heads, per_head).transpose(1, 2)
 
+        def dense(t, name):  # noqa: ANN001, ANN202
+            return F.linear(t, w[name + ".weight"], w[name + ".bias"])
+
+        def norm(t, name):  # noqa: ANN001, ANN202
+            return F.layer_norm(t, (h,), w[name + ".weight"], w[name + ".bias"], eps)
+
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
-
-            def dense(t, name):  # noqa: ANN001, ANN202
-                return F.linear(t, w[p + name + ".weight"], w[p + name + ".bias"])
-
-            def norm(t, name):  # noqa: ANN001, ANN202
-                return F.layer_norm(t, (h,), w[p + name + ".weight"], w[p + name + ".bias"], eps)
-
-            q, k, v = (heads(dense(x, f"attention.self.{m}")) for m in ("query", "key", "value"))
+            q, k, v = (heads(dense(x, f"{p}attention.self.{m}")) for m in ("query", "key", "value"))
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
             context = context.transpose(1, 2).reshape(b, n, h)
-            x = norm(dense(context, "attention.output.dense") + x, "attention.output.LayerNorm")
-            x = norm(dense(F.gelu(dense(x, "intermediate.dense")), "output.dense") + x, "output.LayerNorm")
+            x = norm(dense(context, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            x = norm(dense(F.gelu(dense(x, p + "intermediate.dense")), p + "output.dense") + x, p + "output.LayerNorm")
         m = mask.unsqueeze(-1).float()
         return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)

