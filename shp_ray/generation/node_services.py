@@ -115,14 +115,12 @@ def start_services(
     :meth:`ClusterServices.ready` waits for the first real embed on every node: a missing or broken
     model is one clear error before any paid call.
     """
-
     from shp_ray.generation.actors import EmbedActor, JudgeActor
 
     out = ClusterServices(driver, model=cfg.embedder)
     if any(n.node_id != driver for n in nodes):
         out.cache = start_cache_actor(cache_dir, on_node(driver))
         out.owned.append(out.cache)
-    infos = {}
     for node in nodes:
         threads = max(1, min(cfg.embed_num_cpus, node.cpus))
         # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
@@ -148,6 +146,5 @@ def start_services(
             )
             out.owned.append(judge)
         out.nodes[node.node_id] = NodeServices(node.node_id, embed, judge, cache)
-        infos[node.node_id] = embed.info.remote()
         out.loading[node.node_id] = embed.info.remote()  # the model loads while the run starts the rest
     return out
