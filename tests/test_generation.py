@@ -35,6 +35,29 @@ def _unique(table, *cols) -> bool:
     return len(keys) == len(set(keys))
 
 
+@pytest.mark.integration
+def test_a_model_that_cannot_embed_stops_the_run_before_anything_is_written(tmp_path, ray_session) -> None:
+    """The writer and workers start while the model loads (its size read from its folder): a folder that looks
+    right but whose weights are damaged still ends the run with one message, before any call or store row."""
+    import shutil
+
+    from shp_ray.generation.embedder import resolve_model
+    from shp_ray.generation.guard import GenerationAborted
+
+    model = tmp_path / "model"
+    shutil.copytree(resolve_model("default"), model)
+    (model / "model.safetensors").write_bytes(b"not a safetensors file")
+    cfg = GenerationConfig(max_rounds=2, embedder=str(model))
+    with SimServer() as sim:
+        spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
+        with pytest.raises(GenerationAborted, match="could not embed a text") as err:
+            generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / "store", spec, RunOptions(progress=False))
+        assert sim.stats["requests"] == 0
+    assert str(model) in str(err.value) and "Nothing was generated" in str(err.value)
+    store = Store(tmp_path / "store")
+    assert not store.parts("generations") and not store.parts("rounds")
+
+
 def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_session) -> None:
     scenarios = load_scenarios("shp_paper", limit=5)
     cfg = GenerationConfig(max_rounds=3, judge="llm", workers=2, concurrency=4, flush_every=2)
