@@ -291,6 +291,10 @@ E2E_REASONS = {
     "round_zero": "values below 1",
 }
 SMALL = ["provider=sim", "dataset.limit=4", "generation.max_rounds=3", "generation.concurrency=4"]
+# What a rerun regenerates is what the quarantine left missing (asserted for every kind above); the rerun itself does
+# not depend on which check found the damage, so it runs for one kind of each way a part is lost: a checksum (a
+# flipped bit), a whole unreadable file (truncated), a value check (a NaN embedding).
+REGENERATED = ("bit_flip", "truncated", "nan_embedding")
 
 
 @pytest.fixture(scope="module")
@@ -370,6 +374,8 @@ def test_damaged_generated_part_is_refused_everywhere_then_repaired_and_regenera
     gen_id = rounds["gen_id"][0].as_py()
     assert done_scenarios(Store(store), gen_id) == set(rounds["scenario_id"].to_pylist()) - lost
 
+    if kind not in REGENERATED:
+        return
     again = sweep_job.run(case, output_dir=tmp_path / "rerun", job_tag="rerun", config_snapshot=snap, command="t")
     assert (again.trajectories, again.generated, again.generation_calls) == (4, len(lost), 0)  # no paid call
     restored = _rounds(store)
