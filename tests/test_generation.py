@@ -212,7 +212,7 @@ def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray
 
     before = limiters()
     cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=1, concurrency=1)
-    for i, ephemeral in enumerate((True, True, False)):
+    for i, ephemeral in enumerate((True, False)):
         with SimServer() as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
             opts = RunOptions(progress=False, ephemeral_endpoint=ephemeral)
