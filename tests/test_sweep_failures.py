@@ -23,9 +23,16 @@ from storage import Store
 from storage.schemas import FAILURES
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
-from tests.tasks_support import short_tasks
 from tests.test_generation import _count
 from tests.test_sweep import BIN, rounds_of, shp_sweep
+from tests.test_your_loop import TASKS
+
+# The shipped example tasks (one-line passages, ~150-token prompts): a HotpotQA prompt is ~600 tokens, 5-10 s a
+# call on the tiny embedded model; the code under test is the same.
+SHORT_TASKS = [
+    "dataset=file", f"dataset.path={TASKS}", "dataset.fields.id=qid", "dataset.fields.question=prompt_text",
+    "dataset.fields.contexts=passages", "dataset.fields.answers=gold", "dataset.limit=4",
+]  # fmt: skip
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +112,7 @@ def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_pat
 def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes_exactly(tmp_path):
     store = tmp_path / "store"
     args = [
-        str(BIN / "shp-sweep"), *short_tasks(tmp_path), "generation.max_rounds=2", "generation.max_tokens=24",
+        str(BIN / "shp-sweep"), *SHORT_TASKS, "generation.max_rounds=2", "generation.max_tokens=24",
         "generation.workers=1", "generation.concurrency=1", "report.enabled=false",
         f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
     ]  # fmt: skip

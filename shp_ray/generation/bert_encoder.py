@@ -69,11 +69,10 @@ class BertEncoder:
         st = root / "sentence_bert_config.json"
         self.max_length = int(_json(st).get("max_seq_length", 512)) if st.is_file() else 512
         self.max_length = min(self.max_length, int(config["max_position_embeddings"]))
-        self.hidden = hidden_size(root)
+        self.dim = hidden_size(root)
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
-        self.dim = self.hidden
         weights = load_file(str(root / "model.safetensors"))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
         self.w = {k[len(prefix) :]: v.float() for k, v in weights.items() if k.startswith(prefix)}
@@ -83,14 +82,14 @@ class BertEncoder:
         self.torch = torch
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        out = np.zeros((len(texts), self.hidden), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         with self.torch.inference_mode():
             for start in range(0, len(texts), batch_size):
                 chunk = texts[start : start + batch_size]
                 out[start : start + len(chunk)] = self._batch(chunk).numpy()
         return out
 
-    def _batch(self, texts: list[str]):  # noqa: ANN202 - a torch tensor (b, hidden)
+    def _batch(self, texts: list[str]):  # noqa: ANN202 - a torch tensor (b, dim)
         torch = self.torch
         encodings = self.tokenizer.encode_batch(texts)
         n = max(len(e.ids) for e in encodings)
@@ -104,7 +103,7 @@ class BertEncoder:
     def _forward(self, ids, mask):  # noqa: ANN001, ANN202 - torch tensors
         import torch.nn.functional as F  # noqa: N812 - torch's own spelling
 
-        w, h, eps = self.w, self.hidden, self.eps
+        w, h, eps = self.w, self.dim, self.eps
         b, n = ids.shape
         x = (
             w["embeddings.word_embeddings.weight"][ids]
