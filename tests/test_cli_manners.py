@@ -182,3 +182,31 @@ def test_each_command_names_its_own_flag(tmp_path, capsys) -> None:
     with pytest.raises(AnalysisError, match="choose one with judge=$"):  # the Python API's own spelling
         analysis.connect(tmp_path)
     assert query(["--store", str(tmp_path), "--judge", "other", "SELECT count(*) AS n FROM judgments"]) == 0
+
+
+def _help_of(main: object, argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(argv)  # type: ignore[operator]
+    out = capsys.readouterr()
+    assert done.value.code == 0, out.err[-2000:]
+    return out.out + out.err
+
+
+def test_every_command_and_benchmark_prints_its_help(capsys) -> None:
+    """``--help`` of each console script and of each ``shp-bench`` benchmark prints its usage: argparse formats
+    every help string with ``%``, so a literal percent sign in one breaks the whole page."""
+    from analysis.query import main as query
+    from shp_ray.bench import BENCHMARKS
+    from shp_ray.bench import main as bench
+    from shp_ray.importer.cli import main as importer
+    from shp_ray.providers.sim.server import main as serve
+
+    page = _help_of(query, ["--help"], capsys)
+    assert "--memory-limit" in page and "(default 25% of this" in page.replace("\n", " ").replace("  ", " ")
+    for main in (importer, serve):
+        assert _help_of(main, ["--help"], capsys).startswith("usage:")
+    assert bench(["--help"]) == 0
+    listed = capsys.readouterr().err
+    assert all(name in listed for name in BENCHMARKS)
+    for name in BENCHMARKS:
+        assert _help_of(bench, [name, "--help"], capsys).startswith(f"usage: shp-bench {name}"), name

@@ -191,7 +191,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         "--memory-limit",
         type=_memory_limit,
         default=None,
-        help=f"DuckDB's memory bound, e.g. 2GB (default {MEMORY_SHARE:.0%} of this machine's memory; "
+        help=f"DuckDB's memory bound, e.g. 2GB (default {MEMORY_SHARE * 100:.0f}%% of this machine's memory; "
         "past it DuckDB spills what it can and stops the query otherwise)",
     )
 
