@@ -138,8 +138,13 @@ def test_kill_minus_9_mid_batch_then_rerun_creates_no_batch_twice(tmp_path) -> N
         cmd = [sys.executable, "-c", _GENERATE, str(store_dir), sim.base_url]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        # Kill while the third batch is at the server, before it finishes.
-        while sim.stats["batch"]["batches_created"] < 3 and proc.poll() is None and time.monotonic() < deadline:
+
+        def third_batch_recorded() -> bool:  # created at the server AND its id in the run's ledger
+            return sim.stats["batch"]["batches_created"] >= 3 and still_running(store_dir / "_cache") != ""
+
+        # Kill while the third batch is at the server, before it finishes (it takes >= 3 x 0.4 s there), once the
+        # run has recorded it: the server counts a batch before its create call returns to the run.
+        while not third_batch_recorded() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         _kill_tree(proc)

@@ -229,7 +229,7 @@ def _create_views(
             continue
         if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
             continue  # computed into the kept file, and read there
-        con.execute(stmt)
+        con.execute(sql.deferred(stmt))
     return inputs
 
 

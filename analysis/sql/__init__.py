@@ -36,6 +36,7 @@ reference executor :func:`shp_ray.policy.reference.replay`.
 from __future__ import annotations
 
 import functools
+import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -86,6 +87,19 @@ def double(value: float) -> str:
 def create(name: str, select: str, *, table: bool = False) -> str:
     """CREATE OR REPLACE the view ``name`` (``table``: a temp table, computed once) AS ``select``."""
     return f"CREATE OR REPLACE {'TEMP TABLE' if table else 'VIEW'} {name} AS {select}"
+
+
+_VIEW_HEAD = re.compile(r"(CREATE OR REPLACE (?:TEMP )?VIEW \S+) AS ")
+
+
+def deferred(statement: str) -> str:
+    """``statement`` with its view bound when a query first reads it, not when it is created.
+
+    DuckDB binds a view's whole stack of views on CREATE, and binds it again in every query that reads it: on a
+    connection, creating the views cost more than anything else on a small store. The plain DuckDB CLI of
+    ``views.sql`` (1.5) does not know the option, so the statements themselves stay without it.
+    """
+    return _VIEW_HEAD.sub(r"\1 WITH (DEFER_BINDING) AS ", statement, count=1)
 
 
 def is_expression(weights: Mapping[str, float], prefix: str = "", suffix: str = "") -> str:
