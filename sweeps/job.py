@@ -335,7 +335,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     finally:
         con.close()
     if job.report.enabled and result.trajectories:
-        from analysis.report import html_report, write_report  # only here: its import costs ~3 s
+        from analysis.report import html_report, write_report  # only here: matplotlib and plotly come with it
 
         out = Path(job.report.out or output_dir / "report")
         result.report = str(write_report(scope, out, eps=job.halt.eps))

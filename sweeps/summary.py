@@ -64,12 +64,12 @@ def _f(value: object, fmt: str) -> str:
 
 def ci95(row: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """The two-sided 95% CI of dIS, from the TOST's one-sided 95% lower bound (the same t-based standard error)."""
-    from scipy.stats import t
+    from analysis import scipy_stats as st  # the t quantiles without importing scipy.stats
 
     d, lower, n = row.get("delta_is"), row.get("delta_is_lower95"), row.get("n_is") or 0
     if d is None or lower is None or n < 2:
         return None, None
-    half = (d - lower) / float(t.ppf(0.95, n - 1)) * float(t.ppf(0.975, n - 1))
+    half = (d - lower) / float(st.t_ppf(0.95, n - 1)) * float(st.t_ppf(0.975, n - 1))
     return d - half, d + half
 
 

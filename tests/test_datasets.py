@@ -95,3 +95,17 @@ def test_unknown_names():
         load_scenarios("squad")
     with pytest.raises(ValueError, match="unknown split"):
         load_scenarios("hotpotqa", split="train")
+
+
+def test_a_file_read_again_is_parsed_again_only_when_it_changed(tmp_path):
+    """A job loads its dataset more than once; the parse is kept per (file, mtime, size), so an edited file is
+    read anew and a file that became unreadable is an error, never the old scenarios."""
+    rec = {"sample_id": 1, "ambiguous_question": "q", "annotations": [{"long_answer": "a", "knowledge": []}]}
+    path = _write_jsonl(tmp_path / "a.jsonl", [json.dumps(rec)])
+    first = load_scenarios("asqa", path=path)
+    assert load_scenarios("asqa", path=path) == first and len(first) == 1
+    _write_jsonl(path, [json.dumps(rec), json.dumps({**rec, "sample_id": 2})])
+    assert [s.scenario_id for s in load_scenarios("asqa", path=path)] == ["asqa_1", "asqa_2"]
+    path.unlink()
+    with pytest.raises(DatasetError, match=r"a\.jsonl: cannot read it"):
+        load_scenarios("asqa", path=path)

@@ -32,7 +32,6 @@ from analysis.report import costs as report_costs
 from analysis.report import data as report_data
 from analysis.report import dynamics as report_dynamics
 from analysis.report import families as report_families
-from analysis.report import figures, html_report
 from analysis.report import power as report_power
 from analysis.report.cells import cell, short_labels
 from analysis.stats import DEFAULT_EPS
@@ -122,6 +121,9 @@ def write_report(
     ``store``: a path or Store (every trajectory, the defaults), or a :class:`ReplayScope` (one generation and
     scenario set of a sweep job, a judge, the weights, policies, the margin ``delta``, the price table).
     """
+    # matplotlib and plotly (~1 s together): imported by what draws, not by every import of the report's helpers
+    from analysis.report import figures, html_report
+
     out = Path(out_dir)
     scope = scope_of(store)
     data = report_data.collect(scope, report_data.Options(scope.delta, deltas, eps, seed, n_resamples))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
-from scipy import stats as st
 
+from analysis import scipy_stats as st
 from analysis import sql, stats
 from analysis.replay.db import AnalysisError, Setup, connect, setup_of
 from analysis.replay.scope import ReplayScope
@@ -85,7 +85,7 @@ def t_interval(n: int, mean: float | None, sd: float | None) -> tuple[float, flo
     """The 95% t interval of a mean (NaN, NaN when undefined: fewer than 2 values)."""
     if mean is None or n < 2 or sd is None or math.isnan(sd):
         return math.nan, math.nan
-    half = float(st.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    half = float(st.t_ppf(0.975, n - 1)) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 

@@ -23,8 +23,8 @@ import math
 from collections.abc import Sequence
 
 import duckdb
-from scipy import stats as st
 
+from analysis import scipy_stats as st
 from analysis import sql
 from analysis.errors import AnalysisError
 from analysis.sql.rows import fetch_dicts
@@ -32,7 +32,7 @@ from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 
 DEFAULT_SCORE = "hidden_pass"  # a code store's: the hidden tests pass
-Z95 = float(st.norm.ppf(0.975))
+Z95 = st.norm_ppf(0.975)
 
 
 def code_policies(max_rounds: int) -> list[Policy]:
