@@ -8,6 +8,7 @@ The expensive real parts are started once and shared (each is still the real thi
   it run next to each other (:func:`pytest_collection_modifyitems`). An in-process ``generate`` or sweep job
   reuses it (and leaves it running). Do not use it where a test starts its own cluster
   (``tests.cluster_support.local_cluster``) or checks how a run starts Ray (``ray.num_cpus``, ``ray.address``).
+- ``ray_address``: that Ray's address, for a ``shp-sweep`` subprocess to join (``ray.address=...``).
 - ``embedder_factory``: ``embedder_factory(batch_size=16)`` is a fresh :class:`Embedder` (its own cache and
   counters) over the one real all-MiniLM-L6-v2 loaded for the suite.
 - ``embedded_llm``: ``embedded_llm("qwen2.5-coder-0.5b-instruct")`` is a running embedded llama.cpp server of
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,7 +79,12 @@ _ray_modules: set[object] = set()  # the test modules where some test asks for i
 # real-cluster modules share "ray-clusters": two multi-node clusters side by side on two cores would starve each
 # other's raylets). Grouping saves starts only: every worker has its own session fixtures, so a module runs the
 # same on any worker.
-SHARED_FIXTURE_GROUPS = {RAY_FIXTURE: "shared-ray", "embedded_llm": "embedded-llm", "embedder_factory": "embedder"}
+SHARED_FIXTURE_GROUPS = {
+    RAY_FIXTURE: "shared-ray",
+    "ray_address": "shared-ray",
+    "embedded_llm": "embedded-llm",
+    "embedder_factory": "embedder",
+}
 # Groups that take longest, sent to the workers first (wall time only: a group's tests run the same either way).
 FIRST_GROUPS = ("shared-ray", "ray-clusters")
 
@@ -182,6 +189,18 @@ def ray_only_where_asked(request: pytest.FixtureRequest) -> None:
         _shared_ray.up()
     else:
         _shared_ray.down()
+
+
+@pytest.fixture
+def ray_address(ray_session) -> Iterator[str]:
+    """``ray.address=<this>`` makes a ``shp-sweep`` subprocess join the suite's Ray instead of starting its own
+    (Ray's own processes cost ~6 s and ~5 CPU-s per start): for a test whose subject is not how a run starts Ray.
+    The detached rate limiters such a run leaves (one per endpoint it called: on a long-lived cluster they outlive
+    the run by design) are removed afterwards; the run's other actors died with its driver."""
+    yield ray_session.get_runtime_context().gcs_address
+    for actor in ray_session.util.list_named_actors(all_namespaces=True):
+        if actor["name"].startswith("shp-limiter-"):
+            ray_session.kill(ray_session.get_actor(actor["name"], namespace=actor["namespace"]))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

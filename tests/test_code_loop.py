@@ -203,7 +203,7 @@ def sweep(tmp_path, *overrides: str):
 
 
 @pytest.mark.integration
-def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hydra_ctx, tmp_path):
+def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hydra_ctx, tmp_path, ray_session):
     done, store = sweep(tmp_path, "provider=sim", "dataset=humaneval", "dataset.limit=5", "report.enabled=false")
     assert (done.generated, done.failed) == (5, 0)
     rounds = store.read("rounds").to_pylist()
@@ -216,7 +216,7 @@ def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hyd
 
 
 @pytest.mark.integration
-def test_a_humaneval_sweep_on_the_embedded_model(hydra_ctx, tmp_path):
+def test_a_humaneval_sweep_on_the_embedded_model(hydra_ctx, tmp_path, ray_session):
     """The smallest embedded model (SmolLM2-135M: tiny, often wrong) on 2 problems x 2 rounds."""
     done, store = sweep(
         tmp_path, "dataset=humaneval", "dataset.limit=2", "generation.max_rounds=2", "provider.n_threads=1",

@@ -100,7 +100,9 @@ def _responses(cache: Path) -> int:
 
 
 @pytest.mark.integration
-def test_a_store_on_a_full_disk_ends_the_sweep_in_one_line_and_the_rerun_pays_nothing_again(small_disk, tmp_path):
+def test_a_store_on_a_full_disk_ends_the_sweep_in_one_line_and_the_rerun_pays_nothing_again(
+    small_disk, tmp_path, ray_address
+):
     # The store fills up when the run writes its trajectories: every reply was paid for by then, and each
     # was kept in the response cache (on another disk) before the loop used it.
     fill(small_disk, leave_kb=64)
@@ -110,6 +112,7 @@ def test_a_store_on_a_full_disk_ends_the_sweep_in_one_line_and_the_rerun_pays_no
             str(BIN / "shp-sweep"), "provider=openai", f"provider.base_url={sim.base_url}", "provider.model=sim-model",
             "provider.api_key_env=", "dataset.limit=6", "generation.max_rounds=3", "report.enabled=false",
             f"store.path={store}", f"store.cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}",
+            f"ray.address={ray_address}",
         ]  # fmt: skip
         env = {**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0"}
         out = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)

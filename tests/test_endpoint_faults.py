@@ -109,11 +109,12 @@ def test_the_preflight_declares_a_stalled_endpoint_dead_within_twice_its_timeout
 # --- shp-sweep, end to end ----------------------------------------------------------------------------
 
 
-def _sim_job(sim: SimServer, store, *extra: str):
+def _sim_job(sim: SimServer, store, ray_address: str, *extra: str):
     return shp_sweep(
         "provider=openai", f"provider.base_url={sim.base_url}", "provider.api_key_env=", "provider.model=sim-model",
         "generation.max_rounds=2", "generation.workers=1", "generation.concurrency=2", "report.enabled=false",
-        f"store.path={store}", f"hydra.run.dir={store}-run", *extra,  # its run folder beside the store, not ./runs
+        f"store.path={store}", f"hydra.run.dir={store}-run",  # its run folder beside the store, not ./runs
+        f"ray.address={ray_address}", *extra,  # the suite's Ray: what is tested is the endpoint, not Ray's start
     )  # fmt: skip
 
 
@@ -121,11 +122,11 @@ def _drafts(store) -> list[str]:
     return Store(store).read("rounds", columns=["draft"])["draft"].to_pylist() if Store(store).parts("rounds") else []
 
 
-def test_a_server_whose_replies_have_no_text_fails_the_run_and_a_rerun_generates_them(tmp_path):
+def test_a_server_whose_replies_have_no_text_fails_the_run_and_a_rerun_generates_them(tmp_path, ray_address):
     store = tmp_path / "store"
     # faults_after=1: the preflight is answered, then every reply is a 200 with no text
     with SimServer(fault_rate=1.0, faults=("empty",), faults_after=1) as sim:
-        out = _sim_job(sim, store, "dataset.limit=3", "provider.max_retries=2")
+        out = _sim_job(sim, store, ray_address, "dataset.limit=3", "provider.max_retries=2")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAILED" in out.stderr and "an empty reply" in out.stderr and "Traceback" not in out.stderr
     assert "generated now" not in out.stdout  # never "4 generated now, 0 failed"
@@ -137,7 +138,7 @@ def test_a_server_whose_replies_have_no_text_fails_the_run_and_a_rerun_generates
     # The same command again, against a server whose replies have no text only now and then (one in
     # three): each is retried like a 5xx, and the rerun generates every missing trajectory, all with text.
     with SimServer(fault_rate=0.3, faults=("empty",), seed=5) as flaky:
-        again = _sim_job(flaky, store, "dataset.limit=3")
+        again = _sim_job(flaky, store, ray_address, "dataset.limit=3")
         empty = flaky.stats["faults"]["empty"]
     assert again.returncode == 0, again.stdout + again.stderr
     assert "3/3 trajectories, 3 generated now" in again.stdout and ", 0 failed" in again.stdout
@@ -148,10 +149,10 @@ def test_a_server_whose_replies_have_no_text_fails_the_run_and_a_rerun_generates
     assert pc.count_distinct(rounds["scenario_id"]).as_py() == 3
 
 
-def test_a_server_that_stalls_mid_run_is_declared_dead_with_one_message(tmp_path):
+def test_a_server_that_stalls_mid_run_is_declared_dead_with_one_message(tmp_path, ray_address):
     store = tmp_path / "store"
     with SimServer(fault_rate=1.0, faults=("stall",), faults_after=1) as sim:  # the preflight, then silence
-        out = _sim_job(sim, store, "dataset.limit=4", "provider.timeout_s=1")
+        out = _sim_job(sim, store, ray_address, "dataset.limit=4", "provider.timeout_s=1")
         requests = sim.stats["requests"]
     assert out.returncode == 1, out.stdout + out.stderr
     assert f"the endpoint {sim.base_url} stopped answering" in out.stderr and SILENT in out.stderr

@@ -102,11 +102,11 @@ def test_job_in_process_generates_once_then_replays_for_free(tmp_path, ray_sessi
     assert json.loads(manifests["config_json"][0].as_py())["provider"]["kind"] == "sim"
 
 
-def test_ablation7_multirun_generates_once_and_replays_seven_cells(tmp_path):
+def test_ablation7_multirun_generates_once_and_replays_seven_cells(tmp_path, ray_address):
     store = tmp_path / "store"
     done = shp_sweep(
         "-m", "+sweep=ablation7", "provider=sim", *SMALL, f"store.path={store}",
-        f"hydra.sweep.dir={tmp_path / 'multi'}", "report.enabled=false",
+        f"hydra.sweep.dir={tmp_path / 'multi'}", "report.enabled=false", f"ray.address={ray_address}",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert rounds_of(store).num_rows == 3 * 3  # one generation shared by the seven jobs

@@ -72,13 +72,31 @@ def test_a_wrong_key_stops_the_job_after_one_call(tmp_path, monkeypatch):
     assert "a-wrong-key-5678" not in out.stdout + out.stderr
 
 
+def test_a_key_set_only_in_the_drivers_environment_of_a_joined_cluster_is_named_per_node(tmp_path, ray_address):
+    """A run that joins a Ray started elsewhere: its actors read the environment that Ray started with, not the
+    driver's. The driver's preflight passes; the workers' first call says where the variable is missing."""
+    with SimServer() as sim:
+        out = shp_sweep(
+            "provider=openai", f"provider.base_url={sim.base_url}", "provider.model=sim-model",
+            "provider.api_key_env=SHP_TEST_DRIVER_ONLY_KEY", "dataset.limit=2", "generation.max_rounds=2",
+            "report.enabled=false", f"store.path={tmp_path / 'store'}", f"hydra.run.dir={tmp_path / 'run'}",
+            f"ray.address={ray_address}", env={"SHP_TEST_DRIVER_ONLY_KEY": "a-key-only-here-5678"},
+        )  # fmt: skip
+        preflight = sim.stats["requests"]
+    assert out.returncode == 1, out.stdout + out.stderr
+    said = "environment variable SHP_TEST_DRIVER_ONLY_KEY is not set on this Ray node"
+    assert said in out.stderr and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert preflight == 1 and "a-key-only-here-5678" not in out.stdout + out.stderr
+    assert not Store(tmp_path / "store").parts("rounds")
+
+
 def test_a_multirun_with_a_failed_job_exits_nonzero_after_running_every_job(tmp_path, closed_port):
     out = shp_sweep("-m", *_dead(closed_port), "dataset.limit=1,2", f"store.path={tmp_path / 'store'}")
     assert out.returncode != 0
     assert out.stderr.count("FAILED") >= 2, out.stderr  # both jobs ran and said why
 
 
-def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_path, monkeypatch):
+def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_path, monkeypatch, ray_session):
     store = tmp_path / "store"
     base = ["provider=sim", "generation.max_rounds=2", f"store.path={store}"]
 
@@ -109,12 +127,12 @@ def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_pat
     assert (result.scenarios, result.trajectories) == (3, 2)
 
 
-def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes_exactly(tmp_path):
+def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes_exactly(tmp_path, ray_address):
     store = tmp_path / "store"
     args = [
         str(BIN / "shp-sweep"), *SHORT_TASKS, "generation.max_rounds=2", "generation.max_tokens=24",
         "generation.workers=1", "generation.concurrency=1", "report.enabled=false",
-        f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}",
+        f"store.path={store}", f"hydra.run.dir={tmp_path / 'run'}", f"ray.address={ray_address}",
     ]  # fmt: skip
     sweep = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -30,7 +30,7 @@ def _plan_of(*overrides: str):
     return make_plan(job), job
 
 
-def test_dry_run_calls_nothing_and_plans_the_calls_the_run_makes(tmp_path):
+def test_dry_run_calls_nothing_and_plans_the_calls_the_run_makes(tmp_path, ray_address):
     store = tmp_path / "store"
     with SimServer() as sim:
         args = ["provider=sim", f"provider.base_url={sim.base_url}", *SMALL, f"store.path={store}",
@@ -42,7 +42,7 @@ def test_dry_run_calls_nothing_and_plans_the_calls_the_run_makes(tmp_path):
         assert "3 to generate" in dry.stdout and "simulated server" in dry.stdout
         planned = _planned_calls(dry.stdout)
 
-        run = shp_sweep(*args, f"hydra.run.dir={tmp_path / 'run'}")
+        run = shp_sweep(*args, f"hydra.run.dir={tmp_path / 'run'}", f"ray.address={ray_address}")
         assert run.returncode == 0, run.stderr[-3000:]
         made = sim.stats["requests"]
     assert made > 0 and abs(planned - made) <= 0.05 * made, (planned, made)

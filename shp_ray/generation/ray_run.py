@@ -22,6 +22,7 @@ from shp_ray.generation.actors import LockstepActor, StoreWriterActor, Trajector
 from shp_ray.generation.cluster import driver_node, live_nodes, on_node, start_ray
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import known_dim
+from shp_ray.generation.guard import GenerationAborted
 from shp_ray.generation.interrupt import check as check_interrupt
 from shp_ray.generation.node_services import ClusterServices, start_services
 from shp_ray.generation.pool import WorkerPool
@@ -134,7 +135,18 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     warm = [w.handle.warm.remote() for w in placed.pool.workers]  # actor processes up, provider ready
     services.ready(expected_dim=dim)  # nothing is written before every node's model has embedded a text
     ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, services.embedder, dim)]))
-    ray.get(warm)
+    try:
+        ray.get(warm)
+    except ray.exceptions.ActorDiedError as exc:
+        cause = next((a.cause for a in exc.args if isinstance(getattr(a, "cause", None), BaseException)), None)
+        if cause is None:  # not its constructor: a node lost (the pool's business once the run is under way)
+            raise
+        # A worker's constructor builds the provider on its node (a key read from that node's environment):
+        # what it raised is the message, not Ray's traceback of it.
+        said = " ".join(str(cause).split())
+        raise GenerationAborted(
+            f"a trajectory worker could not start: {type(cause).__name__}: {said}. No trajectory was generated."
+        ) from None
 
 
 def _drive(run: Run, placed: _Placed, pending: Iterator[Scenario], lanes: int) -> None:

@@ -33,6 +33,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 import types
 from dataclasses import dataclass
@@ -84,11 +85,19 @@ def read_key(spec: ProviderSpec, endpoint: str) -> str:
         return ""
     key = os.environ.get(spec.api_key_env, "")
     if not key:
+        where = " on this Ray node" if _in_ray_actor() else ""
         raise ProviderError(
-            f"environment variable {spec.api_key_env} is not set; it must hold the API key for {endpoint}",
+            f"environment variable {spec.api_key_env} is not set{where}; it must hold the API key for {endpoint}"
+            + (" (the run's actors read the environment their node's Ray started with: set it there)" if where else ""),
             retryable=False,
         )
     return key
+
+
+def _in_ray_actor() -> bool:
+    """True in a Ray actor: on a cluster the run joined, its environment is not the driver's."""
+    ray = sys.modules.get("ray")
+    return bool(ray and ray.is_initialized() and ray.get_runtime_context().get_actor_id())
 
 
 _WHAT = {"empty": "an empty reply"}  # how a failed attempt's kind reads in its message
