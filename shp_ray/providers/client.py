@@ -85,12 +85,10 @@ def read_key(spec: ProviderSpec, endpoint: str) -> str:
         return ""
     key = os.environ.get(spec.api_key_env, "")
     if not key:
-        where = " on this Ray node" if _in_ray_actor() else ""
-        raise ProviderError(
-            f"environment variable {spec.api_key_env} is not set{where}; it must hold the API key for {endpoint}"
-            + (" (the run's actors read the environment their node's Ray started with: set it there)" if where else ""),
-            retryable=False,
-        )
+        said = f"environment variable {spec.api_key_env} is not set"
+        if _in_ray_actor():  # the driver's preflight had it: a node of a cluster the run joined lacks it
+            said += " on this Ray node (a run's actors read the environment their node's Ray started with)"
+        raise ProviderError(f"{said}; it must hold the API key for {endpoint}", retryable=False)
     return key
 
 
