@@ -197,9 +197,11 @@ def ray_address(ray_session) -> Iterator[str]:
     (Ray's own processes cost ~6 s and ~5 CPU-s per start): for a test whose subject is not how a run starts Ray.
     The detached rate limiters such a run leaves (one per endpoint it called: on a long-lived cluster they outlive
     the run by design) are removed afterwards; the run's other actors died with its driver."""
+    from shp_ray.providers.shared_limiter import LIMITER_PREFIX
+
     yield ray_session.get_runtime_context().gcs_address
     for actor in ray_session.util.list_named_actors(all_namespaces=True):
-        if actor["name"].startswith("shp-limiter-"):
+        if actor["name"].startswith(LIMITER_PREFIX):
             ray_session.kill(ray_session.get_actor(actor["name"], namespace=actor["namespace"]))
 
 

@@ -204,11 +204,11 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
 
 def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:
     """On a long-lived Ray, each run against a fresh sim/llama port used to leave one detached actor."""
-    from shp_ray.providers.shared_limiter import forget_limiter
+    from shp_ray.providers.shared_limiter import LIMITER_PREFIX, forget_limiter
 
     def limiters() -> set[str]:
         named = ray_session.util.list_named_actors(all_namespaces=True)
-        return {a["name"] for a in named if a["name"].startswith("shp-limiter-")}
+        return {a["name"] for a in named if a["name"].startswith(LIMITER_PREFIX)}
 
     before = limiters()
     cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=1, concurrency=1)

@@ -33,7 +33,6 @@ import json
 import math
 import os
 import re
-import sys
 import time
 import types
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.quota import Heard, read_allowances
 from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_usage
 from shp_ray.providers.retry_policy import Backoff, parse_retry_after, should_retry
-from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter
+from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter, ray_running
 from shp_ray.redaction import redact_text
 
 SILENT = "the endpoint gave no reply"  # in the message of a call failed by silence (the breaker reads it)
@@ -94,8 +93,11 @@ def read_key(spec: ProviderSpec, endpoint: str) -> str:
 
 def _in_ray_actor() -> bool:
     """True in a Ray actor: on a cluster the run joined, its environment is not the driver's."""
-    ray = sys.modules.get("ray")
-    return bool(ray and ray.is_initialized() and ray.get_runtime_context().get_actor_id())
+    if not ray_running():
+        return False
+    import ray
+
+    return ray.get_runtime_context().get_actor_id() is not None
 
 
 _WHAT = {"empty": "an empty reply"}  # how a failed attempt's kind reads in its message

@@ -223,8 +223,11 @@ def ray_running() -> bool:
     return bool(ray is not None and ray.is_initialized())
 
 
+LIMITER_PREFIX = "shp-limiter-"  # every endpoint's limiter actor is named this, then the endpoint's id
+
+
 def _actor_name(base_url: str, api_key: str) -> str:
-    return f"shp-limiter-{limiter_id(base_url, api_key)}"
+    return f"{LIMITER_PREFIX}{limiter_id(base_url, api_key)}"
 
 
 def forget_limiter(spec: ProviderSpec) -> bool:
