@@ -53,9 +53,35 @@ def test_a_model_that_cannot_embed_stops_the_run_before_anything_is_written(tmp_
         with pytest.raises(GenerationAborted, match="could not embed a text") as err:
             generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / "store", spec, RunOptions(progress=False))
         assert sim.stats["requests"] == 0
-    assert str(model) in str(err.value) and "Nothing was generated" in str(err.value)
+    said = str(err.value)
+    assert str(model) in said and "Nothing was generated" in said
+    assert "Traceback" not in said and len(said.splitlines()) == 1  # what the model raised, not Ray's traceback
     store = Store(tmp_path / "store")
     assert not store.parts("generations") and not store.parts("rounds")
+
+
+def test_runs_at_once_on_one_ray_each_keep_their_embedding_actor(tmp_path, ray_session) -> None:
+    """Two runs on one Ray at the same time (a Ray-launcher multirun over two models): the first one to end
+    stops the actors it started, and the other one still embeds, and still counts what it embedded."""
+    from shp_ray.generation.cluster import driver_node, live_nodes
+    from shp_ray.generation.node_services import start_services
+    from shp_ray.generation.services import DEFAULT_FACTORY
+
+    driver = driver_node()
+    nodes, cfg = live_nodes(driver), GenerationConfig(embedder="fake-hash", judge="none")
+    spec = ProviderSpec(kind="sim", base_url="http://127.0.0.1:9/v1", model="sim-model")
+    first, second = (start_services(nodes, driver, cfg, spec, DEFAULT_FACTORY, str(tmp_path / n)) for n in "ab")
+    try:
+        first.ready()
+        second.ready()
+        for actor in first.owned:  # the first run ends (ray_run kills what it started)
+            ray_session.kill(actor)
+        vector = ray_session.get(second.nodes[driver].embed.embed.remote("a draft of the second run"), timeout=60)
+        assert vector.shape == (second.dim,)
+        assert second.embedded_texts() == 1
+    finally:
+        for actor in second.owned:
+            ray_session.kill(actor)
 
 
 def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_session) -> None:

@@ -35,6 +35,14 @@ def test_gen_id_hashes_what_changes_the_drafts_only() -> None:
         assert replace(base, **same).gen_id("sim", "m") == gid, same
 
 
+def test_a_run_starts_no_more_workers_than_its_trajectories_fill() -> None:
+    cfg = GenerationConfig(workers=4, concurrency=8)
+    assert cfg.workers_for(None) == 4  # the number unknown: as configured
+    assert [cfg.workers_for(n) for n in (0, 1, 8, 9, 16, 17, 32, 1000)] == [1, 1, 1, 2, 2, 3, 4, 4]
+    assert cfg.workers_for(3, nodes=3) == 3  # still one per node of a cluster
+    assert GenerationConfig(workers=1, concurrency=1).workers_for(50, nodes=2) == 2
+
+
 def test_progress_is_quiet_in_ci(monkeypatch) -> None:
     monkeypatch.setenv("CI", "true")
     assert not interactive()

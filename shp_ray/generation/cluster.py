@@ -112,3 +112,18 @@ def alive(node_ids: set[str]) -> set[str]:
     import ray
 
     return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] in node_ids}
+
+
+def actor_raised(exc: BaseException) -> str | None:
+    """What an actor's own code raised, as one line (``Type: message``, without Ray's traceback): in a method (a
+    ``RayTaskError``) or in its constructor (an ``ActorDiedError`` carrying one). None when the actor or its
+    node was lost instead: nothing the user's configuration said."""
+    import ray
+
+    task_error = exc if isinstance(exc, ray.exceptions.RayTaskError) else None
+    if task_error is None:
+        task_error = next((a for a in exc.args if isinstance(a, ray.exceptions.RayTaskError)), None)
+    if task_error is None or not isinstance(task_error.cause, BaseException):
+        return None
+    cause = task_error.cause
+    return f"{type(cause).__name__}: {' '.join(str(cause).split())}"

@@ -40,7 +40,7 @@ class GenerationConfig:
     judge_model: str = ""  # LLM judge model; "" = the generation model
     judge_parse_retries: int = 2
     judge_batch: bool = False  # judge=llm through the provider's Batch API, after generation (judge.batch)
-    workers: int = 2  # trajectory worker actors
+    workers: int = 2  # trajectory worker actors (at most: a small run starts only as many as it fills)
     concurrency: int = 16  # trajectories in flight per worker actor (max_concurrency)
     flush_every: int = 32  # trajectories per store part (whole trajectories only)
     retry_failed: bool = True  # a rerun tries scenarios that failed before (they have no rounds)
@@ -80,6 +80,14 @@ class GenerationConfig:
     def prompt_version(self) -> str:
         """The prompt preset's name (what the generations row records)."""
         return self.prompts.name
+
+    def workers_for(self, trajectories: int | None, nodes: int = 1) -> int:
+        """How many trajectory workers a run starts: ``workers``, but no more than its ``trajectories`` (an upper
+        bound, when known) keep busy at ``concurrency`` each -- a worker process costs a second or two of CPU to
+        start, wasted if it gets no trajectory -- and at least one per node."""
+        if trajectories is None:
+            return max(self.workers, nodes)
+        return max(min(self.workers, -(-max(1, trajectories) // self.concurrency)), nodes)
 
     @property
     def judges_inline(self) -> bool:

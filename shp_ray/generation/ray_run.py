@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shp_ray.generation.actors import LockstepActor, StoreWriterActor, TrajectoryWorker, WorkerSetup
-from shp_ray.generation.cluster import driver_node, live_nodes, on_node, start_ray
+from shp_ray.generation.cluster import actor_raised, driver_node, live_nodes, on_node, start_ray
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import known_dim
 from shp_ray.generation.guard import GenerationAborted
@@ -97,7 +97,7 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     cfg, spec, summary, factory, cache = run.cfg, run.spec, run.summary, run.options.provider_factory, str(run.cache)
     driver = driver_node()
     nodes = live_nodes(driver)
-    services = start_services(nodes, driver, cfg, spec, factory, cache, keep_embedder=run.options.keep_embedder)
+    services = start_services(nodes, driver, cfg, spec, factory, cache)
     placed.services = services
     placed.owned.extend(services.owned)
     # The writer and the workers start while the embedding model loads; they need its size, known from the
@@ -111,7 +111,7 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     placed.writer = writer
     placed.owned.append(writer)
     per_worker = cfg.concurrency
-    workers = max(cfg.workers, len(nodes))
+    workers = cfg.workers_for(None if lanes else run.prog.state.total, len(nodes))
     if lanes:
         lockstep = LockstepActor.options(max_concurrency=10_000, **here).remote(spec, factory, cache, summary.gen_id)
         placed.lockstep = lockstep
@@ -138,15 +138,11 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     try:
         ray.get(warm)
     except ray.exceptions.ActorDiedError as exc:
-        cause = next((a.cause for a in exc.args if isinstance(getattr(a, "cause", None), BaseException)), None)
-        if cause is None:  # not its constructor: a node lost (the pool's business once the run is under way)
-            raise
         # A worker's constructor builds the provider on its node (a key read from that node's environment):
         # what it raised is the message, not Ray's traceback of it.
-        said = " ".join(str(cause).split())
-        raise GenerationAborted(
-            f"a trajectory worker could not start: {type(cause).__name__}: {said}. No trajectory was generated."
-        ) from None
+        if (said := actor_raised(exc)) is None:  # not its constructor: a node lost (the pool's business)
+            raise
+        raise GenerationAborted(f"a trajectory worker could not start: {said}. No trajectory was generated.") from None
 
 
 def _drive(run: Run, placed: _Placed, pending: Iterator[Scenario], lanes: int) -> None:

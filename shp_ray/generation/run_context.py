@@ -27,13 +27,11 @@ class RunOptions:
     ``backend``: ``"ray"`` or ``"local"`` (the same loop in-process: unit tests, tiny runs). ``provider_factory``:
     ``"module:function"`` building the provider from its spec. ``cache_dir``: the response and judgment caches
     (default: the store's user cache folder). ``ray_address`` joins a Ray (one node or a cluster); ``num_cpus``
-    sizes a Ray started here (ignored when joining one or reusing a running Ray). ``keep_embedder`` leaves the
-    named embedding actor (and its loaded model) alive on a Ray that outlives the call, for the next run of a
-    multirun; it holds ``embed_num_cpus`` CPUs. ``watchdog`` raises once the endpoint's own server has died (the
-    embedded llama.cpp server); ``ephemeral_endpoint`` says the endpoint goes away after the call (a server
-    started for it), so its shared rate-limiter actor is removed too. ``total`` (the scenarios' number, when the
-    iterable has no length) and ``progress`` (None: when stderr is a terminal) shape the progress line;
-    ``run_id`` and ``command`` are what the manifest records.
+    sizes a Ray started here (ignored when joining one or reusing a running Ray). ``watchdog`` raises once the
+    endpoint's own server has died (the embedded llama.cpp server); ``ephemeral_endpoint`` says the endpoint goes
+    away after the call (a server started for it), so its shared rate-limiter actor is removed too. ``total`` (the
+    scenarios' number, when the iterable has no length) and ``progress`` (None: when stderr is a terminal) shape
+    the progress line; ``run_id`` and ``command`` are what the manifest records.
     """
 
     backend: str = "ray"
@@ -41,7 +39,6 @@ class RunOptions:
     cache_dir: str | Path | None = None
     ray_address: str | None = None
     num_cpus: int = DEFAULT_RAY_CPUS
-    keep_embedder: bool = False
     watchdog: Watchdog | None = None
     ephemeral_endpoint: bool = False
     total: int | None = None
