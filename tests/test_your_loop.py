@@ -57,12 +57,12 @@ def as_tuples(messages) -> tuple[tuple[str, str], ...]:
     return tuple((role, content) for role, content in messages)
 
 
-def test_a_users_tasks_and_prompts_reach_the_server_as_rendered_templates(tmp_path):
+def test_a_users_tasks_and_prompts_reach_the_server_as_rendered_templates(tmp_path, ray_address):
     store = tmp_path / "store"
     prompts = from_mapping(yaml.safe_load((EXAMPLE / "conf" / "prompts" / "my-loop.yaml").read_text()))
     tasks = {s.scenario_id: s for s in load_tasks(TasksFile(str(TASKS), FIELDS), ("topic",)).scenarios}
     with SimServer(keep_requests=10_000, approve_rate=1.0) as sim:  # its Critic approves every question from some round
-        done = sweep(sim.base_url, TASKS, store)
+        done = sweep(sim.base_url, TASKS, store, f"ray.address={ray_address}")  # how Ray starts: not the subject
         assert done.returncode == 0, done.stdout + done.stderr
         received = {as_tuples(m) for m in sim.received if any(r == "system" for r, _ in m)}  # not the preflight
         assert "job " in done.stdout and "10/10 trajectories, 10 generated now" in done.stdout

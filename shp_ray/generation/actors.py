@@ -3,7 +3,8 @@
 - :class:`EmbedActor`: one per node; micro-batches texts from every trajectory
   of its node through sentence-transformers, with ``num_cpus`` set so torch may
   use that many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise).
-- :class:`JudgeActor`: one per node, the judge behind the shared judge cache.
+- :class:`JudgeActor`: one per node for the LLM judge, behind the shared judge cache (the lexical judge, a
+  computation, runs in each worker, through the same cache).
 - :class:`TrajectoryWorker`: many trajectories in flight per actor
   (``max_concurrency``); builds its provider from a ProviderSpec inside the
   actor (no client and no key ever crosses a process boundary).
@@ -84,21 +85,29 @@ def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: obj
     return CachedChat(provider, response_cache(cache_dir, cache_actor))
 
 
+def _judge_service(
+    cfg: GenerationConfig, spec: ProviderSpec, cache_dir: str, cache_actor: object | None, chat: CachedChat | None
+) -> JudgeService:
+    return JudgeService(
+        cfg.judge,
+        judge_cache(cache_dir, cache_actor),
+        chat=chat,
+        model=cfg.judge_model or spec.model,
+        max_tokens=cfg.judge_max_tokens,
+        parse_retries=cfg.judge_parse_retries,
+        seed=cfg.seed,
+    )
+
+
 @ray.remote(num_cpus=0)
 class JudgeActor:
+    """The LLM judge of a node: its calls share one chat (one response cache, one view of the rate limit)."""
+
     def __init__(
         self, cfg: GenerationConfig, spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: object = None
     ) -> None:
-        chat = _chat_for(spec, factory, cache_dir, cache_actor) if cfg.judge == "llm" else None
-        self.service = JudgeService(
-            cfg.judge,
-            judge_cache(cache_dir, cache_actor),
-            chat=chat,
-            model=cfg.judge_model or spec.model,
-            max_tokens=cfg.judge_max_tokens,
-            parse_retries=cfg.judge_parse_retries,
-            seed=cfg.seed,
-        )
+        chat = _chat_for(spec, factory, cache_dir, cache_actor)
+        self.service = _judge_service(cfg, spec, cache_dir, cache_actor, chat)
 
     async def name(self) -> str:
         return self.service.name
@@ -116,7 +125,12 @@ class JudgeActor:
 
 
 class _RayServices:
-    def __init__(self, chat: CachedChat, embed: ray.actor.ActorHandle, judge: ray.actor.ActorHandle | None) -> None:
+    """``judge``: the node's judge actor (the LLM judge), the worker's own service (the lexical judge: a
+    computation, no call, so no actor process), or None (no judge in the loop)."""
+
+    def __init__(
+        self, chat: CachedChat, embed: ray.actor.ActorHandle, judge: ray.actor.ActorHandle | JudgeService | None
+    ) -> None:
         self._chat, self._embed, self._judge = chat, embed, judge
 
     async def chat(self, request: ChatRequest) -> Completion:
@@ -127,6 +141,8 @@ class _RayServices:
         return await self._embed.embed.remote(text)
 
     async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult] | None:
+        if isinstance(self._judge, JudgeService):
+            return await self._judge.judge(scenario, draft)
         return None if self._judge is None else await self._judge.judge.remote(scenario, draft)
 
 
@@ -200,7 +216,10 @@ class TrajectoryWorker:
         else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
             self.chat = CachedChat(provider, response_cache(cache_dir, node.cache))
-        self.services = _RayServices(self.chat, node.embed, node.judge)
+        judge = node.judge
+        if judge is None and self.cfg.judges_inline:  # the lexical judge, through the same judge cache
+            judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None)
+        self.services = _RayServices(self.chat, node.embed, judge)
 
     async def warm(self) -> bool:
         """Ready the provider before the clock starts (the shared limiter actor, if it has one)."""

@@ -1,8 +1,9 @@
 """The per-node services of a run on Ray: each node that takes work gets its own embedding actor
-and judge actor, and the workers placed there call those (never across the cluster for each draft).
+and (for the LLM judge) judge actor, and the workers placed there call those (never across the cluster for
+each draft).
 
 On one machine this is what a run always had: one embedding actor (both cores), one judge actor,
-the SQLite caches opened in place. On a cluster every node with CPUs gets the same pair, sized to
+the SQLite caches opened in place. On a cluster every node with CPUs gets the same, sized to
 that node; the nodes other than the driver's reach the caches through the cache actor.
 """
 
@@ -106,7 +107,7 @@ def start_services(
     factory: str,
     cache_dir: str,
 ) -> ClusterServices:
-    """Start (or find) each node's embedding actor and its judge actor; the models load meanwhile.
+    """Start each node's embedding actor and (the LLM judge's) judge actor; the models load meanwhile.
 
     :meth:`ClusterServices.ready` waits for the first real embed on every node: a missing or broken
     model is one clear error before any paid call.
@@ -129,7 +130,7 @@ def start_services(
         out.owned.append(embed)
         cache = None if node.node_id == driver else out.cache
         judge = None
-        if cfg.judges_inline:
+        if cfg.judges_inline and cfg.judge == "llm":  # the lexical judge runs in the workers: no actor process
             judge = JudgeActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
                 cfg, spec, factory, cache_dir, cache
             )
