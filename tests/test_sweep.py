@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -67,7 +68,10 @@ def test_job_in_process_generates_once_then_replays_for_free(tmp_path, ray_sessi
     assert first.generation_calls > 0
     assert rounds_of(store).num_rows == 3 * 3
 
-    again = sweep_job.run(job, output_dir=tmp_path / "b", job_tag="t2", config_snapshot=snapshot(cfg), command="t")
+    unreported = replace(job, report=replace(job.report, enabled=False))  # the first job's report is the one read
+    again = sweep_job.run(
+        unreported, output_dir=tmp_path / "b", job_tag="t2", config_snapshot=snapshot(cfg), command="t"
+    )
     assert (again.generated, again.generation_calls) == (0, 0)  # zero generation calls on a rerun
     assert rounds_of(store).num_rows == 3 * 3
 
@@ -84,7 +88,8 @@ def test_job_in_process_generates_once_then_replays_for_free(tmp_path, ray_sessi
 
     # Switching the judge on a stored generation judges the stored drafts: no draft is regenerated.
     with initialize_config_module(config_module="conf", version_base="1.3"):
-        llm_cfg = compose(config_name="config", overrides=["provider=sim", "judge=llm", *SMALL, f"store.path={store}"])
+        overrides = ["provider=sim", "judge=llm", *SMALL, f"store.path={store}", "report.enabled=false"]
+        llm_cfg = compose(config_name="config", overrides=overrides)
     llm = sweep_job.run(
         to_job(llm_cfg), output_dir=tmp_path / "c", job_tag="t3", config_snapshot=snapshot(llm_cfg), command="t"
     )

@@ -98,7 +98,7 @@ def test_a_multirun_with_a_failed_job_exits_nonzero_after_running_every_job(tmp_
 
 def test_lost_scenarios_fail_the_job_unless_partial_results_are_accepted(tmp_path, monkeypatch, ray_session):
     store = tmp_path / "store"
-    base = ["provider=sim", "generation.max_rounds=2", f"store.path={store}"]
+    base = ["provider=sim", "generation.max_rounds=2", f"store.path={store}", "report.enabled=false"]
 
     def job(*extra: str):
         with initialize_config_module(config_module="conf", version_base="1.3"):
