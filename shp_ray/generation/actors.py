@@ -1,7 +1,7 @@
 """Ray actors: thin async shells around :mod:`shp_ray.generation.services` (logic lives there).
 
 - :class:`EmbedActor`: one per node; micro-batches texts from every trajectory
-  of its node through sentence-transformers, with ``num_cpus`` set so torch may
+  of its node through the embedding model, with ``num_cpus`` set so torch may
   use that many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise).
 - :class:`JudgeActor`: one per node for the LLM judge, behind the shared judge cache (the lexical judge, a
   computation, runs in each worker, through the same cache).

@@ -2,9 +2,9 @@
 and (for the LLM judge) judge actor, and the workers placed there call those (never across the cluster for
 each draft).
 
-On one machine this is what a run always had: one embedding actor (both cores), one judge actor,
-the SQLite caches opened in place. On a cluster every node with CPUs gets the same, sized to
-that node; the nodes other than the driver's reach the caches through the cache actor.
+On one machine: one embedding actor (both cores), one judge actor with the LLM judge, the SQLite caches
+opened in place. On a cluster every node with CPUs gets the same, sized to that node; the nodes other than
+the driver's reach the caches through the cache actor.
 """
 
 from __future__ import annotations
