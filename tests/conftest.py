@@ -85,11 +85,8 @@ SHARED_FIXTURE_GROUPS = {
     "embedded_llm": "embedded-llm",
     "embedder_factory": "embedder",
 }
-# The modules on the suite's Ray take about half of the suite: in one group they would be one worker's whole share
-# and more. The ones marked ``xdist_group("shared-ray-2")`` form a second group, with its own Ray, on the other
-# worker (one more Ray start, ~10 CPU-s, for a balanced split).
 # Groups that take longest, sent to the workers first (wall time only: a group's tests run the same either way).
-FIRST_GROUPS = ("shared-ray", "shared-ray-2", "ray-clusters")
+FIRST_GROUPS = ("shared-ray", "ray-clusters")
 
 
 @functools.cache

@@ -29,7 +29,7 @@ from shp_ray.providers.sim.server import SimServer
 from storage.batch_ledger import BATCHES_FILE, BatchLedger
 from storage.parts import Store
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("shared-ray-2")]  # conftest.FIRST_GROUPS
+pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 # Everything a round row holds but the wall time it took (a batch's lines carry none of their own).
 SAME = ["gen_id", "scenario_id", "round", "draft", "feedback", "draft_hash", "writer_prompt_tokens",

@@ -30,8 +30,6 @@ from storage import Store
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
 
-pytestmark = pytest.mark.xdist_group("shared-ray-2")  # conftest.FIRST_GROUPS
-
 WRONG = "Here it is:\n```python\ndef has_close_elements(numbers, threshold):\n    return False\n```\nDone."
 CODE = GenerationConfig(prompts=preset("code-v1"), critic="tests", max_rounds=3)
 

@@ -29,8 +29,6 @@ from sweeps import job as sweep_job
 from tests import test_conf
 from tests.test_conf import schema_keys
 
-pytestmark = pytest.mark.xdist_group("shared-ray-2")  # conftest.FIRST_GROUPS
-
 hydra_ctx = test_conf.hydra_ctx  # the compose fixture, shared with test_conf
 
 # A consistent AHP matrix (every metric equally important).

@@ -26,7 +26,7 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("shared-ray-2")]  # conftest.FIRST_GROUPS
+pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -15,7 +15,7 @@ from storage import Store
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("shared-ray-2")]  # conftest.FIRST_GROUPS
+pytestmark = pytest.mark.integration
 
 
 def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path, ray_session):

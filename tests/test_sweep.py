@@ -22,7 +22,7 @@ from storage import Store
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("shared-ray-2")]  # conftest.FIRST_GROUPS
+pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 SMALL = ["dataset.limit=3", "generation.max_rounds=3", "generation.concurrency=4"]
