@@ -183,14 +183,11 @@ def ray_only_in_modules_that_ask(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(autouse=True)
 def ray_only_where_asked(request: pytest.FixtureRequest) -> None:
     """Before each test: the shared Ray is up if the test asks for ``ray_session`` (directly or through a
-    fixture), and stopped before a test marked ``own_ray`` -- one that starts Ray in this process and checks how
-    (it must not find the suite's running). The other tests of a module on the shared Ray leave it running: a
-    subprocess or a cluster of theirs starts its own Ray whatever runs here, and a stop and start between two
-    tests cost ~5 s and ~10 CPU-s. (A module that asks for no Ray at all stops it first:
-    :func:`ray_only_in_modules_that_ask`.)"""
+    fixture), and stopped if it does not -- a test that starts its own Ray or cluster, or checks how a run
+    starts one, never finds the suite's running."""
     if RAY_FIXTURE in request.fixturenames:
         _shared_ray.up()
-    elif request.node.get_closest_marker("own_ray"):
+    else:
         _shared_ray.down()
 
 

@@ -205,7 +205,6 @@ def test_a_typo_fails_before_any_call(tmp_path):
     assert not store.exists()  # nothing written, no server started, no call made
 
 
-@pytest.mark.own_ray  # ray.num_cpus sizes a Ray the job starts: the suite's must not be running
 def test_halting_eps_and_ray_num_cpus_reach_where_they_act(tmp_path):
     """Two keys that used to be validated and then dropped: eps never reached the report (it always
     said 0.06), ray.num_cpus never reached Ray."""
