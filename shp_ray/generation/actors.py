@@ -106,8 +106,8 @@ class JudgeActor:
     def __init__(
         self, cfg: GenerationConfig, spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: object = None
     ) -> None:
-        chat = _chat_for(spec, factory, cache_dir, cache_actor)
-        self.service = _judge_service(cfg, spec, cache_dir, cache_actor, chat)
+        self.chat = _chat_for(spec, factory, cache_dir, cache_actor)
+        self.service = _judge_service(cfg, spec, cache_dir, cache_actor, self.chat)
 
     async def name(self) -> str:
         return self.service.name
@@ -117,11 +117,8 @@ class JudgeActor:
         return await self.service.judge(scenario, draft)
 
     async def stats(self) -> dict[str, int]:
-        chat = self.service.chat
-        out = {"judged": self.service.computed}
-        if isinstance(chat, CachedChat):
-            out.update({f"judge_{k}": v for k, v in chat.stats.snapshot().items()}, judge_http_429=chat.http_429())
-        return out
+        out = {"judged": self.service.computed, "judge_http_429": self.chat.http_429()}
+        return out | {f"judge_{k}": v for k, v in self.chat.stats.snapshot().items()}
 
 
 class _RayServices:
@@ -216,9 +213,7 @@ class TrajectoryWorker:
         else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
             self.chat = CachedChat(provider, response_cache(cache_dir, node.cache))
-        judge = node.judge
-        if judge is None and self.cfg.judges_inline:  # the lexical judge, through the same judge cache
-            judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None)
+        judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None) if self.cfg.judges_in_worker else node.judge
         self.services = _RayServices(self.chat, node.embed, judge)
 
     async def warm(self) -> bool:

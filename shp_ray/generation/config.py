@@ -94,6 +94,12 @@ class GenerationConfig:
         """Whether the judge runs inside the generation (judge.batch judges after it, in batches)."""
         return self.judge != "none" and not self.judge_batch
 
+    @property
+    def judges_in_worker(self) -> bool:
+        """Whether each trajectory worker judges its drafts itself: the lexical judge, a computation with no call
+        (the LLM judge of a run on Ray is one actor per node: one chat, one response cache)."""
+        return self.judges_inline and self.judge != "llm"
+
     def gen_id_parts(self, provider_kind: str, model: str) -> dict[str, object]:
         """The readable parts of gen_id (what changes the drafts or their embeddings).
 

@@ -130,7 +130,7 @@ def start_services(
         out.owned.append(embed)
         cache = None if node.node_id == driver else out.cache
         judge = None
-        if cfg.judges_inline and cfg.judge == "llm":  # the lexical judge runs in the workers: no actor process
+        if cfg.judges_inline and not cfg.judges_in_worker:
             judge = JudgeActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
                 cfg, spec, factory, cache_dir, cache
             )
