@@ -2,12 +2,13 @@
 
 The expensive real parts are started once and shared (each is still the real thing):
 
-- ``ray_session``: one Ray in this process (2 CPUs), kept up from one test to the next while the next test asks
-  for it too (directly or through a fixture), and stopped before a test that does not (Ray never runs during a
-  test that did not ask: a test must not pass only because a cluster happened to be up). Modules that ask for
-  it run next to each other (:func:`pytest_collection_modifyitems`). An in-process ``generate`` or sweep job
-  reuses it (and leaves it running). Do not use it where a test starts its own cluster
-  (``tests.cluster_support.local_cluster``) or checks how a run starts Ray (``ray.num_cpus``, ``ray.address``).
+- ``ray_session``: one Ray cluster for this process (2 CPUs), started on first ask and kept until the end; the
+  process joins it for each test that asks for it (directly or through a fixture) and leaves it before a test
+  that does not (no Ray in the process during a test that did not ask: a test must not pass only because a
+  cluster happened to be joined). Modules that ask for it run next to each other
+  (:func:`pytest_collection_modifyitems`). An in-process ``generate`` or sweep job reuses it (and leaves it
+  running). Do not use it where a test starts its own cluster (``tests.cluster_support.local_cluster``) or
+  checks how a run starts Ray (``ray.num_cpus``, ``ray.address``).
 - ``ray_address``: that Ray's address, for a ``shp-sweep`` subprocess to join (``ray.address=...``).
 - ``embedder_factory``: ``embedder_factory(batch_size=16)`` is a fresh :class:`Embedder` (its own cache and
   counters) over the one real all-MiniLM-L6-v2 loaded for the suite.
@@ -20,10 +21,13 @@ The expensive real parts are started once and shared (each is still the real thi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +44,7 @@ settings.load_profile("shp-suite")
 # embedded servers and embedder, and gets a temp folder of its own (inside the run's): a worker's Ray never finds
 # the other's record (`ray_current_cluster`), and no_shp_temp_leftovers sees only its own worker's entries.
 _XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_RUN_TMP = tempfile.gettempdir()  # the run's temp folder (make test's), before a worker takes one inside it
 if _XDIST_WORKER:
     os.environ["TMPDIR"] = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix=f"{_XDIST_WORKER}.")
     tempfile.tempdir = None  # read TMPDIR again
@@ -98,10 +103,25 @@ def worker_group(module_file: Path) -> str:
     marked = re.search(r"xdist_group\(\"([^\"]+)\"\)", text)
     if marked:
         return marked.group(1)
+    asked = _asked_fixtures(text)
     for fixture, name in SHARED_FIXTURE_GROUPS.items():
-        if re.search(rf"\b{fixture}\b", text):
+        if fixture in asked:
             return name
     return module_file.name
+
+
+def _asked_fixtures(text: str) -> set[str]:
+    """The parameter names of a module's tests and fixtures (a helper's ``ray_address=`` keyword is not a
+    fixture asked for)."""
+    import ast
+
+    asked: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and (
+            node.name.startswith("test_") or any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        ):
+            asked.update(a.arg for a in node.args.args + node.args.kwonlyargs)
+    return asked
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice; optional: `-p no:xdist`
@@ -138,29 +158,72 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 class _SharedRay:
-    """The suite's one Ray in this process: started on demand, stopped before a test that does not ask for it."""
+    """The suite's one Ray cluster for this process, started on first ask by a helper process of its own and
+    kept until the session ends; this process joins it as a driver only for the tests that ask for it.
+
+    Joining and leaving take ~0.1 s where starting a cluster takes ~5 s and ~9 CPU-s, so a worker starts Ray
+    once however its Ray and non-Ray tests interleave. The cluster keeps its record in a temp folder of its
+    own: a run that looks for "the recorded cluster" never finds it by accident.
+    """
+
+    _HELPER = (
+        "import sys, ray\n"
+        "ray.init(num_cpus=2, include_dashboard=False, logging_level='WARNING', log_to_driver=False)\n"
+        "print(ray.get_runtime_context().gcs_address, flush=True)\n"
+        "sys.stdin.read()\n"  # until the suite's process ends (killed included: the pipe closes)
+        "ray.shutdown()\n"
+    )
 
     def __init__(self) -> None:
-        self.started = False
+        self.helper: subprocess.Popen | None = None
+        self.folder = ""
+        self.address = ""
+        self.joined = False
 
     def up(self):  # noqa: ANN201 - the ray module
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         import ray
 
+        if self.helper is None:
+            # In the run's temp folder, not the worker's: Ray's socket paths must fit in 107 bytes.
+            self.folder = tempfile.mkdtemp(prefix="r", dir=_RUN_TMP)
+            env = {**os.environ, "RAY_TMPDIR": self.folder}
+            self.helper = subprocess.Popen(
+                [sys.executable, "-c", self._HELPER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+            )
+            self.address = (self.helper.stdout.readline() if self.helper.stdout else "").strip()
+            if not self.address:
+                raise RuntimeError(f"the suite's Ray did not start (helper exit status {self.helper.wait()})")
         if not ray.is_initialized():
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
-            self.started = True
+            ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
+            self.joined = True
         return ray
 
     def down(self) -> None:
-        if not self.started:
+        """Leave the cluster (it keeps running, idle): the next test finds no Ray in this process. The named
+        actors the tests left (limiters are detached: they outlive a run by design) go first."""
+        if not self.joined:
             return
         import ray
 
         if ray.is_initialized():
+            for actor in ray.util.list_named_actors(all_namespaces=True):
+                with contextlib.suppress(ValueError):
+                    ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]))
             ray.shutdown()
-        self.started = False
+        self.joined = False
+
+    def stop(self) -> None:
+        self.down()
+        if self.helper is not None:
+            try:
+                self.helper.communicate(timeout=60)  # closes its stdin: it stops its cluster and exits
+            except subprocess.TimeoutExpired:
+                self.helper.kill()
+                self.helper.wait()
+            self.helper = None
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _shared_ray = _SharedRay()
@@ -174,17 +237,17 @@ def ray_session():
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_only_in_modules_that_ask(request: pytest.FixtureRequest) -> None:
-    """Before a module's own fixtures: the shared Ray is stopped if no test of the module asks for it (a module
-    fixture that runs a generation must start its own Ray, as it would alone)."""
+    """Before a module's own fixtures: this process leaves the shared Ray if no test of the module asks for it
+    (a module fixture that runs a generation must start its own Ray, as it would alone)."""
     if request.module not in _ray_modules:
         _shared_ray.down()
 
 
 @pytest.fixture(autouse=True)
 def ray_only_where_asked(request: pytest.FixtureRequest) -> None:
-    """Before each test: the shared Ray is up if the test asks for ``ray_session`` (directly or through a
-    fixture), and stopped if it does not -- a test that starts its own Ray or cluster, or checks how a run
-    starts one, never finds the suite's running."""
+    """Before each test: this process is joined to the shared Ray if the test asks for ``ray_session`` (directly
+    or through a fixture), and has left it if it does not -- a test that starts its own Ray or cluster, or
+    checks how a run starts one, finds no Ray in this process."""
     if RAY_FIXTURE in request.fixturenames:
         _shared_ray.up()
     else:
@@ -206,7 +269,7 @@ def ray_address(ray_session) -> Iterator[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _shared_ray.down()
+    _shared_ray.stop()
 
 
 @pytest.fixture(scope="session")

@@ -68,7 +68,9 @@ def test_runs_at_once_on_one_ray_each_keep_their_embedding_actor(tmp_path, ray_s
     from shp_ray.generation.services import DEFAULT_FACTORY
 
     driver = driver_node()
-    nodes, cfg = live_nodes(driver), GenerationConfig(embedder="fake-hash", judge="none")
+    # One CPU each: both actors fit in the suite's two whatever the free count both runs read at their start
+    # (two runs reserving the same free CPUs would leave the second waiting for them: not this test's subject).
+    nodes, cfg = live_nodes(driver), GenerationConfig(embedder="fake-hash", judge="none", embed_num_cpus=1)
     spec = ProviderSpec(kind="sim", base_url="http://127.0.0.1:9/v1", model="sim-model")
     first, second = (start_services(nodes, driver, cfg, spec, DEFAULT_FACTORY, str(tmp_path / n)) for n in "ab")
     try:
@@ -229,23 +231,27 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
 
 
 def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:
-    """On a long-lived Ray, each run against a fresh sim/llama port used to leave one detached actor."""
+    """On a long-lived Ray, each run against a fresh sim/llama port used to leave one detached actor. A run whose
+    one worker is such a server's only caller starts no limiter actor at all; with two workers the server's
+    limiter is an actor, removed when the run ends; an endpoint that outlives the run keeps its limiter."""
+    from ray._private.state import actors  # the GCS's table of actors, the dead ones included
+
     from shp_ray.providers.shared_limiter import LIMITER_PREFIX, forget_limiter
 
-    def limiters() -> set[str]:
-        named = ray_session.util.list_named_actors(all_namespaces=True)
-        return {a["name"] for a in named if a["name"].startswith(LIMITER_PREFIX)}
+    def limiters(*, alive: bool) -> set[str]:
+        if alive:
+            return {a["name"] for a in ray_session.util.list_named_actors(all_namespaces=True)}
+        return {a["Name"] for a in actors().values() if a.get("Name", "").startswith(LIMITER_PREFIX)}
 
-    before = limiters()
-    cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=1, concurrency=1)
-    for i, ephemeral in enumerate((True, False)):
+    ever, before = limiters(alive=False), limiters(alive=True)
+    for workers, ephemeral, started, kept in ((1, True, 0, 0), (2, True, 1, 0), (1, False, 1, 1)):
+        cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=workers, concurrency=1)
         with SimServer() as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
             opts = RunOptions(progress=False, ephemeral_endpoint=ephemeral)
-            s = generate(load_scenarios("shp_paper", limit=1), cfg, tmp_path / f"s{i}", spec, opts)
-            assert s.generated == 1 and s.paid_calls == 1
-            if ephemeral:
-                assert limiters() == before
-    kept = limiters() - before  # an endpoint that outlives the run keeps its shared limiter
-    assert len(kept) == 1
-    assert forget_limiter(spec) and limiters() == before
+            s = generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / f"s{workers}{ephemeral}", spec, opts)
+            assert s.generated == 2 and s.paid_calls == 2
+        now = limiters(alive=False)
+        assert (len(now - ever), len(limiters(alive=True) - before)) == (started, kept), (workers, ephemeral)
+        ever = now
+    assert forget_limiter(spec) and limiters(alive=True) == before

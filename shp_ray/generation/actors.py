@@ -40,6 +40,7 @@ from shp_ray.generation.records import trajectory_rows
 from shp_ray.generation.score_config import build as build_scorer
 from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
+from shp_ray.providers.shared_limiter import limit_in_process
 from storage.parts import Store
 from storage.writer import StoreWriter
 
@@ -183,7 +184,8 @@ class LockstepActor:
 @dataclass(frozen=True)
 class WorkerSetup:
     """What every trajectory worker of a run is built with: the config, the endpoint's spec and the provider
-    factory, the caches' folder, the generation and the embedding size."""
+    factory, the caches' folder, the generation and the embedding size; ``only_caller``: the worker is the only
+    process that calls the endpoint (its limiter lives in the worker, not in an actor of its own)."""
 
     cfg: GenerationConfig
     spec: ProviderSpec
@@ -191,6 +193,7 @@ class WorkerSetup:
     cache_dir: str
     gen_id: str
     dim: int
+    only_caller: bool = False
 
 
 @ray.remote(num_cpus=0)
@@ -208,6 +211,8 @@ class TrajectoryWorker:
         self.cfg, self.spec, self.gen_id, self.dim, self.writer = setup.cfg, spec, setup.gen_id, setup.dim, writer
         self.lockstep = lockstep
         self.node = ray.get_runtime_context().get_node_id()
+        if setup.only_caller:
+            limit_in_process()
         if lockstep is None:
             self.chat = _chat_for(spec, setup.factory, cache_dir, node.cache)
         else:  # batch mode: every call waits in the job's lockstep (the same cache keys as live)

@@ -119,7 +119,11 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
         ray.get(lockstep.expect.remote(lanes))
         per_worker = -(-lanes // workers) + 1  # a lane that cannot start would hold every batch back
 
-    setup = WorkerSetup(cfg, spec, factory, cache, summary.gen_id, dim)
+    # A server started for this run has no other caller than its one live worker (no judge actor, no lockstep):
+    # that worker keeps the limiter itself.
+    judge_actors = any(svc.judge is not None for svc in services.nodes.values())
+    only_caller = run.options.ephemeral_endpoint and workers == 1 and not lanes and not judge_actors
+    setup = WorkerSetup(cfg, spec, factory, cache, summary.gen_id, dim, only_caller)
 
     def make(node_id: str) -> object:
         node = services.nodes[node_id]

@@ -5,7 +5,8 @@ Hydra multirun that join one Ray instance -- reaches the same detached, named ac
 (``get_if_exists=True``), so N workers never sum to N x the limit -- on one machine or on every node
 of a cluster: the actor lives on the head node and survives any worker node. The actor's name carries a
 sha256 of (base_url, key), never the key. Without Ray, one ``RateLimiter`` per process and event
-loop plays the same role.
+loop plays the same role -- and so it does in a process that is an endpoint's only caller
+(:func:`limit_in_process`), where a shared actor would only cost a process.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ def host_clock() -> str:
 
 ROOM_NOW_S = 0.02  # "room now": pacing would let a request start within this (one event-loop hiccup)
 _local: dict[str, list[tuple[asyncio.AbstractEventLoop, RateLimiter]]] = {}
+_in_process = False  # limit_in_process() was called: this process is the only caller of its endpoints
+
+
+def limit_in_process() -> None:
+    """From now on this process keeps its limiters itself, Ray or not: for a process that is the only caller of
+    the endpoints it calls (a run's one trajectory worker against a server started for that run)."""
+    global _in_process
+    _in_process = True
 
 
 def limiter_id(base_url: str, api_key: str) -> str:
@@ -253,7 +262,7 @@ def forget_limiter(spec: ProviderSpec) -> bool:
 def get_limiter(base_url: str, api_key: str, limits: RateLimits, *, use_ray: bool | None = None) -> LimiterHandle:
     """The shared limiter of (base_url, api_key); the latest caller's limits apply to all of them."""
     lid = limiter_id(base_url, api_key)
-    if use_ray if use_ray is not None else ray_running():
+    if not _in_process and (use_ray if use_ray is not None else ray_running()):
         actor = (
             _actor_class()
             .options(
