@@ -240,8 +240,10 @@ def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray
 
     def limiters(*, alive: bool) -> set[str]:
         if alive:
-            return {a["name"] for a in ray_session.util.list_named_actors(all_namespaces=True)}
-        return {a["Name"] for a in actors().values() if a.get("Name", "").startswith(LIMITER_PREFIX)}
+            names = {a["name"] for a in ray_session.util.list_named_actors(all_namespaces=True)}
+        else:
+            names = {a.get("Name", "") for a in actors().values()}
+        return {n for n in names if n.startswith(LIMITER_PREFIX)}
 
     ever, before = limiters(alive=False), limiters(alive=True)
     for workers, ephemeral, started, kept in ((1, True, 0, 0), (2, True, 1, 0), (1, False, 1, 1)):
