@@ -230,10 +230,13 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     assert (checked.checked_rows, checked.different_rows, checked.unstored) == (n * 3, 0, 0)
 
 
-def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray_session) -> None:
-    """On a long-lived Ray, each run against a fresh sim/llama port used to leave one detached actor. A run whose
-    one worker is such a server's only caller starts no limiter actor at all; with two workers the server's
-    limiter is an actor, removed when the run ends; an endpoint that outlives the run keeps its limiter."""
+def test_a_run_starts_only_the_actors_it_needs(tmp_path, ray_session) -> None:
+    """What a small run costs is the actor processes it starts. A run whose one worker is the only caller of a
+    server started for it starts no limiter actor (on a long-lived Ray each run against a fresh sim/llama port
+    used to leave one detached actor behind); with two workers the server's limiter is an actor, removed when the
+    run ends; an endpoint that outlives the run keeps its limiter. One worker holds the embedding model itself (no
+    embedding actor, and its embedded texts still counted); two share an embedding actor. No store writer actor:
+    the driver writes."""
     from ray._private.state import actors  # the GCS's table of actors, the dead ones included
 
     from shp_ray.providers.shared_limiter import LIMITER_PREFIX, forget_limiter
@@ -245,14 +248,21 @@ def test_a_server_started_for_a_run_leaves_no_limiter_actor_behind(tmp_path, ray
             names = {a.get("Name", "") for a in actors().values()}
         return {n for n in names if n.startswith(LIMITER_PREFIX)}
 
+    def classes() -> dict[str, str]:  # actor id -> its class
+        return {key: str(a.get("ActorClassName", "")).rsplit(".", 1)[-1] for key, a in actors().items()}
+
     ever, before = limiters(alive=False), limiters(alive=True)
     for workers, ephemeral, started, kept in ((1, True, 0, 0), (2, True, 1, 0), (1, False, 1, 1)):
+        seen = set(classes())
         cfg = GenerationConfig(max_rounds=1, embedder="fake-hash", judge="none", workers=workers, concurrency=1)
         with SimServer() as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
             opts = RunOptions(progress=False, ephemeral_endpoint=ephemeral)
             s = generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / f"s{workers}{ephemeral}", spec, opts)
-            assert s.generated == 2 and s.paid_calls == 2
+            assert s.generated == 2 and s.paid_calls == 2 and s.embedded_texts == 2
+        new = [c for key, c in classes().items() if key not in seen]
+        expected = ["TrajectoryWorker"] * workers + (["EmbedActor"] if workers > 1 else [])
+        assert sorted(c for c in new if not c.startswith("Limiter")) == sorted(expected), new
         now = limiters(alive=False)
         assert (len(now - ever), len(limiters(alive=True) - before)) == (started, kept), (workers, ephemeral)
         ever = now

@@ -1,15 +1,17 @@
 """Ray actors: thin async shells around :mod:`shp_ray.generation.services` (logic lives there).
 
-- :class:`EmbedActor`: one per node; micro-batches texts from every trajectory
-  of its node through the embedding model, with ``num_cpus`` set so torch may
-  use that many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise).
+- :class:`EmbedActor`: one per node that has several workers; micro-batches texts from every
+  trajectory of its node through the embedding model, with ``num_cpus`` set so torch may use that
+  many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise). A node's only worker holds the
+  model itself (one process less to start: what a small run mostly costs).
 - :class:`JudgeActor`: one per node for the LLM judge, behind the shared judge cache (the lexical judge, a
   computation, runs in each worker, through the same cache).
 - :class:`TrajectoryWorker`: many trajectories in flight per actor
   (``max_concurrency``); builds its provider from a ProviderSpec inside the
   actor (no client and no key ever crosses a process boundary).
-- :class:`StoreWriterActor`: the one writer of Parquet parts (whole trajectories,
-  each at most once: a trajectory resubmitted after its worker died is not written twice).
+
+A worker answers each trajectory with its rows; the driver writes them (one writer of Parquet parts per
+run, in the driver's own process: no actor to start, and the rows travel once either way).
 
 An actor on the driver's node opens the SQLite caches itself; one on another node is handed
 the cache actor (``cache_actor``, :mod:`shp_ray.generation.cache_actor`) and goes through it.
@@ -31,54 +33,43 @@ import ray
 from shp_ray.generation.cache_actor import judge_cache, response_cache
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
-from shp_ray.generation.embedder import Embedder, embedder_name
+from shp_ray.generation.embedder import embedder_name
 from shp_ray.generation.guard import failure_outcome
 from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.lockstep import LockstepProvider, open_lockstep
 from shp_ray.generation.loop import generate_trajectory
 from shp_ray.generation.records import trajectory_rows
 from shp_ray.generation.score_config import build as build_scorer
-from shp_ray.generation.services import CachedChat, EmbedBatcher, JudgeService, load_factory
+from shp_ray.generation.services import CachedChat, EmbedService, JudgeService, load_factory
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from shp_ray.providers.shared_limiter import limit_in_process
-from storage.parts import Store
-from storage.writer import StoreWriter
 
 if TYPE_CHECKING:
     from shp_ray.generation.node_services import NodeServices
 
 
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
 @ray.remote(num_cpus=0)
 class EmbedActor:
+    """A node's embedding model, for the node's several trajectory workers."""
+
     def __init__(self, model: str, batch_size: int, threads: int) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        self.threads = threads
-        self.embedder = Embedder(model, batch_size=batch_size)
-        self.batcher = EmbedBatcher(self.embedder, max_batch=batch_size)
-        self._ready = False
-
-    def _warm(self) -> None:
-        if not self._ready:
-            if self.embedder.model_spec != "fake-hash":
-                import torch
-
-                torch.set_num_threads(self.threads)
-            self.embedder.encode(["warm-up"])
-            self.embedder.encoded -= 1
-            self._ready = True
+        _offline()
+        self.service = EmbedService(model, batch_size, threads)
 
     async def info(self) -> dict[str, object]:
-        self._warm()
-        e = self.embedder
-        return {"name": e.name, "dim": e.dim, "encoded": e.encoded, "hits": e.hits, "batches": self.batcher.batches}
+        return self.service.info()
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def embed(self, text: str) -> np.ndarray:
-        return await self.batcher.embed(text)
+        return await self.service.embed(text)
 
     async def embed_many(self, texts: list[str]) -> list[np.ndarray]:
-        return await self.batcher.embed_many(texts)
+        return await self.service.embed_many(texts)
 
 
 def _chat_for(spec: ProviderSpec, factory: str, cache_dir: str, cache_actor: object | None) -> CachedChat:
@@ -123,19 +114,24 @@ class JudgeActor:
 
 
 class _RayServices:
-    """``judge``: the node's judge actor (the LLM judge), the worker's own service (the lexical judge: a
-    computation, no call, so no actor process), or None (no judge in the loop)."""
+    """``embed``: the node's embedding actor, or the worker's own model (the node's one worker); ``judge``: the
+    node's judge actor (the LLM judge), the worker's own service (the lexical judge: a computation, no call, so
+    no actor process), or None (no judge in the loop)."""
 
     def __init__(
-        self, chat: CachedChat, embed: ray.actor.ActorHandle, judge: ray.actor.ActorHandle | JudgeService | None
+        self,
+        chat: CachedChat,
+        embed: ray.actor.ActorHandle | EmbedService,
+        judge: ray.actor.ActorHandle | JudgeService | None,
     ) -> None:
         self._chat, self._embed, self._judge = chat, embed, judge
 
     async def chat(self, request: ChatRequest) -> Completion:
         return await self._chat(request)
 
-    @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def embed(self, text: str) -> np.ndarray:
+        if isinstance(self._embed, EmbedService):
+            return await self._embed.embed(text)
         return await self._embed.embed.remote(text)
 
     async def judge(self, scenario: Scenario, draft: str) -> tuple[str, JudgeResult] | None:
@@ -202,13 +198,12 @@ class TrajectoryWorker:
         self,
         setup: WorkerSetup,
         node: NodeServices,
-        writer: ray.actor.ActorHandle,
         lockstep: ray.actor.ActorHandle | None = None,
     ) -> None:
-        """``node``: the embedding, judge and cache actors of the node the worker runs on; ``writer``: the store
-        writer; ``lockstep``: the job's lockstep in batch mode (None: live calls)."""
+        """``node``: the embedding, judge and cache actors of the node the worker runs on; ``lockstep``: the job's
+        lockstep in batch mode (None: live calls)."""
         spec, cache_dir = setup.spec, setup.cache_dir
-        self.cfg, self.spec, self.gen_id, self.dim, self.writer = setup.cfg, spec, setup.gen_id, setup.dim, writer
+        self.cfg, self.spec, self.gen_id, self.dim = setup.cfg, spec, setup.gen_id, setup.dim
         self.lockstep = lockstep
         self.node = ray.get_runtime_context().get_node_id()
         if setup.only_caller:
@@ -219,7 +214,11 @@ class TrajectoryWorker:
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
             self.chat = CachedChat(provider, response_cache(cache_dir, node.cache))
         judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None) if self.cfg.judges_in_worker else node.judge
-        self.services = _RayServices(self.chat, node.embed, judge)
+        self.embedding = None
+        if node.embed is None:  # the node's one worker: the model loads here, on the driver's first embed_info
+            _offline()
+            self.embedding = EmbedService(self.cfg.embedder, self.cfg.embed_batch_size, node.embed_threads)
+        self.services = _RayServices(self.chat, self.embedding or node.embed, judge)
 
     async def warm(self) -> bool:
         """Ready the provider before the clock starts (the shared limiter actor, if it has one)."""
@@ -228,8 +227,14 @@ class TrajectoryWorker:
             await snapshot()
         return True
 
+    async def embed_info(self) -> dict[str, object]:
+        """The worker's own embedding model (the node has no embedding actor): loaded, one text embedded."""
+        assert self.embedding is not None
+        return self.embedding.info()
+
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def run(self, scenario: Scenario) -> dict[str, object]:
+        """Generate one trajectory; the answer carries its store rows (``rows``) for the driver to write."""
         try:
             result = await generate_trajectory(scenario, self.cfg, self.spec.model, self.services)
         finally:
@@ -239,7 +244,6 @@ class TrajectoryWorker:
         rows = trajectory_rows(
             result, self.gen_id, self.dim, embedder_name(self.cfg.embedder), self.cfg.prompts.approval, scorers
         )
-        await self.writer.add_trajectory.remote(rows, scenario.scenario_id)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
         j = sum(r.judgment.tokens for r in result.rounds if r.judgment)
@@ -249,35 +253,10 @@ class TrajectoryWorker:
             "failure": failure_outcome(result.fatal),
             "tokens": w + c + j,
             "node": self.node,
+            "rows": rows,
         }
 
     @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
     async def stats(self) -> dict[str, int]:
-        return {**self.chat.stats.snapshot(), "http_429": self.chat.http_429()}
-
-
-@ray.remote(num_cpus=0)
-class StoreWriterActor:
-    """Serialises part writes (max_concurrency 1): one writer, whole trajectories per part."""
-
-    def __init__(self, store_root: str, dim: int, flush_every: int) -> None:
-        self.writer = StoreWriter(Store(store_root), dim, flush_every)
-        self.written: set[str] = set()  # scenario ids of this run's trajectories
-
-    def add(self, name: str, rows: list[dict[str, object]]) -> None:
-        self.writer.add(name, rows)
-
-    @ray.method(enable_task_events=False)  # high volume: keep GCS memory flat
-    def add_trajectory(self, rows: dict[str, list[dict[str, object]]], scenario_id: str | None = None) -> bool:
-        """Buffer one trajectory; False (nothing written) for a scenario this run has written already:
-        its worker died after writing and before answering, and the driver ran it again."""
-        if scenario_id is not None:
-            if scenario_id in self.written:
-                return False
-            self.written.add(scenario_id)
-        self.writer.add_trajectory(rows)
-        return True
-
-    def flush(self) -> dict[str, int]:
-        self.writer.flush()
-        return dict(self.writer.written)
+        encoded = 0 if self.embedding is None else self.embedding.embedder.encoded
+        return {**self.chat.stats.snapshot(), "http_429": self.chat.http_429(), "encoded": encoded}

@@ -2,7 +2,7 @@
 
 Where a run's actors go (one node or many, the same rules):
 
-- **the driver's node**: everything that owns a file on the driver's disk -- the store writer, the
+- **the driver's node**: everything that owns a file on the driver's disk -- the store's writer (the driver itself), the
   cache actor (:mod:`shp_ray.generation.cache_actor`), the batch lockstep, the generation lease --
   so that the SQLite caches are only ever opened by processes of one host (SQLite's WAL mode is
   safe across processes, never across hosts);

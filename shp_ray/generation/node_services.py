@@ -22,9 +22,10 @@ from shp_ray.providers.base import ProviderSpec
 @dataclass
 class NodeServices:
     node_id: str
-    embed: Any
+    embed: Any | None  # the node's embedding actor; None: its one worker holds the model itself
     judge: Any | None
     cache: Any | None  # the cache actor for a node that is not the driver's; None: open the files
+    embed_threads: int = 1  # torch's threads for the node's model
 
 
 @dataclass
@@ -76,6 +77,8 @@ class ClusterServices:
 
         total = 0
         for svc in self.nodes.values():
+            if svc.embed is None:  # counted by its worker
+                continue
             try:
                 total += int(ray.get(svc.embed.info.remote(), timeout=30)["encoded"])
             except ray.exceptions.RayError:
@@ -106,8 +109,10 @@ def start_services(
     spec: ProviderSpec,
     factory: str,
     cache_dir: str,
+    embed_in_worker: bool = False,
 ) -> ClusterServices:
-    """Start each node's embedding actor and (the LLM judge's) judge actor; the models load meanwhile.
+    """Start each node's embedding actor (none with ``embed_in_worker``: each node's one worker holds the model)
+    and (the LLM judge's) judge actor; the models load meanwhile.
 
     :meth:`ClusterServices.ready` waits for the first real embed on every node: a missing or broken
     model is one clear error before any paid call.
@@ -120,14 +125,17 @@ def start_services(
         out.owned.append(out.cache)
     for node in nodes:
         threads = max(1, min(cfg.embed_num_cpus, node.cpus))
-        # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
-        reserve = min(threads, node.free_cpus)
-        # The run's own actor, never one found by name: runs at once on one Ray (a Ray-launcher multirun)
-        # each end by killing what they started, which must not be what another run still calls.
-        embed = EmbedActor.options(num_cpus=reserve, max_concurrency=10_000, **on_node(node.node_id)).remote(
-            cfg.embedder, cfg.embed_batch_size, threads
-        )
-        out.owned.append(embed)
+        embed = None
+        if not embed_in_worker:
+            # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
+            reserve = min(threads, node.free_cpus)
+            # The run's own actor, never one found by name: runs at once on one Ray (a Ray-launcher multirun)
+            # each end by killing what they started, which must not be what another run still calls.
+            embed = EmbedActor.options(num_cpus=reserve, max_concurrency=10_000, **on_node(node.node_id)).remote(
+                cfg.embedder, cfg.embed_batch_size, threads
+            )
+            out.owned.append(embed)
+            out.loading[node.node_id] = embed.info.remote()  # the model loads while the run starts the rest
         cache = None if node.node_id == driver else out.cache
         judge = None
         if cfg.judges_inline and not cfg.judges_in_worker:
@@ -135,6 +143,5 @@ def start_services(
                 cfg, spec, factory, cache_dir, cache
             )
             out.owned.append(judge)
-        out.nodes[node.node_id] = NodeServices(node.node_id, embed, judge, cache)
-        out.loading[node.node_id] = embed.info.remote()  # the model loads while the run starts the rest
+        out.nodes[node.node_id] = NodeServices(node.node_id, embed, judge, cache, threads)
     return out

@@ -8,10 +8,10 @@ running at once).
 When a worker dies -- its node was lost, its process was killed -- every ``run`` it had in flight
 fails with a ``RayActorError``. Those scenarios are queued again and run on the surviving workers:
 the calls they had completed are in the cluster's response cache (free); only the calls that were in
-flight on the dead worker are paid again. The store writer writes a scenario once, so a worker that
-died after writing its trajectory and before answering leaves no duplicate. A replacement worker is
-started on a node that is still alive, at most ``max_replacements`` times in a run (a worker that
-dies every time ends the run instead of looping).
+flight on the dead worker are paid again. A trajectory's rows come with its worker's answer (the
+driver writes them), so a worker that died before answering wrote nothing: a scenario is written once.
+A replacement worker is started on a node that is still alive, at most ``max_replacements`` times in
+a run (a worker that dies every time ends the run instead of looping).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from storage.write_fault import WriteFailed, write_failure
 
 log = logging.getLogger("shp_ray.generation")
 
-STAT_KEYS = ("calls", "cached", "paid", "retries", "tokens", "paid_tokens", "http_429")
+STAT_KEYS = ("calls", "cached", "paid", "retries", "tokens", "paid_tokens", "http_429", "encoded")
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """``generate``'s Ray backend: the run's actors placed over the cluster's nodes, the driver's loop.
 
-On one machine: one embedding actor, one judge actor, ``workers`` trajectory workers, the store
-writer, all opening the caches in place -- what a run always did. On a cluster
-(:mod:`shp_ray.generation.cluster` says where each actor goes): every node with CPUs gets an
-embedding and a judge actor and at least one worker; the store writer, the cache actor and the
-batch lockstep sit on the driver's node; the rate limiter of the endpoint on the head node. The
-driver counts the progress of every worker, and when a worker dies (its node lost), its scenarios
-run again elsewhere (:mod:`shp_ray.generation.pool`).
+On one machine: one embedding actor, one judge actor (the LLM judge's), ``workers`` trajectory workers,
+all opening the caches in place. On a cluster (:mod:`shp_ray.generation.cluster` says where each actor
+goes): every node with CPUs gets an embedding and a judge actor and at least one worker; the cache actor and
+the batch lockstep sit on the driver's node; the rate limiter of the endpoint on the head node. The driver
+writes the store: each worker answers a trajectory with its rows, so the rows cross the cluster once, and
+no writer actor is started. It counts the progress of every worker, and when a worker dies (its node lost),
+its scenarios run again elsewhere (:mod:`shp_ray.generation.pool`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shp_ray.generation.actors import LockstepActor, StoreWriterActor, TrajectoryWorker, WorkerSetup
+from shp_ray.generation.actors import LockstepActor, TrajectoryWorker, WorkerSetup
 from shp_ray.generation.cluster import actor_raised, driver_node, live_nodes, on_node, start_ray
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import known_dim
@@ -30,6 +30,7 @@ from shp_ray.generation.run_context import Run
 from shp_ray.generation.run_summary import count_progress, generation_row
 from shp_ray.providers.shared_limiter import forget_limiter
 from storage.write_fault import write_failure
+from storage.writer import StoreWriter
 
 
 @dataclass
@@ -39,7 +40,7 @@ class _Placed:
     owned: list[object] = field(default_factory=list)
     services: ClusterServices | None = None
     pool: WorkerPool | None = None
-    writer: Any = None
+    writer: StoreWriter | None = None
     lockstep: Any = None
 
 
@@ -63,14 +64,14 @@ def run_ray(pending: Iterator[Scenario], run: Run) -> None:
         _place(run, placed, lanes)
         t0 = time.perf_counter()
         _drive(run, placed, pending, lanes)
-        run.summary.rows = ray.get(placed.writer.flush.remote())
+        run.summary.rows = _flush(placed)
         run.summary.generation_s = time.perf_counter() - t0
         _tally(run, placed)
     except KeyboardInterrupt:  # Ctrl-C: stop calling, keep the whole trajectories the writer holds, then stop
         if placed.pool is not None:
             placed.pool.kill_all()
         if placed.writer is not None:
-            run.summary.rows = ray.get(placed.writer.flush.remote())
+            run.summary.rows = _flush(placed)
         raise
     except Exception as exc:
         # The store or a cache could not be written (a full disk): stop here, one line, not Ray's traceback.
@@ -90,34 +91,25 @@ def run_ray(pending: Iterator[Scenario], run: Run) -> None:
 
 
 def _place(run: Run, placed: _Placed, lanes: int) -> None:
-    """Start the services of every node, the store writer (and in batch mode the lockstep) on the driver's
-    node, and the workers: at least one per node with CPUs."""
-    import ray
-
+    """Start the services of every node, the store's writer (in this process), in batch mode the lockstep on
+    the driver's node, and the workers: at least one per node with CPUs."""
     cfg, spec, summary, factory, cache = run.cfg, run.spec, run.summary, run.options.provider_factory, str(run.cache)
     driver = driver_node()
     nodes = live_nodes(driver)
-    services = start_services(nodes, driver, cfg, spec, factory, cache)
+    workers = cfg.workers_for(None if lanes else run.prog.state.total, len(nodes))
+    # The writer and the workers start while the embedding model loads; they need its size, known from the
+    # model's folder for the default (else the run waits for the model first). A node's only worker holds the
+    # model itself: one actor process less, what a small run mostly costs.
+    dim = known_dim(cfg.embedder)
+    embed_in_worker = dim is not None and workers == len(nodes)
+    services = start_services(nodes, driver, cfg, spec, factory, cache, embed_in_worker)
     placed.services = services
     placed.owned.extend(services.owned)
-    # The writer and the workers start while the embedding model loads; they need its size, known from the
-    # model's folder for the default (else the run waits for the model first).
-    dim = known_dim(cfg.embedder)
     if dim is None:
         services.ready()
         dim = services.dim
-    here = on_node(driver)
-    writer = StoreWriterActor.options(max_concurrency=1, **here).remote(run.store.uri, dim, cfg.flush_every)
-    placed.writer = writer
-    placed.owned.append(writer)
-    per_worker = cfg.concurrency
-    workers = cfg.workers_for(None if lanes else run.prog.state.total, len(nodes))
-    if lanes:
-        lockstep = LockstepActor.options(max_concurrency=10_000, **here).remote(spec, factory, cache, summary.gen_id)
-        placed.lockstep = lockstep
-        placed.owned.append(lockstep)
-        ray.get(lockstep.expect.remote(lanes))
-        per_worker = -(-lanes // workers) + 1  # a lane that cannot start would hold every batch back
+    placed.writer = StoreWriter(run.store, dim, cfg.flush_every)
+    per_worker = _lockstep(run, placed, lanes, workers) if lanes else cfg.concurrency
 
     # A server started for this run has no other caller than its one live worker (no judge actor, no lockstep):
     # that worker keeps the limiter itself.
@@ -128,7 +120,7 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     def make(node_id: str) -> object:
         node = services.nodes[node_id]
         return TrajectoryWorker.options(max_concurrency=per_worker, **on_node(node_id)).remote(
-            setup, node, writer, placed.lockstep
+            setup, node, placed.lockstep
         )
 
     def usable() -> list[str]:  # the nodes a replacement worker may go to: their services still alive
@@ -136,14 +128,35 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
         return [n.node_id for n in nodes if n.node_id in services.nodes]
 
     placed.pool = WorkerPool(make, usable, workers, per_worker)
-    warm = [w.handle.warm.remote() for w in placed.pool.workers]  # actor processes up, provider ready
+    _started([w.handle.warm.remote() for w in placed.pool.workers])  # actor processes up, provider ready
+    if embed_in_worker:
+        services.loading = {w.node_id: w.handle.embed_info.remote() for w in placed.pool.workers}
     services.ready(expected_dim=dim)  # nothing is written before every node's model has embedded a text
-    ray.get(writer.add.remote("generations", [generation_row(summary.gen_id, cfg, spec, services.embedder, dim)]))
+    placed.writer.add("generations", [generation_row(summary.gen_id, cfg, spec, services.embedder, dim)])
+
+
+def _lockstep(run: Run, placed: _Placed, lanes: int, workers: int) -> int:
+    """Batch mode: start the job's lockstep on the driver's node, expecting ``lanes``; each worker's concurrency."""
+    import ray
+
+    cache, here = str(run.cache), on_node(driver_node())
+    lockstep = LockstepActor.options(max_concurrency=10_000, **here).remote(
+        run.spec, run.options.provider_factory, cache, run.summary.gen_id
+    )
+    placed.lockstep = lockstep
+    placed.owned.append(lockstep)
+    ray.get(lockstep.expect.remote(lanes))
+    return -(-lanes // workers) + 1  # a lane that cannot start would hold every batch back
+
+
+def _started(warm: list[Any]) -> None:
+    """Wait for the workers' processes; a constructor's error (a key read from its node's environment) is the
+    message, not Ray's traceback of it."""
+    import ray
+
     try:
         ray.get(warm)
     except ray.exceptions.ActorDiedError as exc:
-        # A worker's constructor builds the provider on its node (a key read from that node's environment):
-        # what it raised is the message, not Ray's traceback of it.
         if (said := actor_raised(exc)) is None:  # not its constructor: a node lost (the pool's business)
             raise
         raise GenerationAborted(f"a trajectory worker could not start: {said}. No trajectory was generated.") from None
@@ -154,12 +167,28 @@ def _drive(run: Run, placed: _Placed, pending: Iterator[Scenario], lanes: int) -
     second for the progress line, stop issuing calls once the breaker trips."""
     import ray
 
-    summary, breaker, pool = run.summary, run.breaker, placed.pool
-    assert pool is not None
+    summary, breaker, pool, writer = run.summary, run.breaker, placed.pool, placed.writer
+    assert pool is not None and writer is not None
     last_stats = 0.0
+
+    def write(out: dict) -> bool:
+        """Write a trajectory's rows; False once the store cannot be written (the run takes no new scenario,
+        those in flight finish -- every reply they pay for is cached -- then it raises ``pool.fault``)."""
+        if pool.fault is not None:
+            return False
+        try:
+            writer.add_trajectory(out["rows"])
+        except Exception as exc:
+            if (fault := write_failure(exc)) is None:
+                raise
+            pool.fault = fault
+            return False
+        return True
 
     def collect(outs: list[dict]) -> None:
         for out in outs:
+            if not write(out):
+                continue
             summary.generated += 0 if out["failed"] else 1
             summary.failed += 1 if out["failed"] else 0
             node = str(out.get("node", ""))[:12]
@@ -203,6 +232,13 @@ def _drive(run: Run, placed: _Placed, pending: Iterator[Scenario], lanes: int) -
         poll(force=True)
 
 
+def _flush(placed: _Placed) -> dict[str, int]:
+    """Write what the writer still holds; the rows written per table."""
+    assert placed.writer is not None
+    placed.writer.flush()
+    return dict(placed.writer.written)
+
+
 def _tally(run: Run, placed: _Placed) -> None:
     """Add what the services counted (the judge's calls, the embedded texts, the cache actor, the lockstep) to
     the summary; close the lockstep."""
@@ -216,7 +252,8 @@ def _tally(run: Run, placed: _Placed) -> None:
     summary.calls += int(jstats.get("judge_calls", 0))
     summary.cached_calls += int(jstats.get("judge_cached", 0))
     summary.http_429 += int(jstats.get("judge_http_429", 0))
-    summary.embedded_texts = services.embedded_texts()
+    in_workers = placed.pool.stats()["encoded"] if placed.pool is not None else 0  # nodes whose one worker embeds
+    summary.embedded_texts = services.embedded_texts() + in_workers
     if services.cache is not None:
         summary.cache_actor = ray.get(services.cache.stats.remote())
     if placed.lockstep is not None:

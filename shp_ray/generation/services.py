@@ -190,6 +190,39 @@ class EmbedBatcher:
                 await self._task
 
 
+class EmbedService:
+    """A node's embedding model behind its batcher: what the node's embedding actor holds, or the node's one
+    trajectory worker itself (then no actor process is started for it). The model loads on the first
+    :meth:`info` (torch with ``threads`` threads), which embeds a text: a model that cannot embed says so there."""
+
+    def __init__(self, model: str, batch_size: int, threads: int) -> None:
+        self.threads = threads
+        self.embedder = Embedder(model, batch_size=batch_size)
+        self.batcher = EmbedBatcher(self.embedder, max_batch=batch_size)
+        self._ready = False
+
+    def _warm(self) -> None:
+        if not self._ready:
+            if self.embedder.model_spec != "fake-hash":
+                import torch
+
+                torch.set_num_threads(self.threads)
+            self.embedder.encode(["warm-up"])
+            self.embedder.encoded -= 1  # the warm-up text is not the run's
+            self._ready = True
+
+    def info(self) -> dict[str, object]:
+        self._warm()
+        e = self.embedder
+        return {"name": e.name, "dim": e.dim, "encoded": e.encoded, "hits": e.hits, "batches": self.batcher.batches}
+
+    async def embed(self, text: str) -> np.ndarray:
+        return await self.batcher.embed(text)
+
+    async def embed_many(self, texts: list[str]) -> list[np.ndarray]:
+        return await self.batcher.embed_many(texts)
+
+
 class JudgeService:
     """The judge behind the shared judge cache (keyed by judge, prompt version, metrics, q, C, gt, draft)."""
 
