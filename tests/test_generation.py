@@ -61,19 +61,21 @@ def test_a_model_that_cannot_embed_stops_the_run_before_anything_is_written(tmp_
 
 
 def test_runs_at_once_on_one_ray_each_keep_their_embedding_actor(tmp_path, ray_session) -> None:
-    """Two runs on one Ray at the same time (a Ray-launcher multirun over two models): the first one to end
-    stops the actors it started, and the other one still embeds, and still counts what it embedded."""
+    """Two runs on one Ray at the same time (a Ray-launcher multirun over two models): both models load (neither
+    waits for CPUs the other reserved), the first one to end stops the actors it started, and the other one
+    still embeds, and still counts what it embedded."""
     from shp_ray.generation.cluster import driver_node, live_nodes
     from shp_ray.generation.node_services import start_services
     from shp_ray.generation.services import DEFAULT_FACTORY
 
     driver = driver_node()
-    # One CPU each: both actors fit in the suite's two whatever the free count both runs read at their start
-    # (two runs reserving the same free CPUs would leave the second waiting for them: not this test's subject).
-    nodes, cfg = live_nodes(driver), GenerationConfig(embedder="fake-hash", judge="none", embed_num_cpus=1)
+    nodes, cfg = live_nodes(driver), GenerationConfig(embedder="fake-hash", judge="none")  # 2 threads each
     spec = ProviderSpec(kind="sim", base_url="http://127.0.0.1:9/v1", model="sim-model")
     first, second = (start_services(nodes, driver, cfg, spec, DEFAULT_FACTORY, str(tmp_path / n)) for n in "ab")
     try:
+        loading = [*first.loading.values(), *second.loading.values()]
+        done, _ = ray_session.wait(loading, num_returns=len(loading), timeout=120)  # a reserved CPU: forever
+        assert len(done) == 2, "an embedding actor never started"
         first.ready()
         second.ready()
         for actor in first.owned:  # the first run ends (ray_run kills what it started)

@@ -1,9 +1,9 @@
 """Ray actors: thin async shells around :mod:`shp_ray.generation.services` (logic lives there).
 
 - :class:`EmbedActor`: one per node that has several workers; micro-batches texts from every
-  trajectory of its node through the embedding model, with ``num_cpus`` set so torch may use that
-  many threads (Ray gives actors OMP_NUM_THREADS=1 otherwise). A node's only worker holds the
-  model itself (one process less to start: what a small run mostly costs).
+  trajectory of its node through the embedding model, torch on ``generation.embed_num_cpus``
+  threads (capped by the node's CPUs). A node's only worker holds the model itself (one process
+  less to start: what a small run mostly costs).
 - :class:`JudgeActor`: one per node for the LLM judge, behind the shared judge cache (the lexical judge, a
   computation, runs in each worker, through the same cache).
 - :class:`TrajectoryWorker`: many trajectories in flight per actor

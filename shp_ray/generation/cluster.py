@@ -63,7 +63,6 @@ def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> b
 class Node:
     node_id: str
     cpus: int  # the node's CPUs
-    free_cpus: int  # not reserved by anyone when the run started (another job may hold some)
 
 
 def driver_node() -> str:
@@ -80,29 +79,12 @@ def on_node(node_id: str) -> dict[str, Any]:
     return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
 
 
-def _free_per_node() -> dict[str, dict[str, float]]:
-    import ray
-
-    try:  # Ray has no public per-node view of free resources without its dashboard
-        from ray._private.state import available_resources_per_node
-
-        return available_resources_per_node()
-    except Exception:  # noqa: BLE001 - an internal API may move: then reserve nothing but on one node
-        nodes = [n for n in ray.nodes() if n["Alive"]]
-        return {nodes[0]["NodeID"]: ray.available_resources()} if len(nodes) == 1 else {}
-
-
 def live_nodes(driver: str | None = None) -> list[Node]:
     """The alive nodes that can take work: those with CPUs (all of them if none has any), the
     driver's first, then by node id (a stable order: workers spread the same way every run)."""
     import ray
 
-    free = _free_per_node()
-    nodes = [
-        Node(n["NodeID"], int(n["Resources"].get("CPU", 0)), int(free.get(n["NodeID"], {}).get("CPU", 0)))
-        for n in ray.nodes()
-        if n["Alive"]
-    ]
+    nodes = [Node(n["NodeID"], int(n["Resources"].get("CPU", 0))) for n in ray.nodes() if n["Alive"]]
     working = [n for n in nodes if n.cpus > 0] or nodes
     return sorted(working, key=lambda n: (n.node_id != driver, n.node_id))
 

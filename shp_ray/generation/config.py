@@ -35,7 +35,7 @@ class GenerationConfig:
     judge_max_tokens: int = 128
     embedder: str = DEFAULT_EMBEDDER  # "default", any sentence-transformers name/path, or "fake-hash"
     embed_batch_size: int = 64
-    embed_num_cpus: int = 2  # the one embedding actor may use both cores (Ray sets OMP threads from it)
+    embed_num_cpus: int = 2  # torch's threads for a node's embedding model (capped by the node's CPUs)
     judge: str = "lexical"  # lexical | llm | none
     judge_model: str = ""  # LLM judge model; "" = the generation model
     judge_parse_retries: int = 2

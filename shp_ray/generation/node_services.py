@@ -127,11 +127,11 @@ def start_services(
         threads = max(1, min(cfg.embed_num_cpus, node.cpus))
         embed = None
         if not embed_in_worker:
-            # Reserve what is free (never wait forever for CPUs another job holds); torch still gets `threads`.
-            reserve = min(threads, node.free_cpus)
             # The run's own actor, never one found by name: runs at once on one Ray (a Ray-launcher multirun)
-            # each end by killing what they started, which must not be what another run still calls.
-            embed = EmbedActor.options(num_cpus=reserve, max_concurrency=10_000, **on_node(node.node_id)).remote(
+            # each end by killing what they started, which must not be what another run still calls. It reserves
+            # no CPU (torch still gets `threads`): two runs starting at once read the same free CPUs, and the
+            # second would wait forever for the ones the first reserved.
+            embed = EmbedActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
                 cfg.embedder, cfg.embed_batch_size, threads
             )
             out.owned.append(embed)
