@@ -15,7 +15,14 @@ QWEN_15B := $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22
 
 .PHONY: demo test check theory models clean
 
+# The project's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (it is on our CI machines) Python
+# writes no bytecode cache, and every process of a run -- each Ray worker, each shp-sweep of the suite, hundreds --
+# would compile them again (~0.2-0.3 CPU-s each: BENCHMARKS.md, "The suite"). Only changed files are compiled again.
+SOURCES := shp_ray storage analysis conf sweeps hydra_plugins
+COMPILE := $(PY) -m compileall -q -j 0 $(SOURCES) >/dev/null
+
 demo: $(STAMP)
+	$(COMPILE)
 	$(VENV)/bin/shp-sweep +sweep=demo
 
 # Every temp file of the run (pytest's tmp_path, Ray's session folders, DuckDB spill) goes in one fresh
@@ -30,6 +37,7 @@ else
 TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 endif
 test: $(STAMP)
+	$(COMPILE)
 	tmp=$$(mktemp -d /tmp/shp_test.XXXXXX) || exit 1; \
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
 	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest" $(TEST_PARALLEL)
@@ -37,8 +45,8 @@ test: $(STAMP)
 # Lint, format, and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package,
 # no module over 400 lines), read from the import graph.
 check: $(STAMP)
-	$(PY) -m ruff check shp_ray storage analysis conf sweeps hydra_plugins tests
-	$(PY) -m ruff format --check shp_ray storage analysis conf sweeps hydra_plugins tests
+	$(PY) -m ruff check $(SOURCES) tests
+	$(PY) -m ruff format --check $(SOURCES) tests
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 theory: $(STAMP)
