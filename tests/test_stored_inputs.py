@@ -14,10 +14,12 @@ import analysis
 from analysis.replay import signals_store
 from analysis.replay.db import setup_of
 from shp_ray.generation.records import signal_rows
+from storage.kept import DERIVED_DIRNAME
 from storage.parts import Store
 from storage.schemas import JUDGMENTS, METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store
 from storage.trajectory_inputs import TABLE
+from storage.user_cache import reader_dir
 from storage.writer import StoreWriter
 
 REPLAY = "SELECT * FROM replay ORDER BY policy, gen_id, scenario_id"
@@ -61,7 +63,12 @@ def test_a_store_opens_from_its_written_inputs_with_the_replay_of_its_parts(pair
     assert (first[0], computed[0]) == ("written", "built")
     assert first[1:] == computed[1:] and first[1]  # every replay row and every input, value for value
     later = _open(pair[0], **scope)
-    assert later[0] == "stored" and later[1:] == first[1:]  # kept, and read back by later opens
+    assert later[0] == "written" and later[1:] == first[1:]  # read in place again: the facts kept, no inputs file
+    kept = {p.name.split("-", 1)[0] for p in (reader_dir(Store(pair[0])) / DERIVED_DIRNAME).iterdir()}
+    assert kept == {"facts"}, kept
+    assert {p.name.split("-", 1)[0] for p in (reader_dir(Store(pair[1])) / DERIVED_DIRNAME).iterdir()} >= {
+        "replay_inputs"
+    }  # the store without the rows keeps what its open computed
 
 
 def _move_out(root: Path, table: str) -> None:

@@ -207,8 +207,9 @@ def _create_views(
     facts: StoreFacts,
     materialize: bool,
 ) -> str:
-    """Run :func:`build_statements`, replay_inputs read from the kept file when there is one (else computed into
-    one); returns where replay_inputs came from (:attr:`Setup.inputs`)."""
+    """Run :func:`build_statements`, replay_inputs read in place from the writer's rows (``written``), else from the
+    kept file when there is one (``stored``), else computed into one (``built``); returns which
+    (:attr:`Setup.inputs`; ``view``: not materialised)."""
     where = sql.judge_where(facts.judge, facts.judge_prompt_version)
     price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.prices, facts.judge, where)
     stored = stored_relation(tables, scope.gen_id, scope.scenario_ids) if facts.inputs else None
@@ -217,17 +218,20 @@ def _create_views(
     )
     stmts = build()
     inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
-    inputs = "written" if facts.inputs and materialize else inputs  # computed from the writer's rows
+    # The writer's rows are read in place, on every open, the first included: in parallel over their parts, a
+    # replay reads them as fast as a kept file (which held one row group at 100k trajectories: one thread).
+    keep = materialize and not facts.inputs
+    inputs = "written" if facts.inputs and materialize else inputs
     # what computes replay_inputs, and the parts it reads (a view is computed when read: nothing to keep)
-    key = derived.key(stmts[: at + 1]) if materialize else ""
-    kept = derived.inputs(key) if materialize else None
-    if materialize and kept is None and not facts.inputs and judgments_unique(con, where):  # no pick needed
+    key = derived.key(stmts[: at + 1]) if keep else ""
+    kept = derived.inputs(key) if keep else None
+    if keep and kept is None and judgments_unique(con, where):  # no pick needed
         stmts = build(unique_judgments=True)
     for i, stmt in enumerate(stmts):
         if i == at and kept is not None and derived.attach_inputs(con, kept, key):
             inputs = "stored"
             continue
-        if i == at and materialize and derived.build_inputs(con, key, _inputs_select(stmt)):
+        if i == at and keep and derived.build_inputs(con, key, _inputs_select(stmt)):
             continue  # computed into the kept file, and read there
         con.execute(sql.deferred(stmt))
     return inputs

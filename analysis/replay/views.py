@@ -272,7 +272,9 @@ def build_statements(
     joins the judgments without the pick (the ``round_signals`` view, evaluated later over parts that may
     have grown since, always picks).
     ``stored_inputs``: the store's trajectory_inputs rows in scope, shown to be what the parts say
-    (:mod:`analysis.replay.stored_inputs`): replay_inputs reads them instead of grouping round_signals.
+    (:mod:`analysis.replay.stored_inputs`): replay_inputs reads them in place (a view, even with ``materialize``:
+    they are what materialising would compute from the signals, grouped once by the writer), instead of
+    grouping round_signals.
     """
     gen_id, scenario_ids, weights, delta = scope.gen_id, scope.scenario_ids, scope.weights, scope.delta
     policies, rounds, batch = tuple(scope.policies or ()), facts.rounds, facts.batch
@@ -302,7 +304,7 @@ def build_statements(
                 gen_type=sql.gen_id_type(facts.gen_ids),
                 stored=None if stored_inputs is None else sql.StoredInputs(stored_inputs, weights),
             ),
-            table=materialize,
+            table=materialize and stored_inputs is None,
         ),
         # the per-trajectory lists (family replay, statistics, users): computed when read
         sql.create("trajectories", sql.trajectories_sql()),
