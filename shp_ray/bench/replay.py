@@ -260,7 +260,7 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
     made: dict[str, object] = {}
     n, generations = settings.n, settings.generations
     new = store is None
-    if store is None:
+    if new:
         store = workdir
         t0 = time.perf_counter()
         for g in range(generations):  # the same questions, G generations (a sweep over G configs)

@@ -22,7 +22,6 @@ do not report task events (Ray would otherwise keep a record of every call in th
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,17 +47,11 @@ if TYPE_CHECKING:
     from shp_ray.generation.node_services import NodeServices
 
 
-def _offline() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
 @ray.remote(num_cpus=0)
 class EmbedActor:
     """A node's embedding model, for the node's several trajectory workers."""
 
     def __init__(self, model: str, batch_size: int, threads: int) -> None:
-        _offline()
         self.service = EmbedService(model, batch_size, threads)
 
     async def info(self) -> dict[str, object]:
@@ -216,7 +209,6 @@ class TrajectoryWorker:
         judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None) if self.cfg.judges_in_worker else node.judge
         self.embedding = None
         if node.embed is None:  # the node's one worker: the model loads here, on the driver's first embed_info
-            _offline()
             self.embedding = EmbedService(self.cfg.embedder, self.cfg.embed_batch_size, node.embed_threads)
         self.services = _RayServices(self.chat, self.embedding or node.embed, judge)
 

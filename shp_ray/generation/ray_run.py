@@ -97,9 +97,9 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
     driver = driver_node()
     nodes = live_nodes(driver)
     workers = cfg.workers_for(None if lanes else run.prog.state.total, len(nodes))
-    # The writer and the workers start while the embedding model loads; they need its size, known from the
-    # model's folder for the default (else the run waits for the model first). A node's only worker holds the
-    # model itself: one actor process less, what a small run mostly costs.
+    # The workers start while the embedding actors load the model; they need its size, known from the model's
+    # folder for the default (else the run waits for the model first). A node's only worker holds the model
+    # itself, loaded once the worker is up: one actor process less, what a small run mostly costs.
     dim = known_dim(cfg.embedder)
     embed_in_worker = dim is not None and workers == len(nodes)
     services = start_services(nodes, driver, cfg, spec, factory, cache, embed_in_worker)

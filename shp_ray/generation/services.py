@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -196,6 +197,8 @@ class EmbedService:
     :meth:`info` (torch with ``threads`` threads), which embeds a text: a model that cannot embed says so there."""
 
     def __init__(self, model: str, batch_size: int, threads: int) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a model is read from its folder, never fetched
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         self.threads = threads
         self.embedder = Embedder(model, batch_size=batch_size)
         self.batcher = EmbedBatcher(self.embedder, max_batch=batch_size)
