@@ -41,6 +41,7 @@ from sweeps.paper_sections import (
     conjecture_lines,
     dynamics_lines,
     families_table,
+    is_versus_f1_lines,
     judge_note,
     oracle_gap,
     policy_table,
@@ -81,11 +82,12 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
         }
         f1 = {policy: v for (_split, policy), v in answer_outcomes.f1_outcomes(con).items()}
         answers = answer_outcomes.answer_dynamics(con)
+        is_f1 = fetch_dicts(con, sql.query("paper_is_f1_rank"))[0]
         (per_call,) = con.execute(sql.query("judge_tokens_per_call")).fetchone()
     finally:
         con.close()
     n = max((int(r["n"]) for r in summary.values()), default=0)
-    return Scope(split, judge, n, summary, tests, c1, dist, dyn, f1, answers, float(per_call or 0.0))
+    return Scope(split, judge, n, summary, tests, c1, dist, dyn, f1, answers, float(per_call or 0.0), is_f1)
 
 
 def provenance(store: str, gen_id: str) -> dict[str, Any]:
@@ -194,6 +196,8 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         "## Revision dynamics (test split): is this run evidence at all?",
         "",
         *dynamics_lines(distances),
+        "",
+        *is_versus_f1_lines([scopes["test"] for scopes in by_judge.values()]),
         "",
     ]
     return "\n".join(out)

@@ -9,6 +9,7 @@ level of another policy is computed here from those (baseline x (1 - saving), ba
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ class Scope:
     f1: dict[str, dict[str, dict]] = field(default_factory=dict)  # policy -> {"lenient": tests, "strict": tests}
     answers: dict[str, float] = field(default_factory=dict)  # analysis.stats.answer_outcomes.answer_dynamics
     judge_tokens_per_call: float = 0.0  # 0: the judge makes no call (the lexical judge)
+    is_f1: dict[str, float] = field(default_factory=dict)  # IS against answer F1 within a question (paper_is_f1_rank)
 
 
 def pct(x: object) -> str:
@@ -202,6 +204,41 @@ def dynamics_lines(scope: Scope) -> list[str]:
     for r in scope.dynamics["by_round"]:
         approved = None if r["approval_rate"] is None else 100 * r["approval_rate"]
         lines.append(f"| {r['round']} | {cell(r['mean_distance'], 4)} | {cell(r['mean_is'])} | {cell(approved, 0)}% |")
+    return lines
+
+
+WEAK_RHO = 0.2  # below it, a rank correlation is called weak (Cohen's "small" is 0.1, "medium" 0.3)
+
+
+def is_versus_f1_lines(test_scopes: Sequence[Scope]) -> list[str]:
+    """Whether IS may be read as correctness here: how often the Critic approved, how often drafts repeat, and
+    how each judge's IS ranks a question's rounds against answer F1 (one scope per judge, the same drafts)."""
+    first = test_scopes[0]
+    last = max(int(r["round"]) for r in first.dynamics["by_round"])
+    critiqued = [r for r in first.dynamics["by_round"] if int(r["round"]) < last]  # no critique after the last round
+    critiques = sum(int(r["trajectories"]) for r in critiqued)
+    approved = sum(round(float(r["approval_rate"] or 0.0) * int(r["trajectories"])) for r in critiqued)
+    lines = [
+        f"**Read IS as what a judge rewards, not as correctness.** The Critic approved {approved} of {critiques} "
+        f"critiques and {100 * first.answers['share_repeat_rounds']:.0f}% of rounds 2+ repeat an earlier draft word "
+        "for word. Within a question, does a judge's IS rank the rounds as answer F1 does? Spearman's ρ between "
+        "IS_t and F1_t over a question's rounds, the mean over the questions where both vary:",
+        "",
+    ]
+    rhos = []
+    for sc in test_scopes:
+        r = sc.is_f1
+        rhos.append(abs(float(r["mean_rho"] if r["mean_rho"] is not None else 0.0)))
+        lines.append(
+            f"- judge `{sc.judge}`: mean ρ {cell(r['mean_rho'], 3)} over {r['defined']} of {r['questions']} "
+            "questions (in the others F1 or IS is the same every round)."
+        )
+    if max(rhos) < WEAK_RHO:
+        lines += [
+            "",
+            f"Every |ρ| is under {WEAK_RHO}: IS hardly tells a question's better rounds from its worse ones, so a "
+            "policy that stops on IS (the IS oracle included) is not choosing right answers. Read answer F1.",
+        ]
     return lines
 
 

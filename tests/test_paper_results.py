@@ -94,3 +94,38 @@ def test_tables_put_our_numbers_beside_the_papers(store) -> None:
         text,
     )
     assert "one-sided Wilcoxon p, per step" in text and "one-sided Wilcoxon p, per trajectory" in text
+
+
+def test_is_against_f1_is_spearman_within_each_question(store) -> None:
+    """The IS-versus-correctness lines: the mean over questions of scipy's Spearman rho between IS_t and answer
+    F1_t across a question's rounds (questions where either is constant left out), recomputed here from the rows."""
+    from collections import defaultdict
+
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    root, job = store
+    text = render(root, OVERRIDES)
+    judge = "lexical-v1 (deterministic reference-based token overlap, not an LLM)"
+    ids = {s.scenario_id for s in load_scenarios("shp_paper", split="test", limit=4)}
+    con = connect(root, judge=judge)
+    try:
+        rows = con.execute(
+            "SELECT r.scenario_id, r.is_score, a.answer_f1 FROM round_signals r "
+            "JOIN answers_lenient a USING (gen_id, scenario_id, round) WHERE NOT isnan(r.is_score)"
+        ).fetchall()
+    finally:
+        con.close()
+    by_question: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for sid, is_t, f1 in rows:
+        if sid in ids:
+            by_question[sid].append((is_t, f1))
+    rhos = [
+        spearmanr([a for a, _ in v], [b for _, b in v]).statistic
+        for v in by_question.values()
+        if len({a for a, _ in v}) > 1 and len({b for _, b in v}) > 1
+    ]
+    line = next(ln for ln in text.splitlines() if ln.startswith(f"- judge `{judge}`: mean ρ"))
+    assert f"over {len(rhos)} of {len(by_question)} questions" in line
+    assert line.split("mean ρ ", 1)[1].startswith(cell(float(np.mean(rhos)) if rhos else None, 3) + " ")
+    assert re.search(r"The Critic approved \d+ of \d+ critiques", text)
