@@ -91,11 +91,17 @@ def test_a_wrong_function_is_a_wrong_answer_example_by_example():
     assert [r.ok for r in visible.examples] == [False, True, True]
 
 
-def test_the_tests_see_the_programs_helpers_as_in_humaneval():
-    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name."""
-    code = "def double(x):\n    return 2 * x\n\ndef add(a, b):\n    return a + b\n"
-    check = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
-    assert run_check(code, "add", check, LIMITS).all_passed
+def test_the_tests_see_their_own_helpers_and_only_the_candidates_entry_point():
+    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name: the test program
+    carries the prompt's helpers itself (code_tests.hidden_program), so a candidate's helper of the same name,
+    or any other name of its module, never reaches the tests."""
+    helper = "def double(x):\n    return 2 * x\n\n"
+    check = helper + "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    assert run_check(helper + GOOD, "add", check, LIMITS).all_passed
+    forged = "def double(x):\n    return 0\n\ndef add(a, b):\n    return 1\n"  # wrong, and a helper to match
+    failed(run_check(forged, "add", check, LIMITS), "wrong_answer")
+    only_own = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n"
+    failed(run_check(helper + GOOD, "add", only_own, LIMITS), "exception")  # NameError: not the candidate's
 
 
 def test_one_slow_example_fails_alone_at_its_alarm():
