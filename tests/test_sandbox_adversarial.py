@@ -107,7 +107,10 @@ def test_the_tests_see_their_own_helpers_and_only_the_candidates_entry_point():
     carries the prompt's helpers itself (code_tests.hidden_program), so a candidate's helper of the same name,
     or any other name of its module, never reaches the tests."""
     helper = "def double(x):\n    return 2 * x\n\n"
-    check = helper + "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    check = (
+        helper
+        + "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    )
     assert run_check(helper + GOOD, "add", check, LIMITS).all_passed
     forged = "def double(x):\n    return 0\n\ndef add(a, b):\n    return 1\n"  # wrong, and a helper to match
     failed(run_check(forged, "add", check, LIMITS), "wrong_answer")
@@ -449,9 +452,9 @@ def builtins_the_checks_call() -> dict[str, str]:
         bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and hasattr(builtins, node.id):
-                if node.id not in bound:
-                    first.setdefault(node.id, row["task_id"])
+            loaded = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            if loaded and hasattr(builtins, node.id) and node.id not in bound:
+                first.setdefault(node.id, row["task_id"])
     return first
 
 
@@ -545,7 +548,10 @@ def test_the_project_and_the_venv_are_not_in_the_runs_file_system():
 
 
 def test_temp_dirs_of_a_killed_process_are_removed_by_the_next_run_and_no_others(tmp_path, monkeypatch):
-    script = "from shp_ray.sandbox import Limits, run_program\nrun_program('import time\\ntime.sleep(120)', limits=Limits(wall_s=120))\n"
+    script = (
+        "from shp_ray.sandbox import Limits, run_program\n"
+        "run_program('import time\\ntime.sleep(120)', limits=Limits(wall_s=120))\n"
+    )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     child = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=Path(__file__).resolve().parents[1])
     try:

@@ -73,7 +73,7 @@ def test_a_spec_that_cannot_be_built_says_which_key(text, says) -> None:
     assert says in str(err.value)
 
 
-PLUGIN = '''
+PLUGIN = """
 import os, time
 
 def score(task, draft):
@@ -84,7 +84,7 @@ def score(task, draft):
     if draft == "gone":
         os._exit(3)
     return {"len": float(len(draft))}
-'''
+"""
 
 
 @pytest.fixture

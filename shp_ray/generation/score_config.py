@@ -8,8 +8,9 @@
     kind=tests                                    hidden_pass, visible_pass: a code draft run against its task's
                                                   hidden and visible tests in the sandbox (code_tests)
 
-A new kind is one factory in :data:`KINDS`. Every scorer built here stores its error texts redacted. Scores are measurements of stored drafts: they never enter a
-generation's id, and ``shp-import --rescore`` computes them again for a stored generation with no model call.
+A new kind is one factory in :data:`KINDS`. Every scorer built here stores its error texts redacted. Scores are
+measurements of stored drafts: they never enter a generation's id, and ``shp-import --rescore`` computes them
+again for a stored generation with no model call.
 """
 
 from __future__ import annotations
@@ -64,7 +65,11 @@ def _python(spec: ScoreSpec) -> Scorer:
     if not spec.target:
         raise ScoreConfigError("score.target: score=python needs score.target=package.module:function")
     timeout = spec.timeout_s
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout and math.isfinite(timeout)):
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (timeout > 0 and math.isfinite(timeout))
+    ):
         raise ScoreConfigError(f"score.timeout_s: must be a number of seconds above 0, got {timeout!r}")
     load_target(spec.target)  # imported here too, so a typo fails before any work
     return Scorer("python", BoundedScorer(spec.target, float(timeout)), f"python:{spec.target}")

@@ -62,7 +62,8 @@ class _Worker:
                 self.stop()
                 limit = f"{self.timeout_s:g} s (score.timeout_s)" if doing == "return" else f"{START_S:g} s"
                 raise ScorerError(
-                    f"TimeoutError: the scorer python:{self.target} did not {doing} within {limit}; its process was killed"
+                    f"TimeoutError: the scorer python:{self.target} did not {doing} within {limit}; "
+                    "its process was killed"
                 ) from None
             except (EOFError, OSError, pickle.UnpicklingError) as exc:
                 code = self.stop()
