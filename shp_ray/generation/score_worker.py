@@ -46,6 +46,7 @@ class _Worker:
         self.target, self.timeout_s = target, timeout_s
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
+        self.at_exit: weakref.finalize | None = None
         self.to_child = self.from_child = -1
 
     def call(self, task: Task, draft: str) -> object:
@@ -85,7 +86,7 @@ class _Worker:
         finally:
             os.close(to_child_r)
             os.close(from_child_w)
-        weakref.finalize(self.proc, _kill, self.proc.pid)  # at exit too: no worker outlives its process
+        self.at_exit = weakref.finalize(self, _kill, self.proc.pid)  # no worker outlives its process
         kind, value = pickle.loads(self._receive(deadline))
         if kind == "error":  # its module did not import there
             self.stop()
@@ -120,6 +121,8 @@ class _Worker:
         self.to_child = self.from_child = -1
         if proc is None:
             return None
+        if self.at_exit is not None:
+            self.at_exit.detach()  # (its pid, once reaped, may be another process's)
         _kill(proc.pid)
         return proc.wait()
 

@@ -35,16 +35,8 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-    1,
-    2,
-    4,
-    8,
-    32,
-    4096,
-    1 << 14,
-    1 << 18,
-)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
+MS_REC, MS_PRIVATE = 1 << 14, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MNT_DETACH = 1024, 2048, 1 << 21, 2
 SHARED_DIRS = (b"/tmp", b"/var/tmp", b"/dev/shm", b"/run/lock")  # world-writable: a private tmpfs over each
 # What a run's new root shows besides the standard library: the system's shared libraries (an extension module
@@ -159,14 +151,9 @@ def _new_root(libc, here: str, hide: list[str]) -> bool:
                 return False
         for path in (*(d.decode() for d in SHARED_DIRS), "/proc", WORKDIR):
             os.makedirs(here + path, mode=0o755, exist_ok=True)
-        for path in SHARED_DIRS:
-            if (
-                libc.mount(
-                    b"tmpfs", here.encode() + path, b"tmpfs", flags & ~MS_RDONLY, b"size=4m,nr_inodes=256,mode=1777"
-                )
-                != 0
-            ):
-                return False
+        shared = b"size=4m,nr_inodes=256,mode=1777"
+        if any(libc.mount(b"tmpfs", here.encode() + d, b"tmpfs", flags & ~MS_RDONLY, shared) for d in SHARED_DIRS):
+            return False
         os.chmod(here + WORKDIR, 0o700)
         os.chdir(here)
         number = SYS_PIVOT_ROOT.get(os.uname().machine)
