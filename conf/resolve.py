@@ -180,7 +180,6 @@ RULES: tuple[Rule, ...] = (
     Rule("judge.kind", *one_of(JUDGES)),
     Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
     Rule("score.kind", *one_of(SCORES)),  # its name, pattern, target: checked by building it (resolve_scores)
-    Rule("score.timeout_s", *number(0, plan.TIMEOUT_S[1], lo_open=True)),  # a python scorer's call
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
         "replay.policies",
