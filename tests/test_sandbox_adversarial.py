@@ -547,6 +547,21 @@ def test_the_project_and_the_venv_are_not_in_the_runs_file_system():
 # ---- clean-up after a kill -9
 
 
+def _stat(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and _stat(int(e))[1:2] == [str(pid)]]
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if _stat(p)[:1] not in ([], ["Z"])]  # a zombie has ended
+
+
 def test_temp_dirs_of_a_killed_process_are_removed_by_the_next_run_and_no_others(tmp_path, monkeypatch):
     script = (
         "from shp_ray.sandbox import Limits, run_program\n"
@@ -561,9 +576,19 @@ def test_temp_dirs_of_a_killed_process_are_removed_by_the_next_run_and_no_others
                 break
             threading.Event().wait(0.05)
         assert left, "the child never started a run"
+        for _ in range(600):  # until its bootstrap runs
+            bootstraps = _alive(_children(child.pid))
+            if bootstraps:
+                break
+            threading.Event().wait(0.05)
     finally:
         child.kill()
         child.wait()
+    for _ in range(600):  # the bootstrap dies with its parent (PDEATHSIG), so its namespace with it
+        if not _alive(bootstraps):
+            break
+        threading.Event().wait(0.05)
+    assert bootstraps and not _alive(bootstraps)
     assert all(p.exists() for p in left)  # nothing of the killed process removed them
     live = tmp_path / f"{TEMP_PREFIX}{stale.owner()}-live"  # a live process's: its run may be going on
     older = tmp_path / f"{TEMP_PREFIX}k3x9q2ab"  # a name without an owner: left alone
