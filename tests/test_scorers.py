@@ -71,3 +71,49 @@ def test_a_spec_that_cannot_be_built_says_which_key(text, says) -> None:
     with pytest.raises(ScoreConfigError) as err:
         build(parse(text))
     assert says in str(err.value)
+
+
+PLUGIN = """
+import os, time
+
+def score(task, draft):
+    if draft == "hang":
+        time.sleep(3600)
+    if draft == "leak":
+        raise RuntimeError("the grader refused api_key=sk-proj-abcdefghijklmnop0123456789 at https://u:pw@h.example")
+    if draft == "gone":
+        os._exit(3)
+    return {"len": float(len(draft))}
+"""
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch) -> str:
+    """A python scorer's module on the path, named per test (a process keeps one worker per target)."""
+    name = f"plugin_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(PLUGIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}:score"
+
+
+def test_a_python_scorer_that_never_returns_is_an_error_row_naming_the_timeout_and_scoring_goes_on(plugin) -> None:
+    scorer = build(ScoreSpec("python", target=plugin, timeout_s=2.0))
+    items = [(TASK, 1, "ok"), (TASK, 2, "hang"), (TASK, 3, "gone"), (TASK, 4, "fine")]
+    rows = {r["round"]: (r["value"], r["error"]) for r in score_rows([scorer], "g", items)}
+    assert rows[1] == (2.0, None) and rows[4] == (4.0, None)  # a new worker after each loss
+    assert rows[2][0] is None and rows[2][1].startswith("TimeoutError: the scorer python:")
+    assert "did not return within 2 s (score.timeout_s)" in rows[2][1]
+    assert rows[3][0] is None and "process ended during the call (exit code 3)" in rows[3][1]
+
+
+def test_a_python_scorers_error_is_stored_redacted(plugin) -> None:
+    (row,) = score_rows([build(ScoreSpec("python", target=plugin))], "g", [(TASK, 1, "leak")])
+    assert row["value"] is None and row["error"].startswith("RuntimeError: the grader refused")
+    assert "sk-proj" not in row["error"] and "pw@" not in row["error"] and "<redacted>" in row["error"]
+
+
+def test_every_built_scorer_redacts_and_a_bad_timeout_is_refused(plugin) -> None:
+    assert build(ScoreSpec("hotpot")).redact("token=abc123secret") == "token=<redacted>"
+    for bad in (0, -1.0, float("inf"), float("nan"), True):
+        with pytest.raises(ScoreConfigError, match="score.timeout_s: must be a number of seconds above 0"):
+            build(ScoreSpec("python", target=plugin, timeout_s=bad))

@@ -3,23 +3,29 @@
     kind=hotpot                                   em, f1 (HotpotQA's metrics)
     kind=exact | contains [name=...]              one score named ``name`` (default: the kind)
     kind=regex pattern='Answer: (?P<answer>.+)'   the named group ``answer`` against the gold answers
-    kind=python target=package.module:function    the user's ``(task, draft) -> dict[str, float]``
+    kind=python target=package.module:function    the user's ``(task, draft) -> dict[str, float]``, in a worker
+                  [timeout_s=30]                  process of its own, each call bounded (score_worker)
     kind=tests                                    hidden_pass, visible_pass: a code draft run against its task's
                                                   hidden and visible tests in the sandbox (code_tests)
 
-A new kind is one factory in :data:`KINDS`. Scores are measurements of stored drafts: they never enter a
-generation's id, and ``shp-import --rescore`` computes them again for a stored generation with no model call.
+A new kind is one factory in :data:`KINDS`. Every scorer built here stores its error texts redacted. Scores are
+measurements of stored drafts: they never enter a generation's id, and ``shp-import --rescore`` computes them
+again for a stored generation with no model call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from shp_ray.generation.code_tests import tests_scorer
+from shp_ray.generation.score_worker import BoundedScorer
 from shp_ray.policy import scorers
 from shp_ray.policy.scorers import Scorer
+from shp_ray.redaction import redact_text
 
 
 class ScoreConfigError(ValueError):
@@ -33,6 +39,7 @@ class ScoreSpec:
     name: str = ""  # the stored name of an exact / contains / regex score (default: the kind)
     pattern: str = ""  # regex: a pattern with the named group ``answer``
     target: str = ""  # python: ``package.module:function``
+    timeout_s: float = 30.0  # python: one call's limit (then its worker is killed and the round is an error)
 
 
 def load_target(target: str) -> Callable[..., object]:
@@ -57,7 +64,15 @@ def load_target(target: str) -> Callable[..., object]:
 def _python(spec: ScoreSpec) -> Scorer:
     if not spec.target:
         raise ScoreConfigError("score.target: score=python needs score.target=package.module:function")
-    return Scorer("python", load_target(spec.target), f"python:{spec.target}")  # type: ignore[arg-type]
+    timeout = spec.timeout_s
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not (timeout > 0 and math.isfinite(timeout))
+    ):
+        raise ScoreConfigError(f"score.timeout_s: must be a number of seconds above 0, got {timeout!r}")
+    load_target(spec.target)  # imported here too, so a typo fails before any work
+    return Scorer("python", BoundedScorer(spec.target, float(timeout)), f"python:{spec.target}")
 
 
 def _regex(spec: ScoreSpec) -> Scorer:
@@ -83,7 +98,7 @@ def build(spec: ScoreSpec) -> Scorer:
     factory = KINDS.get(spec.kind)
     if factory is None:
         raise ScoreConfigError(f"score.kind: unknown kind {spec.kind!r}; known: {', '.join(KINDS)}")
-    return factory(spec)
+    return dataclasses.replace(factory(spec), redact=redact_text)
 
 
 def parse(text: str) -> ScoreSpec:

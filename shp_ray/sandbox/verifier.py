@@ -118,13 +118,11 @@ def main() -> None:
     if not b["callable"](fn):
         verdict("missing_function", f"no function named {spec['entry_point']!r}")
     if spec["mode"] == "check":
-        # HumanEval runs prompt + completion + tests as one program, and some tests call the prompt's helpers
-        # (HumanEval/32 poly, /38 encode_cyclic, /50 encode_shift) or the function by its name (/33): the tests
-        # start from the candidate's names, then define their own `check` over any the candidate made, under
-        # builtins the candidate's code never holds.
+        # The tests run in a namespace of their own: the real builtins, the names the test program defines
+        # (it carries the prompt's helpers and imports itself) and the candidate's entry point, nothing else of
+        # the candidate's, so no name of its module shadows anything the tests call (`abs = lambda *a: 0`).
         guarded = checked(fn)
-        test_ns = b["dict"](ns)
-        test_ns.update({"__name__": "tests", "__builtins__": b, spec["entry_point"]: guarded})
+        test_ns = {"__name__": "tests", "__builtins__": b, spec["entry_point"]: guarded}
         try:
             exec(compile(spec["test"], "tests.py", "exec"), test_ns)
             test_ns["check"](guarded)
@@ -134,9 +132,12 @@ def main() -> None:
         verdict("pass")
     results, first_bad = [], None
     set_handler(signal.SIGALRM, on_alarm)
+    # A visible example may call a helper the program defines, so it sees the candidate's names, but none that
+    # would shadow a builtin (the real ones come first) and the entry point only through the plain-data check.
+    names = {k: v for k, v in items_of(ns) if k not in b}
     for ex in spec["examples"]:
-        env = b["dict"](ns)
-        env[spec["entry_point"]] = checked(fn)
+        env = b["dict"](names)
+        env.update({"__builtins__": b, spec["entry_point"]: checked(fn)})
         try:
             set_timer(real_timer, spec["alarm_s"])
             try:
