@@ -26,7 +26,7 @@ from conf import code_loop, plan, schema
 from conf.errors import ConfigError
 from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
-from shp_ray.generation.config import GenerationConfig
+from shp_ray.generation.config import SEEDINGS, TEST_SPLITS, GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
 from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
@@ -172,6 +172,9 @@ RULES: tuple[Rule, ...] = (
     Rule("dataset.fields.split", *_nullable(_text, "a column name", "dev/test by hashing the id")),
     Rule("dataset.split", *one_of(SPLITS, null="both")),
     Rule("dataset.limit", *integer(1, plan.MAX_LIMIT, null="all")),
+    Rule("dataset.tests", *one_of(TEST_SPLITS)),
+    Rule("generation.epochs", *integer(1, plan.MAX_EPOCHS)),
+    Rule("generation.seeding", *one_of(SEEDINGS)),
     # magnitudes of the generation (its other checks are GenerationConfig's own)
     Rule("generation.max_rounds", *integer(1, plan.MAX_ROUNDS)),
     Rule("generation.max_tokens", *integer(1, plan.MAX_TOKENS)),
@@ -338,6 +341,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
             **values(cfg.judge, schema.JUDGE_KEYS),
             prompts=prompts,
             scores=resolve_scores(cfg.score),
+            tests=cfg.dataset.tests,
         ),
     )
     if generation.judge_batch and (generation.judge != "llm" or p.kind not in BATCH_KINDS):
