@@ -12,7 +12,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from conf.errors import ConfigError
-from shp_ray.generation.config import CRITIC_MODES
+from shp_ray.generation.config import CRITIC_MODES, TEST_SPLITS
 from shp_ray.generation.humaneval import HUMANEVAL
 
 CODE_DATASETS = (HUMANEVAL,)  # datasets whose tasks carry visible and hidden tests
@@ -29,7 +29,10 @@ def check(cfg: DictConfig) -> None:
             f"generation.critic: {critic} runs each draft's visible tests, which only the tasks of "
             f"{list(CODE_DATASETS)} carry (dataset={dataset}); use generation.critic=llm"
         )
-    if OmegaConf.select(cfg, "dataset.tests", default="docstring") != "docstring" and dataset not in CODE_DATASETS:
+    tests = OmegaConf.select(cfg, "dataset.tests", default="docstring")
+    if tests not in TEST_SPLITS:
+        raise ConfigError(f"dataset.tests: must be one of {list(TEST_SPLITS)}, got {tests!r}")
+    if tests != "docstring" and dataset not in CODE_DATASETS:
         raise ConfigError(
             f"dataset.tests: a public/private split of the hidden tests needs tasks that carry them "
             f"({list(CODE_DATASETS)}; dataset={dataset}); use dataset.tests=docstring"

@@ -18,7 +18,6 @@ MAX_ROUNDS = 100  # generation.max_rounds
 MAX_PARALLEL = 1024  # generation.workers, generation.concurrency, provider.max_concurrency, provider.n_threads
 MAX_TOKENS = 131_072  # generation.max_tokens, provider.n_ctx
 MAX_LIMIT = 10_000_000  # dataset.limit
-MAX_EPOCHS = 1000  # generation.epochs
 MAX_TRIES = 100  # provider.batch_max_tries
 
 # Soft bounds: beyond them a job runs only with allow_large=true.

@@ -5,9 +5,8 @@ server's options, GenerationConfig, HaltConfig, weights, policies and report set
 fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an unknown policy, ...) are raised here,
 before any server starts or any paid call is made, naming the config key at fault.
 
-The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in
-:func:`to_job`. The folders the job writes are checked on disk by the sweep
-(``sweeps.job.check_folders``): conf reads no filesystem.
+The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in :func:`to_job`. The
+folders the job writes are checked on disk by the sweep (``sweeps.job.check_folders``): conf reads no filesystem.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from conf import code_loop, plan, schema
 from conf.errors import ConfigError
 from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
-from shp_ray.generation.config import SEEDINGS, TEST_SPLITS, GenerationConfig
+from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
 from shp_ray.generation.tasks_file import FILE_DATASET
 from shp_ray.policy import weights as ahp_weights
@@ -172,9 +171,6 @@ RULES: tuple[Rule, ...] = (
     Rule("dataset.fields.split", *_nullable(_text, "a column name", "dev/test by hashing the id")),
     Rule("dataset.split", *one_of(SPLITS, null="both")),
     Rule("dataset.limit", *integer(1, plan.MAX_LIMIT, null="all")),
-    Rule("dataset.tests", *one_of(TEST_SPLITS)),
-    Rule("generation.epochs", *integer(1, plan.MAX_EPOCHS)),
-    Rule("generation.seeding", *one_of(SEEDINGS)),
     # magnitudes of the generation (its other checks are GenerationConfig's own)
     Rule("generation.max_rounds", *integer(1, plan.MAX_ROUNDS)),
     Rule("generation.max_tokens", *integer(1, plan.MAX_TOKENS)),

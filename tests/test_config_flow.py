@@ -183,7 +183,7 @@ FLOWS: dict[str, Flow] = {
     ),
     "dataset.tests": flow(  # the public/private split of HumanEval's check: the generation's tests, in gen_id
         "dataset.tests=split",
-        where=lambda j: (j.generation.tests, j.generation.gen_id_parts("sim", "m")["tests"]),
+        where=lambda j: (j.generation.tests, j.generation.gen_id_parts("sim", "m").get("tests")),
         expected=("split", "split"),
         base=("dataset=humaneval",),
     ),

@@ -129,10 +129,9 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
             f"| {cell(r['mean_is'])} | {_pct(r['pass_at_stop'])} ({round(r['pass_at_stop'] * r['n'])}/{r['n']}) "
             f"| {_vs(r, '')} | {_vs(r, '_k1')} | {_pts(r['gap'])} |"
         )
-    lines += ["", mde_line(rows)]
     oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
     if oracle is None:
-        return lines
+        return [*lines, "", mde_line(rows)]
     first, best = oracle["first_pass"], oracle["oracle_pass"]
     lines += ["", (
         f"- The oracle (`oracle_{score}`: stop at the earliest round whose draft passes; it runs the hidden tests, so "
@@ -151,7 +150,7 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         lines.append(
             "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
         )
-    return lines
+    return [*lines, mde_line(rows)]
 
 
 def mde_line(rows: Sequence[dict]) -> str:
