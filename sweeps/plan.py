@@ -68,11 +68,13 @@ def _tokens(scn: Scenario, job: JobSpec) -> tuple[int, int]:
     g, m, model = job.generation, job.generation.max_tokens, job.provider.model
     r = g.max_rounds
     writer = prompt_tokens(list(writer_request(scn, g, model, 1, "", "").messages))
-    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m if g.critic != "tests" else 0
-    inputs = writer * r + 2 * m * (r - 1) + critic * (r - 1)  # rounds 2..R carry the draft and critique
+    called = g.critic not in ("tests", "none")  # tests: the report is the critique; none: no review at all
+    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m if called else 0
+    carried = 0 if g.critic == "none" else 2 * m * (r - 1)  # rounds 2..R carry the draft and critique (none: not)
+    inputs = writer * r + carried + critic * (r - 1)
     if g.judge == "llm":
         inputs += r * (prompt_tokens(list(judge_messages(scn.question, scn.contexts, scn.ground_truth, ""))) + m)
-    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm", g.critic not in ("tests", "none"))
+    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm", called)
 
 
 def _nearest(store: Store, gen_id: str, parts: dict[str, object], ids: set[str]) -> list[str]:
