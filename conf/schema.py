@@ -217,7 +217,7 @@ class DatasetConf:
     split: str | None = "test"  # dev | test | null (both)
     limit: int | None = None
     # A code dataset's visible tests: docstring (its docstring's examples; the whole check scores) | split (+ a
-    # public half of check; its private half scores: shp_ray.generation.test_split). The generation's tests field.
+    # public half of check; its private half scores: shp_ray.generation.check_split). The generation's tests field.
     tests: str = "docstring"
 
 

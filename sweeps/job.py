@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.replay import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
+from shp_ray.generation.check_split import with_public_tests
 from shp_ray.generation.cluster_lock import generation_lease
 from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, load_scenarios, select, with_epochs
 from shp_ray.generation.generate import GenerationSummary, RunOptions, generate, judge_label
@@ -31,7 +32,6 @@ from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
 from shp_ray.generation.progress import RunCounts
 from shp_ray.generation.prompts import extra_fields
 from shp_ray.generation.tasks_file import load_tasks
-from shp_ray.generation.test_split import with_public_tests
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_module
 import conf.schema  # noqa: F401
 from analysis.stats import clustered
 from conf.resolve import ConfigError, to_job
-from shp_ray.generation import test_split as ts
+from shp_ray.generation import check_split as ts
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import with_epochs
 from shp_ray.generation.humaneval import hidden_test, load_humaneval

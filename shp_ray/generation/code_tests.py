@@ -12,7 +12,7 @@ VISIBLE tests (``examples``: ``[call, expected]`` pairs); its HIDDEN test is loo
   :func:`critique` turns that into the Critic's reply when the Critic IS the test report (``critic=tests``):
   it starts with the preset's approval marker exactly when every visible test passes;
 - :func:`tests_scorer` is score kind ``tests``: per round ``hidden_pass`` (1.0 / 0.0, labelled with the hidden
-  run's error class; under ``tests=split`` the private half of the check decides it, :mod:`.test_split`) and
+  run's error class; under ``tests=split`` the private half of the check decides it, :mod:`.check_split`) and
   ``visible_pass`` (the share of visible tests passed; unknown without visible tests).
 """
 
@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shp_ray.generation.check_split import scored_test
 from shp_ray.generation.humaneval import hidden_test, preamble
-from shp_ray.generation.test_split import scored_test
 from shp_ray.policy.scorers import Scored, Scorer, Task
 from shp_ray.sandbox import Example, Limits, TestReport, run_check, run_examples
 

