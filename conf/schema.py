@@ -68,8 +68,17 @@ SIM_KEYS = {"sim_rpm": "rpm", "sim_fault_rate": "fault_rate", "sim_latency_s": "
 # The rest of GenerationConfig is tuning the sweep leaves at its defaults; judge comes from the judge group.
 # The prompts come from the prompts group.
 GENERATION_KEYS = same(
-    "max_rounds", "temperature", "seed", "max_tokens", "embedder", "workers", "concurrency", "critic"
-)  # critic: llm | tests | llm_tests (the code loop: conf.code_loop)
+    "max_rounds",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "embedder",
+    "workers",
+    "concurrency",
+    "critic",
+    "epochs",
+    "seeding",
+)  # critic: llm | tests | llm_tests | none (the code loop and the resampling control: conf.code_loop)
 JUDGE_KEYS = {"kind": "judge", "model": "judge_model", "batch": "judge_batch"}
 # critic / entropy / gain are not settings of a sweep: each named cascade (shp, the seven ablation
 # cells, fixed_k) fixes its own, so a base value would change nothing. Choose the cells instead
@@ -207,6 +216,9 @@ class DatasetConf:
     name: str = MISSING  # hotpotqa | shp_paper | asqa | humaneval | file
     split: str | None = "test"  # dev | test | null (both)
     limit: int | None = None
+    # A code dataset's visible tests: docstring (its docstring's examples; the whole check scores) | split (+ a
+    # public half of check; its private half scores: shp_ray.generation.check_split). The generation's tests field.
+    tests: str = "docstring"
 
 
 FieldsConf = derive("FieldsConf", exposed(FieldMap, every(FieldMap)), doc="The tasks file's own column names.")

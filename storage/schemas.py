@@ -1,6 +1,7 @@
 """Arrow schemas of the store's tables. One table = one folder of Parquet parts.
 
-- ``scenarios``:   the questions a generation ran on (contexts, ground truth).
+- ``scenarios``:   the questions a generation ran on (contexts, ground truth), each the epoch-th trajectory
+  of its task (``task_id``, ``epoch``: ``generation.epochs``).
 - ``generations``: one row per generation config (gen_id = hash of what changes the drafts).
 - ``rounds``:      one row per generated round of one trajectory (gen_id, scenario_id, round).
 - ``judgments``:   one row per judge key (judge, scenario, draft) -> four metrics + tokens.
@@ -42,6 +43,8 @@ SCENARIOS = pa.schema(
         ("ground_truth", pa.string()),
         ("references", pa.list_(pa.string())),
         ("meta_json", pa.string()),
+        ("task_id", pa.string()),  # the task this scenario is one epoch of (generation.epochs)
+        ("epoch", pa.int32()),
     ]
 )
 
@@ -277,6 +280,8 @@ CALL_MODES = ("live", "batch")
 # such a part stays sound (storage.part_rules), Store.read and the DuckDB views give the value. None: not
 # known from that part (a signals row from before its prompt tokens: the reader takes them from the rounds).
 ADDED_COLUMNS: dict[str, dict[str, object]] = {
+    # a scenario written before epochs is its task's only trajectory: epoch 1, task_id NULL (= its scenario_id)
+    "scenarios": {"task_id": None, "epoch": 1},
     "rounds": {"writer_mode": "live", "critic_mode": "live"},
     "judgments": {"judge_mode": "live"},
     "signals": {"writer_prompt_tokens": None, "critic_prompt_tokens": None, "writer_mode": None, "critic_mode": None},

@@ -76,6 +76,33 @@ def _correctness_said(score: str) -> str:
     return f"`{score}` (1 = the round's draft is right)"
 
 
+def _sampling(gen: dict, epochs: int) -> str:
+    """Temperature, epochs and the test split of the generation, as its config records them."""
+    config = json.loads(gen.get("config_json") or "{}")
+    if config.get("kind") == "imported":
+        return f"epochs {epochs} (trajectories per task); the loop's sampling and tests are not recorded"
+    parts = config.get("gen_id_parts") or {}
+    t = float(gen.get("temperature") or 0.0)
+    seeded = "a seed per task, epoch and round" if parts.get("seeding") == "round" else f"seed {gen.get('seed')}"
+    critic = parts.get("critic", "llm")
+    split = parts.get("tests", "docstring")
+    tests = (
+        "visible tests: the docstring's examples and a public half of HumanEval's check, the private half scoring"
+        if split == "split"
+        else "visible tests: the docstring's examples, the whole check scoring"
+    )
+    return (f"Writer temperature {t:g} ({seeded}); epochs {epochs} (trajectories per task); critic `{critic}`; "
+            f"test split `{split}` ({tests})")  # fmt: skip
+
+
+def _tests_said(rows: list[dict]) -> str:
+    if any(r.get("test") == correctness.CLUSTERED_TEST for r in rows):
+        return ("Tasks are clusters (several trajectories each): p from the paired cluster sign-flip test of the "
+                "per-task differences; 95% CI of the paired difference: the paired bootstrap over tasks.")  # fmt: skip
+    return ("McNemar: the exact two-sided binomial test of the trajectories one policy gets right and the other "
+            "wrong; 95% CI of the paired difference: Newcombe's score interval.")  # fmt: skip
+
+
 def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None) -> str:
     """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several)."""
     gen = _generation(store, gen_id)
@@ -88,8 +115,10 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         # without a judge IS is unknown everywhere, and the IS oracle would only ever return round 1
         rows = [r for r in correctness.compare_pass(con, score) if setup_of(con).judge or r["policy"] != "oracle_is"]
         rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
+        changes = correctness.revision_changes(con, score)
         judge = setup_of(con).judge
         datasets = [d for (d,) in con.execute(sql.query("report_code_datasets")).fetchall()]
+        (epochs,) = con.execute(sql.query("report_code_epochs")).fetchone() or (1,)
     finally:
         con.close()
     splits = sorted({str(r["split"]) for r in rows})
@@ -99,12 +128,13 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         HEADING,
         "",
         f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
-        f"{_drafts_by(gen)}; max_rounds {depth}. Data: {_dataset(datasets)}; problems per split: {sizes}. "
+        f"{_drafts_by(gen)}; max_rounds {depth}; {_sampling(gen, int(epochs))}. Data: {_dataset(datasets)}; "
+        f"trajectories per split: {sizes}. "
         f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
         f"tokens against fixed_k{depth} (every round run). IS: "
         + (f"judge `{judge}`." if judge else "no judge in this store (IS –).")
-        + " McNemar: the exact two-sided binomial test of the trajectories one policy gets right and the other "
-        "wrong; 95% CI of the paired difference: Newcombe's score interval.",
+        + " "
+        + _tests_said(rows),
         "",
     ]
     if simulated:
@@ -114,7 +144,9 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         n = max(r["n"] for r in mine)
         out += [f"### {split} split (N = {n})", "", "Pass rate by round (fixed_k{t} returns round t's draft):", ""]
         out += round_lines(
-            [r for r in rounds if str(r["split"]) == split], [b for b in breaks if str(b["split"]) == split]
+            [r for r in rounds if str(r["split"]) == split],
+            [b for b in breaks if str(b["split"]) == split],
+            [c for c in changes if str(c["split"]) == split],
         )
         out += ["", "Pass at stop per policy:", "", *policy_lines(mine, score), ""]
     return "\n".join(out).rstrip() + "\n"

@@ -23,8 +23,9 @@ from omegaconf import DictConfig, OmegaConf
 from analysis.replay import signals_store
 from conf.resolve import ConfigError
 from conf.spec import JobSpec
+from shp_ray.generation.check_split import with_public_tests
 from shp_ray.generation.cluster_lock import generation_lease
-from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, load_scenarios, select
+from shp_ray.generation.datasets import DEV_FRACTION, DatasetError, Scenario, load_scenarios, select, with_epochs
 from shp_ray.generation.generate import GenerationSummary, RunOptions, generate, judge_label
 from shp_ray.generation.guard import Watchdog, preflight, reason_of
 from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
@@ -249,11 +250,18 @@ def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
     A tasks file that fails its checks raises DatasetError (``file:line``, the field): nothing runs.
     """
     if job.dataset == HUMANEVAL:
-        return job, load_humaneval(DEV_FRACTION)
+        tasks = load_humaneval(DEV_FRACTION)
+        return job, with_public_tests(tasks) if job.generation.tests == "split" else tasks
     if job.tasks is None:
         return job, load_scenarios(job.dataset)
     tasks = load_tasks(job.tasks, extra_fields(job.generation.prompts))
     return replace(job, generation=replace(job.generation, tasks_hash=tasks.identity)), list(tasks.scenarios)
+
+
+def job_scenarios(job: JobSpec, every_task: list[Scenario], split: str | None) -> list[Scenario]:
+    """The job's scenarios of one split (None: both): its first ``dataset.limit`` tasks, each ``generation.epochs``
+    times (epoch 1 under the task's own id, epoch e under ``<id>#e<e>``)."""
+    return with_epochs(select(every_task, split, job.limit), job.generation.epochs)
 
 
 def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
@@ -275,7 +283,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     from analysis.replay import costs
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
-    scenarios = select(every_task, job.split, job.limit)
+    scenarios = job_scenarios(job, every_task, job.split)
     if not scenarios:
         raise DatasetError(f"dataset {job.dataset} split={job.split} has no scenarios")
     run_id = new_run_id()
@@ -295,7 +303,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     weights = strategy_weights(job, store, judge, gen_id, ids)
     # The other stopping systems: a gain model fitted on the dev split (generated first if need be),
     # critique embeddings.
-    dev = select(every_task, "dev", job.limit)
+    dev = job_scenarios(job, every_task, "dev")
     policies = prepare_families(
         job,
         store,

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, open_dict
 from conf import plan as bounds
 from conf.errors import ConfigError
 from conf.spec import JobSpec
-from shp_ray.generation.datasets import Scenario, select
+from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.generate import judge_label
 from shp_ray.generation.loop import critic_request, writer_request
 from shp_ray.generation.prompts import judge_messages
@@ -27,7 +27,7 @@ from shp_ray.providers.sim.options import SimOptions
 from shp_ray.providers.tokens import prompt_tokens
 from storage.parts import Store
 from storage.resume import done_scenarios
-from sweeps.job import with_tasks
+from sweeps.job import job_scenarios, with_tasks
 from sweeps.prepare_families import dev_split_needed
 
 CONFIRM = "confirm"  # +confirm=true: a plan past conf.plan's gates (hours, dollars), asked for by name
@@ -68,11 +68,13 @@ def _tokens(scn: Scenario, job: JobSpec) -> tuple[int, int]:
     g, m, model = job.generation, job.generation.max_tokens, job.provider.model
     r = g.max_rounds
     writer = prompt_tokens(list(writer_request(scn, g, model, 1, "", "").messages))
-    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m if g.critic != "tests" else 0
-    inputs = writer * r + 2 * m * (r - 1) + critic * (r - 1)  # rounds 2..R carry the draft and critique
+    called = g.critic not in ("tests", "none")  # tests: the report is the critique; none: no review at all
+    critic = prompt_tokens(list(critic_request(scn, g, model, 1, "").messages)) + m if called else 0
+    carried = 0 if g.critic == "none" else 2 * m * (r - 1)  # rounds 2..R carry the draft and critique (none: not)
+    inputs = writer * r + carried + critic * (r - 1)
     if g.judge == "llm":
         inputs += r * (prompt_tokens(list(judge_messages(scn.question, scn.contexts, scn.ground_truth, ""))) + m)
-    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm", g.critic != "tests")
+    return inputs, m * bounds.calls_per_scenario(r, g.judge == "llm", called)
 
 
 def _nearest(store: Store, gen_id: str, parts: dict[str, object], ids: set[str]) -> list[str]:
@@ -119,7 +121,7 @@ def _read_store(job: JobSpec, plan: JobPlan, scenarios: list[Scenario]) -> tuple
 def make_plan(job: JobSpec) -> JobPlan:
     """The job's plan from the dataset file and the store; no call, nothing written."""
     job, every_task = with_tasks(job)  # a tasks file's hash is part of its gen_id
-    scenarios = select(every_task, job.split, job.limit)
+    scenarios = job_scenarios(job, every_task, job.split)
     spec, g = job.provider, job.generation
     plan = JobPlan(spec.kind, spec.model, g.gen_id(spec.kind, spec.model), len(scenarios), 0)
     plan.embedded = spec.kind == "llama"
@@ -128,10 +130,10 @@ def make_plan(job: JobSpec) -> JobPlan:
     plan.stored = len(scenarios) - len(todo)
     preflights = 1 if todo else 0  # one real call proves the endpoint before a generation starts
     if dev_split_needed(job):
-        dev = [s for s in select(every_task, "dev", job.limit) if s.scenario_id not in done]
+        dev = [s for s in job_scenarios(job, every_task, "dev") if s.scenario_id not in done]
         todo, plan.dev_to_generate, preflights = todo + dev, len(dev), preflights + (1 if dev else 0)
     plan.rejudge_calls = len(rejudge)
-    per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm", g.critic != "tests")
+    per = bounds.calls_per_scenario(g.max_rounds, g.judge == "llm", g.critic not in ("tests", "none"))
     plan.calls = len(todo) * per + preflights + plan.rejudge_calls
     for scn in todo:
         i, o = _tokens(scn, job)

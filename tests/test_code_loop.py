@@ -187,7 +187,8 @@ def test_the_critic_mode_enters_gen_id_and_humaneval_picks_the_code_loops_defaul
     for overrides, key in ((["generation.critic=tests"], "generation.critic"), (["score=tests"], "score.kind")):
         with pytest.raises(ConfigError, match=rf"^{key}: .*only the tasks of \['humaneval'\] carry"):
             to_job(compose(config_name="config", overrides=overrides))
-    with pytest.raises(ConfigError, match=r"^generation.critic: must be one of \['llm', 'tests', 'llm_tests'\]"):
+    modes = r"\['llm', 'tests', 'llm_tests', 'none'\]"
+    with pytest.raises(ConfigError, match=rf"^generation.critic: must be one of {modes}"):
         to_job(compose(config_name="config", overrides=["dataset=humaneval", "generation.critic=judge"]))
     local = compose(config_name="config", overrides=["+sweep=humaneval_local"])
     assert (local.provider.model, local.generation.max_rounds, local.generation.critic) == (

@@ -169,6 +169,24 @@ FLOWS: dict[str, Flow] = {
         expected=("llm_tests", "llm_tests"),
         base=("dataset=humaneval",),
     ),
+    "generation.epochs": flow(  # N trajectories per task: the job's scenarios; never gen_id
+        "generation.epochs=3",
+        where=lambda j: (j.generation.epochs, "epochs" in j.generation.gen_id_parts("sim", "m")),
+        expected=(3, False),
+        base=("generation.temperature=0.7",),
+    ),
+    "generation.seeding": flow(  # one seed for every call: the sampled Writer's seed and the Critic's temperature
+        "generation.seeding=run",
+        where=lambda j: (j.generation.seeding, j.generation.writer_seed("t", 2, 3), j.generation.critic_temperature),
+        expected=("run", 0, 0.7),
+        base=("generation.temperature=0.7",),
+    ),
+    "dataset.tests": flow(  # the public/private split of HumanEval's check: the generation's tests, in gen_id
+        "dataset.tests=split",
+        where=lambda j: (j.generation.tests, j.generation.gen_id_parts("sim", "m").get("tests")),
+        expected=("split", "split"),
+        base=("dataset=humaneval",),
+    ),
     # halting: the base HaltConfig, and through it every cascade policy replayed
     "halting.eps": flow(
         "halting.eps=0.03", where=lambda j: (j.halt.eps, policy(j, "shp").halt.eps), expected=(0.03, 0.03)

@@ -20,7 +20,7 @@ import pytest
 
 import analysis
 from analysis.replay import signals_store
-from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.datasets import load_scenarios, with_epochs
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
@@ -149,14 +149,15 @@ _GENERATE = """
 import json, sys
 import analysis
 from analysis.replay import signals_store
-from shp_ray.generation.datasets import load_scenarios
+from shp_ray.generation.datasets import load_scenarios, with_epochs
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 
-store, base_url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", workers=1, concurrency=2, flush_every=1)
+store, base_url, n, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", workers=1, concurrency=2, flush_every=1,
+                       temperature=0.7, epochs=epochs)
 spec = ProviderSpec(kind="sim", base_url=base_url, model="sim-model")
-print(json.dumps(generate(load_scenarios("shp_paper", limit=n), cfg, store, spec).to_dict()))
+print(json.dumps(generate(with_epochs(load_scenarios("shp_paper", limit=n), epochs), cfg, store, spec).to_dict()))
 """
 
 
@@ -173,17 +174,42 @@ def _settled(sim: SimServer, limit_s: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def _cmd(store: Path, base_url: str, n: int) -> list[str]:
-    return [sys.executable, "-c", _GENERATE, str(store), base_url, str(n)]
+def _cmd(store: Path, base_url: str, n: int, epochs: int) -> list[str]:
+    return [sys.executable, "-c", _GENERATE, str(store), base_url, str(n), str(epochs)]
+
+
+def _replied(rounds: list[dict], tasks: int, epochs: int) -> None:
+    """Every stored draft is exactly the simulated model's reply to its round's request -- the Writer sampled at 0.7
+    with the seed of its task, epoch and round -- as an uninterrupted run writes it; the epochs differ."""
+    from shp_ray.generation.loop import writer_request
+    from shp_ray.providers.sim.replies import ReplyOptions, reply_text
+    from shp_ray.providers.tokens import truncate_tokens
+
+    cfg = GenerationConfig(max_rounds=3, temperature=0.7, epochs=epochs)
+    stored = {(r["scenario_id"], r["round"]): r for r in rounds}
+    for scn in with_epochs(load_scenarios("shp_paper", limit=tasks), epochs):
+        prev, feedback = "", ""
+        for t in (1, 2, 3):
+            req = writer_request(scn, cfg, "sim-model", t, prev, feedback)
+            want, _ = truncate_tokens(reply_text(ReplyOptions(), list(req.messages), req.seed), cfg.max_tokens)
+            got = stored[(scn.scenario_id, t)]
+            assert got["draft"] == want, (scn.scenario_id, t)
+            prev, feedback = got["draft"], got["feedback"]
+    firsts = [(stored[(s.task, 1)]["draft"], stored[(s.scenario_id, 1)]["draft"])
+              for s in with_epochs(load_scenarios("shp_paper", limit=tasks), epochs) if s.epoch > 1]  # fmt: skip
+    assert firsts and all(a != b for a, b in firsts)
 
 
 def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
-    n, store_dir = 10, tmp_path / "store"
+    """A sampled (temperature 0.7), 2-epoch run killed mid-way and resumed pays exactly the calls it had not
+    completed, and its drafts are byte for byte what their seeds give (the same as an uninterrupted run's)."""
+    tasks, epochs = 5, 2
+    n, store_dir = tasks * epochs, tmp_path / "store"
     cache = store_dir / "_cache" / "responses.sqlite"
     env = {**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     with SimServer(latency_s=0.15) as sim:
         proc = subprocess.Popen(
-            _cmd(store_dir, sim.base_url, n), cwd=ROOT, env=env, start_new_session=True,
+            _cmd(store_dir, sim.base_url, tasks, epochs), cwd=ROOT, env=env, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         deadline = time.monotonic() + 120
@@ -206,7 +232,7 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
         assert stored.num_rows % 3 == 0 and stored.num_rows < n * 3  # whole trajectories only
 
         out = subprocess.run(
-            _cmd(store_dir, sim.base_url, n), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+            _cmd(store_dir, sim.base_url, tasks, epochs), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
         assert out.returncode == 0, out.stderr[-3000:]
         summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -230,6 +256,9 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     signals_store.build(store)
     checked = signals_store.check(store)
     assert (checked.checked_rows, checked.different_rows, checked.unstored) == (n * 3, 0, 0)
+    _replied(rounds.to_pylist(), tasks, epochs)
+    epochs_of = {r["scenario_id"]: r["epoch"] for r in store.read("scenarios").to_pylist()}
+    assert sorted(epochs_of.values()) == [1] * tasks + [2] * tasks
 
 
 def test_a_run_starts_only_the_actors_it_needs(tmp_path, ray_session) -> None:

@@ -39,3 +39,38 @@ def test_results_md_code_section_is_exactly_what_the_store_replays(tmp_path, mon
     text = (ROOT / "RESULTS.md").read_text()
     assert text.count(HEADING) == 1
     assert text[text.index(HEADING) :] == render(STORE) + "\n"
+
+
+def test_the_changed_draft_counts_are_what_the_stored_drafts_say() -> None:
+    """revision_changes against the drafts themselves, counted here in Python: a verbatim copy is no revision (the
+    audit of issue 41 counted 266 of 285 later rounds repeating an earlier draft word for word)."""
+    from analysis import ReplayScope, connect
+    from analysis.stats import correctness
+
+    store = str(ROOT / STORE)
+    (gen,) = Store(store).read("generations").to_pylist()
+    con = connect(ReplayScope(store, policies=correctness.code_policies(gen["max_rounds"]), gen_id=gen["gen_id"]))
+    try:
+        sql = {r["split"]: r for r in correctness.revision_changes(con, "hidden_pass")}
+    finally:
+        con.close()
+    splits = {r["scenario_id"]: r["split"] for r in Store(store).read("scenarios").to_pylist()}
+    passed = {(s["scenario_id"], s["round"]): s["value"] == 1.0 for s in Store(store).read("scores").to_pylist()
+              if s["score"] == "hidden_pass"}  # fmt: skip
+    drafts: dict[str, list[tuple[int, str]]] = {}
+    for r in Store(store).read("rounds").select(["scenario_id", "round", "draft_hash"]).to_pylist():
+        drafts.setdefault(r["scenario_id"], []).append((r["round"], r["draft_hash"]))
+    mine: dict[str, dict[str, int]] = {}
+    for sid, rows in drafts.items():
+        c = mine.setdefault(splits[sid], dict.fromkeys(("revisions", "changed", "repeats", "fixed", "broke"), 0))
+        hashes = [h for _, h in sorted(rows)]
+        for t in range(1, len(hashes)):
+            c["revisions"] += 1
+            c["repeats"] += hashes[t] in hashes[:t]
+            if hashes[t] != hashes[t - 1]:
+                c["changed"] += 1
+                before, now = passed[(sid, t)], passed[(sid, t + 1)]
+                c["fixed"] += not before and now
+                c["broke"] += before and not now
+    assert {s: {k: sql[s][k] for k in mine[s]} for s in mine} == mine
+    assert sum(c["repeats"] for c in mine.values()) == 266 and sum(c["revisions"] for c in mine.values()) == 285

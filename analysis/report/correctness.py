@@ -24,6 +24,7 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict:
         "rows": correctness.compare_pass(con, score),
         "rounds": correctness.by_round(con, score),
         "breaks": correctness.break_rates(con, score),
+        "changes": correctness.revision_changes(con, score),
     }
 
 
@@ -33,7 +34,7 @@ def section(data: dict, on: str = "") -> list[str]:
         return []
     lines = [f"## Correctness: pass at stop on the hidden tests{on}", ""]
     lines += ["Pass rate by round (fixed_k{t} returns round t's draft):", ""]
-    lines += round_lines(data["rounds"], data["breaks"])
+    lines += round_lines(data["rounds"], data["breaks"], data.get("changes", ()))
     for gen in sorted({str(r["gen_id"]) for r in data["rows"]}):
         rows = [r for r in data["rows"] if str(r["gen_id"]) == gen]
         lines += ["", f"Pass at stop per policy (generation `{gen[:8]}`):", ""]
@@ -48,6 +49,11 @@ def _pct(x: object, nd: int = 1) -> str:
 def _pts(x: object) -> str:
     """A difference of two rates, in percentage points."""
     return "–" if x is None or x != x else f"{steady(100 * float(x)):+.1f}"  # noqa: PLR0124 - NaN
+
+
+def _size(x: object) -> str:
+    """A magnitude in percentage points (no sign)."""
+    return "–" if x is None or x != x else f"{steady(100 * float(x)):.1f}"  # noqa: PLR0124 - NaN
 
 
 def _p(x: object) -> str:
@@ -70,8 +76,26 @@ def _vs(r: dict, suffix: str) -> str:
             f"(+{r[f'gained{suffix}']}/−{r[f'lost{suffix}']}), p = {_p(r[f'p{suffix}'])}")  # fmt: skip
 
 
-def round_lines(rounds: Sequence[dict], breaks: Sequence[dict]) -> list[str]:
-    """The pass rate at every round (fixed_k{t} returns round t's draft), and what revising did."""
+def change_lines(changes: Sequence[dict]) -> list[str]:
+    """What the revisions did to the drafts themselves: a verbatim copy is not a revision, so fixes and breaks are
+    counted again among the drafts that changed."""
+    out = []
+    for c in changes:
+        revisions, changed = int(c["revisions"]), int(c["changed"])
+        share = f" ({_pct(c['repeats'] / revisions)})" if revisions else ""
+        out.append(
+            f"- Drafts that changed: {changed} of {revisions} revisions; {c['repeats']} later rounds{share} repeat an "
+            f"earlier draft of their trajectory word for word; {cell(c['distinct_per_trajectory'], 2)} distinct drafts "
+            f"per trajectory ({c['trajectories']} trajectories). Among the changed drafts: fixed {c['fixed']} of "
+            f"{c['changed_from_failing']} that revised a failing draft, broke {c['broke']} of "
+            f"{c['changed_from_passing']} that revised a passing one."
+        )
+    return out
+
+
+def round_lines(rounds: Sequence[dict], breaks: Sequence[dict], changes: Sequence[dict] = ()) -> list[str]:
+    """The pass rate at every round (fixed_k{t} returns round t's draft), what revising did, and (``changes``) what
+    it did among the drafts that changed."""
     lines = ["| round | trajectories | drafts that pass | pass rate | broke (passed at t−1) | fixed (failed at t−1) |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for r in rounds:
@@ -87,15 +111,16 @@ def round_lines(rounds: Sequence[dict], breaks: Sequence[dict]) -> list[str]:
             f"a failing draft fixed it {b['fixed']} times in {b['from_failing']} (fix rate {_pct(b['fix_rate'])}, "
             f"95% CI {_pct(flo)}–{_pct(fhi)}); net {int(b['net']):+d} passing drafts."
         )]  # fmt: skip
-    return lines
+    return lines + change_lines(changes)
 
 
 def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
     """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
     base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
+    test = str(rows[0].get("test", "McNemar"))
     lines = [
         f"| policy | kind | rounds | tokens vs {base} | IS | pass_at_stop | Δ vs {base}, pts [95% CI] (+won/−lost), "
-        "McNemar p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), McNemar p | gap to the oracle, pts |",
+        f"{test} p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), {test} p | gap to the oracle, pts |",
         "|" + "---|" * 9,
     ]
     for r in rows:
@@ -106,7 +131,7 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         )
     oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
     if oracle is None:
-        return lines
+        return [*lines, "", mde_line(rows)]
     first, best = oracle["first_pass"], oracle["oracle_pass"]
     lines += ["", (
         f"- The oracle (`oracle_{score}`: stop at the earliest round whose draft passes; it runs the hidden tests, so "
@@ -125,4 +150,16 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         lines.append(
             "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
         )
-    return lines
+    return [*lines, mde_line(rows)]
+
+
+def mde_line(rows: Sequence[dict]) -> str:
+    """The table's minimum detectable difference, with what it assumes."""
+    units = int(min(r.get("clusters", r["n"]) for r in rows))
+    what = "tasks" if rows[0].get("test", "McNemar") != "McNemar" else "trajectories"
+    first = float(rows[0]["first_pass"] or 0.0)
+    return (
+        f"- Minimum detectable difference at 80% power (two-sided 5%, {units} {what}): "
+        f"{_size(correctness.table_mde(rows))} pts, for policies whose drafts disagree as often as two independent "
+        f"drafts at the first draft's pass rate ({_pct(first)}) would. Smaller differences are not ruled out."
+    )

@@ -13,6 +13,10 @@ tests:
   proportions (his method 10: Wilson intervals of both rates, combined with the pairs' phi correlation), which
   keeps to [-1, 1] and behaves at the small N and rates near 0 or 1 of a run on a few problems.
 
+With several trajectories per task (``generation.epochs`` > 1) both give way to their clustered forms (the paired
+bootstrap over tasks, the cluster sign-flip test: :mod:`analysis.stats.clustered`), and every table states its
+minimum detectable difference (:func:`table_mde`).
+
 An unknown value (the scorer raised) counts as not passing, as in the views: pass_at_stop never counts a draft
 that was not shown to pass.
 """
@@ -28,6 +32,7 @@ from analysis import scipy_stats as st
 from analysis import sql
 from analysis.errors import AnalysisError
 from analysis.sql.rows import fetch_dicts
+from analysis.stats.clustered import CLUSTERED_CI, CLUSTERED_TEST, clustered_test, mde
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 
@@ -114,15 +119,47 @@ def _test(row: dict, suffix: str) -> dict[str, float]:
             f"ci95_high{suffix}": hi, f"p{suffix}": mcnemar_p(gained, lost)}  # fmt: skip
 
 
+def _clustered(r: dict, pairs: Sequence[dict]) -> dict:
+    """The row's comparisons over task clusters (several trajectories per task: generation.epochs > 1)."""
+    base = clustered_test([(p["task_id"], p["passed"], p["baseline_passed"]) for p in pairs])
+    k1 = clustered_test([(p["task_id"], p["passed"], p["first_passed"]) for p in pairs])
+    return {**r, **{k: v for k, v in base.items()}, **{f"{k}_k1": v for k, v in k1.items() if k != "clusters"},
+            "test": CLUSTERED_TEST, "ci": CLUSTERED_CI}  # fmt: skip
+
+
 def compare_pass(con: duckdb.DuckDBPyConnection, score: str | None = None) -> list[dict]:
     """One row per (gen_id, split, policy) of ``correctness_summary`` for the score (:func:`pick_score`), with the
-    exact McNemar p and the 95% interval of the difference against fixed_k{depth} (``p``, ``diff``, ``ci95_low``,
-    ``ci95_high``) and against fixed_k1 (the same with ``_k1``). Empty when the store has no pass/fail score."""
+    paired test and the 95% interval of the difference against fixed_k{depth} (``p``, ``diff``, ``ci95_low``,
+    ``ci95_high``) and against fixed_k1 (the same with ``_k1``); ``test`` and ``ci`` name them. One trajectory per
+    task: the exact McNemar test and Newcombe's interval; several (epochs), in every row of that (gen_id, split):
+    the cluster sign-flip test and the paired bootstrap over tasks (:mod:`analysis.stats.clustered`), ``clusters``
+    the number of tasks. Empty when the store has no pass/fail score."""
     score = pick_score(con, score)
     if score is None:
         return []
     rows = fetch_dicts(con, sql.query("correctness_rows", relation="correctness_summary"), [score])
-    return [{**r, **_test(r, ""), **_test(r, "_k1")} for r in rows]
+    pairs: dict[tuple, list[dict]] = {}
+    for p in fetch_dicts(con, sql.query("correctness_pairs"), [score]):
+        pairs.setdefault((p["gen_id"], p["split"], p["policy"]), []).append(p)
+    clustered = {(g, s) for (g, s, _), ps in pairs.items() if len({p["task_id"] for p in ps}) < len(ps)}
+    out = []
+    for r in rows:
+        if (r["gen_id"], r["split"]) in clustered:
+            out.append(_clustered(r, pairs.get((r["gen_id"], r["split"], r["policy"]), [])))
+        else:
+            out.append({**r, **_test(r, ""), **_test(r, "_k1"), "test": "McNemar", "ci": "Newcombe",
+                        "clusters": int(r["n"])})  # fmt: skip
+    return out
+
+
+def table_mde(rows: Sequence[dict]) -> float:
+    """The minimum detectable difference at 80% power of one (gen_id, split)'s table: over its units (tasks when
+    clustered, else trajectories), when two policies' drafts differ as often as two independent drafts at the first
+    draft's pass rate p would (a discordant share of 2p(1 - p)); NaN for an empty table."""
+    if not rows:
+        return math.nan
+    first = float(rows[0]["first_pass"] or 0.0)
+    return mde(int(min(r["clusters"] for r in rows)), 2 * first * (1 - first))
 
 
 def by_round(con: duckdb.DuckDBPyConnection, score: str) -> list[dict]:
@@ -139,6 +176,12 @@ def break_rates(con: duckdb.DuckDBPyConnection, score: str) -> list[dict]:
         r["fix_ci95"] = wilson(int(r["fixed"] or 0), int(r["from_failing"] or 0))
         out.append(r)
     return out
+
+
+def revision_changes(con: duckdb.DuckDBPyConnection, score: str) -> list[dict]:
+    """``revision_changes.sql`` of one score: per (gen_id, split) the revisions that changed the draft, the verbatim
+    repeats, distinct drafts per trajectory, and the fixes and breaks among the changed drafts only."""
+    return fetch_dicts(con, sql.query("revision_changes"), [score])
 
 
 def judge_free_closing(rows: Sequence[dict]) -> list[tuple[str, float]]:

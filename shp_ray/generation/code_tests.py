@@ -12,7 +12,8 @@ VISIBLE tests (``examples``: ``[call, expected]`` pairs); its HIDDEN test is loo
   :func:`critique` turns that into the Critic's reply when the Critic IS the test report (``critic=tests``):
   it starts with the preset's approval marker exactly when every visible test passes;
 - :func:`tests_scorer` is score kind ``tests``: per round ``hidden_pass`` (1.0 / 0.0, labelled with the hidden
-  run's error class) and ``visible_pass`` (the share of visible tests passed; unknown without visible tests).
+  run's error class; under ``tests=split`` the private half of the check decides it, :mod:`.check_split`) and
+  ``visible_pass`` (the share of visible tests passed; unknown without visible tests).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shp_ray.generation.check_split import scored_test
 from shp_ray.generation.humaneval import hidden_test, preamble
 from shp_ray.policy.scorers import Scored, Scorer, Task
 from shp_ray.sandbox import Example, Limits, TestReport, run_check, run_examples
@@ -106,22 +108,23 @@ def critique(report: TestReport, approval: str) -> str:
     return f"- {text}" if text.lower().startswith(approval.lower()) else text
 
 
-def hidden_program(question: str, name: str, task_id: str) -> str:
+def hidden_program(question: str, name: str, task_id: str, test: str | None = None) -> str:
     """The hidden test as it runs. HumanEval ran prompt, completion and test in one namespace, so its checks
     call the prompt's helpers (``poly``, ``encode_cyclic``) and its imports, and some call the function by its
     own name (``sort_third``): the prompt's preamble comes first, and ``check`` binds that name to the candidate
-    before the original check runs. The sandbox runs this apart from the candidate's namespace."""
+    before the original check runs. The sandbox runs this apart from the candidate's namespace. ``test``: the check
+    to run (``tests=split``: its private half), else the task's whole check."""
     bind = (
         f"\n\ndef check(candidate, _check=check):\n    globals()[{name!r}] = candidate\n    return _check(candidate)\n"
     )
-    return preamble(question, name) + "\n" + hidden_test(task_id) + bind
+    return preamble(question, name) + "\n" + (hidden_test(task_id) if test is None else test) + bind
 
 
 def _tests(task: Task, draft: str) -> dict[str, Scored]:
     name = entry_point(task.meta)
     task_id = task.meta.get("task_id")
     code = program(task.question, name, draft)
-    hidden = run_check(code, name, hidden_program(task.question, name, str(task_id)))
+    hidden = run_check(code, name, hidden_program(task.question, name, str(task_id), scored_test(task.meta)))
     visible = run_examples(code, name, examples(task.meta)) if examples(task.meta) else None
     return {
         "hidden_pass": Scored(float(hidden.all_passed), hidden.error_class),

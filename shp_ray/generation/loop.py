@@ -14,7 +14,8 @@ IS_t from the judge; decide(...); if the loop continues, Critic(q, C, x_t) -> f_
 
 Both talk to the outside world only through a :class:`Services` object, so the
 same code runs in-process (tests) and inside Ray actors. The Critic is chosen by ``critic`` (:func:`critique`):
-the LLM, a code draft's visible-test report itself (no call: critic tokens 0), or the LLM with that report.
+the LLM, a code draft's visible-test report itself (no call: critic tokens 0), the LLM with that report, or none
+(the resampling control: every round a fresh sample of the first prompt, critic tokens 0).
 """
 
 from __future__ import annotations
@@ -107,10 +108,12 @@ def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
 
 
 def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:
-    msgs = writer_messages(scn.question, scn.contexts, t, prev, feedback, cfg.prompts, scn.meta)
-    return ChatRequest(
-        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
-    )
+    """Round t's Writer call: with ``critic=none`` the first prompt again (no draft, no feedback), its own seed
+    (:meth:`GenerationConfig.writer_seed`) making it a fresh sample."""
+    shown = 1 if cfg.critic == "none" else t
+    msgs = writer_messages(scn.question, scn.contexts, shown, prev, feedback, cfg.prompts, scn.meta)
+    seed = cfg.writer_seed(scn.task, scn.epoch, t)
+    return ChatRequest(model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=seed)
 
 
 def critic_request(
@@ -118,7 +121,7 @@ def critic_request(
 ) -> ChatRequest:
     msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta, test_report)
     return ChatRequest(
-        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.critic_temperature, seed=cfg.seed
     )
 
 
@@ -129,6 +132,8 @@ async def critique(
     critique, approving (the preset's marker) iff every visible test passed; ``llm_tests`` hands the LLM Critic
     that report. The sandbox runs off the event loop, so the other trajectories go on meanwhile."""
     report = ""
+    if cfg.critic == "none":  # the resampling control: no review, the next round draws the first prompt again
+        return None, ""
     if cfg.critic != "llm":
         tested = await asyncio.to_thread(visible_report, scn.question, scn.meta, draft)
         if cfg.critic == "tests":

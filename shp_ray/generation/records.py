@@ -34,6 +34,8 @@ def scenario_row(scn: Scenario) -> dict[str, object]:
         "ground_truth": scn.ground_truth,
         "references": list(scn.references),
         "meta_json": json.dumps(scn.meta, sort_keys=True, default=str),
+        "task_id": scn.task,
+        "epoch": scn.epoch,
     }
 
 

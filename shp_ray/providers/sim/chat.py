@@ -29,6 +29,7 @@ class Chat:
     model: str
     messages: list[tuple[str, str]]
     max_tokens: int
+    sample: int | None = None  # a sampled request's seed (temperature > 0): drafts vary with it; None: greedy
 
     @property
     def prompt_tokens(self) -> int:
@@ -41,18 +42,19 @@ def parse_chat(body: Any, models: tuple[str, ...] = ()) -> Chat:
         messages = [(str(m["role"]), str(m.get("content") or "")) for m in body["messages"]]
         model = str(body["model"])
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 256)
+        sample = int(body.get("seed") or 0) if float(body.get("temperature") or 0) > 0 else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadChat(400, f"bad request body: {type(exc).__name__}") from None
     if body.get("stream"):
         raise BadChat(400, "the simulated server does not stream")
     if models and model not in models:
         raise BadChat(404, f"model {model!r} not found", "not_found_error")
-    return Chat(model, messages, max_tokens)
+    return Chat(model, messages, max_tokens, sample)
 
 
 def chat_completion(replies: ReplyOptions, chat: Chat, *, reply_id: str, created: int) -> dict[str, Any]:
     """The ``chat.completion`` object: the deterministic reply, cut at ``max_tokens``, with real usage."""
-    text, cut = truncate_tokens(reply_text(replies, chat.messages), chat.max_tokens)
+    text, cut = truncate_tokens(reply_text(replies, chat.messages, chat.sample), chat.max_tokens)
     n_prompt, n_completion = chat.prompt_tokens, count_tokens(text)
     return {
         "id": reply_id,

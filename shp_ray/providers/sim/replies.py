@@ -10,7 +10,8 @@ The role protocol the generation code writes its prompts to:
 Writer drafts converge over rounds (several sentences replaced early, only a revision number
 late), so embedding distances between consecutive drafts shrink. The Critic approves from a
 hash-chosen round for a configurable share of questions. The judge returns the four RAGAS-style
-metrics as JSON. Every reply is a pure function of the request and the seed.
+metrics as JSON. Every reply is a pure function of the request and the seed (a Writer request at a
+temperature above 0 is a sample: its own seed picks its sentences).
 
 Token counts are REAL counts of the regex tokenizer of :mod:`shp_ray.providers.tokens` (each run
 of word characters and each other non-space character is one token, plus 3 tokens of overhead per
@@ -111,13 +112,15 @@ def _sentence(opts: ReplyOptions, question: str, *salt: object) -> str:
     return _TEMPLATES[(h >> 32) % len(_TEMPLATES)].format(a=a, b=b)
 
 
-def writer_draft(opts: ReplyOptions, question: str, t: int, n_sentences: int = 4) -> str:
-    """Round ``t``'s draft: early rounds replace several sentences, late rounds only a number."""
+def writer_draft(opts: ReplyOptions, question: str, t: int, n_sentences: int = 4, sample: int | None = None) -> str:
+    """Round ``t``'s draft: early rounds replace several sentences, late rounds only a number. A sampled request
+    (``sample``: its seed) gets sentences of its own: another seed, another draft; the same seed, the same one."""
     lo, hi = opts.converge_rounds
     settle = lo + _h(opts.seed, "settle", question) % (hi - lo + 1)
     n_alt = max(0, min(n_sentences - 1, settle - t))
+    drawn = () if sample is None else ("sample", sample)
     sentences = [
-        _sentence(opts, question, "alt", t, i) if i < n_alt else _sentence(opts, question, "base", i)
+        _sentence(opts, question, "alt", t, i, *drawn) if i < n_alt else _sentence(opts, question, "base", i, *drawn)
         for i in range(n_sentences)
     ]
     return " ".join(sentences) + f" (Revision {t}.)"
@@ -145,12 +148,13 @@ def judge_scores(opts: ReplyOptions, user: str) -> dict[str, float]:
     return {m: round(0.35 + 0.65 * _unit(opts.seed, "judge", m, user), 3) for m in METRICS}
 
 
-def reply_text(opts: ReplyOptions, messages: list[tuple[str, str]]) -> str:
-    """The full (untruncated) reply of the simulated model to ``messages``."""
+def reply_text(opts: ReplyOptions, messages: list[tuple[str, str]], sample: int | None = None) -> str:
+    """The full (untruncated) reply of the simulated model to ``messages`` (``sample``: a sampled Writer
+    request's seed)."""
     role = _role(messages)
     user = _user_text(messages)
     if role == "writer":
-        return writer_draft(opts, _question(user), _round(user))
+        return writer_draft(opts, _question(user), _round(user), sample=sample)
     if role == "critic":
         return critic_feedback(opts, _question(user), _round(user))
     if role == "judge":

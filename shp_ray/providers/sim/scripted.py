@@ -62,7 +62,8 @@ class ScriptedProvider:
                 reply = self._replies[self._next]
                 self._next += 1
             return reply
-        return reply_text(self._options, list(request.messages))
+        sample = request.seed if request.temperature > 0 and request.seed is not None else None
+        return reply_text(self._options, list(request.messages), sample)
 
     async def complete(self, request: ChatRequest) -> Completion:
         t0 = time.monotonic()
