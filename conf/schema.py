@@ -218,6 +218,8 @@ class FileDatasetConf(DatasetConf):
 
     path: str = MISSING
     fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
+    # The split column's own names -> dev | test: dataset.split_map='{train: dev, eval: test}'
+    split_map: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -239,6 +241,9 @@ class PromptsConf:
     {feedback} and a tasks file's metadata columns, and the critique's approval marker."""
 
     name: str | None = None  # recorded with the generation; null = custom-<hash>
+    # A preset file of your own (YAML, the shape of shp_ray/data/prompts/*.yaml), loaded from its path: its
+    # templates replace the chosen preset's (no --config-dir needed).
+    file: str | None = None
     writer: WriterPromptsConf = field(default_factory=WriterPromptsConf)
     critic: CriticPromptsConf = field(default_factory=CriticPromptsConf)
     approval: str = APPROVAL

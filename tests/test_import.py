@@ -297,10 +297,15 @@ def test_rescore_computes_scores_of_a_stored_generation_without_a_model(imported
     gen_id = Store(store).read("generations").column("gen_id")[0].as_py()
     capsys.readouterr()
     pattern = r"Answer: (?P<answer>\w+)"
-    assert main(["--rescore", gen_id, "--store", str(store), "--score", f"regex:{pattern}"]) == 0
+    # the 8 digits a report prints name the generation; a prefix of none is one line and exit 2
+    assert main(["--rescore", gen_id[:8], "--store", str(store), "--score", f"regex:{pattern}"]) == 0
     assert f"scored generation {gen_id}" in capsys.readouterr().out
     assert main(["--rescore", gen_id, "--store", str(store), "--score", f"regex:{pattern}"]) == 0
     assert "0 new score rows" in capsys.readouterr().out  # what is stored is not scored twice
+    other = "0" if gen_id[0] != "0" else "1"
+    assert main(["--rescore", other * 8, "--store", str(store), "--score", "hotpot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"shp-import: no generation {other * 8!r} in {Store(store).uri} (stored: {gen_id[:12]})", err
     con = analysis.connect(store)
     try:
         (got,) = con.execute("SELECT avg(value) FROM scores WHERE score = 'regex'").fetchone()

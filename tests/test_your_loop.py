@@ -6,6 +6,7 @@ compared with the rendered templates. A malformed tasks file fails before any ca
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -167,3 +168,49 @@ def test_a_placeholder_naming_no_column_fails_before_the_job_writes(tmp_path):
     with pytest.raises(DatasetError, match=r"a prompt template uses \{difficulty\}, which names no metadata column"):
         sweep_job.run(replace(job, store=str(store)), output_dir=tmp_path, job_tag="t", config_snapshot={}, command="t")
     assert not store.exists()
+
+
+def test_a_users_own_conf_folder_on_the_path_and_a_scorer_by_file_path(tmp_path, ray_address):
+    """The docs' layout as a user has it: their project folder on PYTHONPATH holds a ``conf/`` of their own (the
+    prompt preset), which must not hide the project's config, and the scorer is named by its file path, in a
+    folder that is on no path at all."""
+    project = tmp_path / "my-project"
+    shutil.copytree(EXAMPLE / "conf", project / "conf")
+    (project / "scorers").mkdir()
+    shutil.copy(EXAMPLE / "loop_scorer.py", project / "scorers" / "loop_scorer.py")
+    store = tmp_path / "store"
+    with SimServer(approve_rate=1.0) as sim:
+        args = [
+            "--config-dir", "conf", *OVERRIDES, f"provider.base_url={sim.base_url}", f"dataset.path={TASKS}",
+            f"store.path={store}", f"ray.address={ray_address}", "generation.embedder=fake-hash",
+            "score=python", "score.target=scorers/loop_scorer.py:score",
+        ]  # fmt: skip
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "shp-sweep"), *args], capture_output=True, text=True, timeout=600,
+            cwd=project, env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(project)},
+        )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "10/10 trajectories, 10 generated now" in done.stdout and "Primary config module" not in out
+    assert "did you mean" not in out
+    scores = Store(store).read("scores", columns=["score", "scorer", "value", "error"]).to_pylist()
+    assert {r["score"] for r in scores if r["error"] is None} == {"right", "words"}, scores[:3]
+    scorer = str((project / "scorers" / "loop_scorer.py").resolve())
+    assert {r["scorer"] for r in scores} == {f"python:{scorer}:score"}  # loaded from the file, in every worker
+    assert len(scores) >= 10 * MAX_ROUNDS  # every stored draft scored
+
+
+def test_a_scorer_file_that_is_missing_or_broken_is_one_line_naming_the_key(tmp_path):
+    from shp_ray.generation.score_config import ScoreConfigError, load_target
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("def score(task, draft):\n    return {}\nraise RuntimeError('no')\n")
+    with pytest.raises(ScoreConfigError, match=r"^score.target: .*cannot load .*broken.py' \(RuntimeError: no\)$"):
+        load_target(f"{broken}:score")
+    with pytest.raises(ScoreConfigError, match=r"^score.target: .*: no file .*absent.py'$"):
+        load_target(f"{tmp_path / 'absent.py'}:score")
+    fine = tmp_path / "fine.py"
+    fine.write_text("def score(task, draft):\n    return {'n': 1.0}\n")
+    with pytest.raises(ScoreConfigError, match=r"has no 'scor'"):
+        load_target(f"{fine}:scor")
+    assert load_target(f"{fine}:score")(None, "x") == {"n": 1.0}
