@@ -45,10 +45,13 @@ def resolve_tasks(section: DictConfig) -> TasksFile | None:
     return TasksFile(path=str(section.path), fields=fields, split_map=_split_map(section.split_map, fields))
 
 
-def _split_map(section: DictConfig, fields: FieldMap) -> tuple[tuple[str, str], ...]:
+def _split_map(section: object, fields: FieldMap) -> tuple[tuple[str, str], ...]:
     """dataset.split_map: the file's split names, each to dev or test (checked here, the values by the job)."""
-    items = OmegaConf.to_container(section)
-    assert isinstance(items, dict)
+    items = OmegaConf.to_container(section) if isinstance(section, DictConfig) else section
+    if items is None:
+        return ()
+    if not isinstance(items, dict):
+        raise ConfigError(f"dataset.split_map: should be a mapping such as '{{train: dev, eval: test}}', got {items!r}")
     if items and fields.split is None:
         raise ConfigError("dataset.split_map: needs dataset.fields.split, the column whose names it maps")
     for name, split in items.items():

@@ -219,7 +219,7 @@ class FileDatasetConf(DatasetConf):
     path: str = MISSING
     fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
     # The split column's own names -> dev | test: dataset.split_map='{train: dev, eval: test}'
-    split_map: dict[str, str] = field(default_factory=dict)
+    split_map: Any = None  # a mapping (Any: Hydra merges a new key into a typed dict only with +)
 
 
 @dataclass

@@ -5,7 +5,9 @@ compared with the rendered templates. A malformed tasks file fails before any ca
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
+from conf.errors import ConfigError
 from conf.resolve import to_job
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.prompts import critic_messages, from_mapping, writer_messages
@@ -31,6 +34,7 @@ pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "your-loop"
 TASKS = EXAMPLE / "tasks.jsonl"
 FIELDS = FieldMap(id="qid", question="prompt_text", contexts="passages", answers="gold")
+TASK_IDS = {json.loads(line)["qid"] for line in TASKS.read_text().splitlines() if line.strip()}
 MAX_ROUNDS = 3
 
 
@@ -193,11 +197,13 @@ def test_a_users_own_conf_folder_on_the_path_and_a_scorer_by_file_path(tmp_path,
     assert done.returncode == 0, out
     assert "10/10 trajectories, 10 generated now" in done.stdout and "Primary config module" not in out
     assert "did you mean" not in out
-    scores = Store(store).read("scores", columns=["score", "scorer", "value", "error"]).to_pylist()
-    assert {r["score"] for r in scores if r["error"] is None} == {"right", "words"}, scores[:3]
+    # Every stored draft was scored by the file's own function, in the Ray workers: the simulator's drafts carry
+    # no "Answer:" line, so the example scorer raises its own ValueError on each, recorded per round.
+    scores = Store(store).read("scores", columns=["scenario_id", "round", "scorer", "value", "error"]).to_pylist()
     scorer = str((project / "scorers" / "loop_scorer.py").resolve())
-    assert {r["scorer"] for r in scores} == {f"python:{scorer}:score"}  # loaded from the file, in every worker
-    assert len(scores) >= 10 * MAX_ROUNDS  # every stored draft scored
+    assert {r["scorer"] for r in scores} == {f"python:{scorer}:score"}
+    assert {(r["scenario_id"], r["round"]) for r in scores} == {(s, t) for s in TASK_IDS for t in range(1, 4)}
+    assert {r["error"] for r in scores} == {"ValueError: the draft has no 'Answer:' line"}
 
 
 def test_a_scorer_file_that_is_missing_or_broken_is_one_line_naming_the_key(tmp_path):
@@ -214,3 +220,26 @@ def test_a_scorer_file_that_is_missing_or_broken_is_one_line_naming_the_key(tmp_
     with pytest.raises(ScoreConfigError, match=r"has no 'scor'"):
         load_target(f"{fine}:scor")
     assert load_target(f"{fine}:score")(None, "x") == {"n": 1.0}
+
+
+def test_a_prompt_preset_by_its_file_path_and_a_split_map(tmp_path):
+    """prompts.file=PATH reads the preset from the file (no --config-dir); dataset.split_map is checked when the
+    config resolves. Composed without the example's config folder: the file alone is the preset."""
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        preset = EXAMPLE / "conf" / "prompts" / "my-loop.yaml"
+        base = [o for o in OVERRIDES if not o.startswith("prompts=")] + [f"dataset.path={TASKS}"]
+        job = to_job(compose(config_name="config", overrides=[*base, f"prompts.file={preset}"]))
+        assert job.generation.prompts == from_mapping(yaml.safe_load(preset.read_text()))
+        for extra, said in [
+            ([f"prompts.file={tmp_path / 'none.yaml'}"], "prompts.file: cannot read "),
+            (["dataset.split_map={train: dev}"], "dataset.split_map: needs dataset.fields.split"),
+            (["dataset.fields.split=part", "dataset.split_map=dev"], "dataset.split_map: should be a mapping"),
+            (["dataset.fields.split=part", "dataset.split_map={train: validation}"],
+             "dataset.split_map: 'train' maps to 'validation'; each name maps to one of ['dev', 'test']"),
+        ]:  # fmt: skip
+            with pytest.raises(ConfigError, match="^" + re.escape(said)):
+                to_job(compose(config_name="config", overrides=[*base, *extra]))
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("name: x\nwriter: [unclosed\n")
+        with pytest.raises(ConfigError, match=rf"^prompts.file: {re.escape(str(bad))}:\d+: not valid YAML"):
+            to_job(compose(config_name="config", overrides=[*base, f"prompts.file={bad}"]))
