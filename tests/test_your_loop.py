@@ -182,10 +182,11 @@ def test_a_users_own_conf_folder_on_the_path_and_a_scorer_by_file_path(tmp_path,
     shutil.copytree(EXAMPLE / "conf", project / "conf")
     (project / "scorers").mkdir()
     shutil.copy(EXAMPLE / "loop_scorer.py", project / "scorers" / "loop_scorer.py")
+    shutil.copy(TASKS, project / "tasks.jsonl")
     store = tmp_path / "store"
     with SimServer(approve_rate=1.0) as sim:
         args = [
-            "--config-dir", "conf", *OVERRIDES, f"provider.base_url={sim.base_url}", f"dataset.path={TASKS}",
+            "--config-dir", "conf", *OVERRIDES, f"provider.base_url={sim.base_url}", "dataset.path=tasks.jsonl",
             f"store.path={store}", f"ray.address={ray_address}", "generation.embedder=fake-hash",
             "score=python", "score.target=scorers/loop_scorer.py:score",
         ]  # fmt: skip
