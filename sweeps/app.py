@@ -124,6 +124,7 @@ def main(cfg: DictConfig) -> dict:
         sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
+        _to_log_file(f"invalid config: {said}")
         raise SystemExit(f"shp-sweep: invalid config: {said}") from None
     if _planned(job, confirm):
         return {"dry_run": True}
@@ -135,6 +136,7 @@ def main(cfg: DictConfig) -> dict:
             result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
         said = redact_text(str(exc))
+        _to_log_file(f"invalid tasks: {said}")
         raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
@@ -167,6 +169,14 @@ def main(cfg: DictConfig) -> dict:
     if HydraConfig.get().mode == RunMode.MULTIRUN:  # the sweep's one summary reads it (sweeps.summary_callback)
         write_job(output_dir, [redact_text(o) for o in HydraConfig.get().overrides.task], done)
     return done
+
+
+def _to_log_file(said: str) -> None:
+    """An error into the job's log file only: the console hears it once, from the SystemExit that follows."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, said, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def _planned(job: JobSpec, confirm: bool) -> bool:

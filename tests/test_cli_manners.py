@@ -174,6 +174,8 @@ def test_a_config_error_is_printed_once_and_a_set_scorer_blames_no_key(tmp_path)
     out = _sweep("provider=sim", "provider.rpm=-5", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
     both = out.stdout + out.stderr
     assert out.returncode == 1 and both.count("provider.rpm: ") == 1, both
+    [job_log] = tmp_path.glob("runs/*/*/*.log")  # and once in the job's log file
+    assert job_log.read_text().count("invalid config: provider.rpm: ") == 1
     missing = tmp_path / "absent.py"
     out = _sweep(
         "provider=sim", "score=python", f"score.target={missing}:score", "prompts.file=none.yaml", cwd=tmp_path
