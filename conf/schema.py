@@ -230,6 +230,8 @@ class FileDatasetConf(DatasetConf):
 
     path: str = MISSING
     fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
+    # The split column's own names -> dev | test: dataset.split_map='{train: dev, eval: test}'
+    split_map: Any = None  # a mapping (Any: Hydra merges a new key into a typed dict only with +)
 
 
 @dataclass
@@ -251,6 +253,9 @@ class PromptsConf:
     {feedback} and a tasks file's metadata columns, and the critique's approval marker."""
 
     name: str | None = None  # recorded with the generation; null = custom-<hash>
+    # A preset file of your own (YAML, the shape of shp_ray/data/prompts/*.yaml), loaded from its path: its
+    # templates replace the chosen preset's (no --config-dir needed).
+    file: str | None = None
     writer: WriterPromptsConf = field(default_factory=WriterPromptsConf)
     critic: CriticPromptsConf = field(default_factory=CriticPromptsConf)
     approval: str = APPROVAL

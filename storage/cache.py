@@ -22,6 +22,7 @@ in a record, and which results are worth keeping, is decided by the callers in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -46,6 +47,19 @@ def default_cache_dir(store_root: str | Path) -> Path:
     if "://" in text and not text.startswith("file://"):
         return user_cache.remote_dir(text)
     return Path(text.removeprefix("file://")).resolve() / CACHE_DIRNAME
+
+
+def cached_replies(cache_dir: str | Path) -> int:
+    """The replies the response cache holds (every successful call, from every run of the store), read without
+    writing (no cache yet: 0)."""
+    path = Path(cache_dir) / RESPONSES_FILE
+    if not path.is_file():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as db:
+            return int(db.execute(f"SELECT count(*) FROM {ResponseCache.table}").fetchone()[0])
+    except sqlite3.Error:  # a cache being created as we look: nothing countable yet
+        return 0
 
 
 BUSY_TIMEOUT_S = 60.0

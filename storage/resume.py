@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.partitions import PARTITION_BY
-from storage.parts import Store
+from storage.parts import Store, StoreError
 
 
 def column_values(store: Store, table: str, column: str, where: tuple[str, str] | None = None) -> set[str]:
@@ -58,3 +58,23 @@ def failure_messages(store: Store, gen_id: str, scenario_ids: list[str]) -> list
     for t in _fatal_failures(store, gen_id, ["error_type", "message"], scenario_ids):
         out.extend(zip(t["error_type"].to_pylist(), t["message"].to_pylist(), strict=True))
     return out
+
+
+def full_gen_id(store: Store, given: str) -> str:
+    """The stored generation ``given`` names: its whole id or a prefix of it (the 8 or 12 digits the reports
+    print). No match, or a prefix that several generations share, is one line that says which."""
+    known = column_values(store, "generations", "gen_id")
+    if not any(g.startswith(given) for g in known):  # a store whose generations rows are missing: its rounds
+        known |= column_values(store, "rounds", "gen_id")
+    if given in known:
+        return given
+    matches = sorted(g for g in known if g.startswith(given)) if given else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(g[:12] for g in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise StoreError(
+            f"generation id {given!r} is ambiguous in {store.uri}: {len(matches)} match ({shown}); give more digits"
+        )
+    stored = ", ".join(sorted(g[:12] for g in known)[:5]) or "none"
+    raise StoreError(f"no generation {given!r} in {store.uri} (stored: {stored})")

@@ -111,7 +111,12 @@ def _print_table(result: sweep_job.JobResult) -> None:
         print(said)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
+# The primary config by the location of the project's own package (never by the module name `conf`, which a
+# folder of the user's could answer to): sweeps/__init__.py has bound it.
+CONFIG_DIR = str(Path(conf.schema.__file__).resolve().parent)
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def main(cfg: DictConfig) -> dict:
     try:
         confirm = take_confirm(cfg)  # +confirm=true: not a setting of the job
@@ -119,7 +124,7 @@ def main(cfg: DictConfig) -> dict:
         sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
-        log.error("invalid config: %s", said)
+        _to_log_file(f"invalid config: {said}")
         raise SystemExit(f"shp-sweep: invalid config: {said}") from None
     if _planned(job, confirm):
         return {"dry_run": True}
@@ -131,7 +136,7 @@ def main(cfg: DictConfig) -> dict:
             result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
         said = redact_text(str(exc))
-        log.error("invalid tasks: %s", said)
+        _to_log_file(f"invalid tasks: {said}")
         raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
@@ -166,6 +171,14 @@ def main(cfg: DictConfig) -> dict:
     return done
 
 
+def _to_log_file(said: str) -> None:
+    """An error into the job's log file only: the console hears it once, from the SystemExit that follows."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, said, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
 def _planned(job: JobSpec, confirm: bool) -> bool:
     """Print (dry run) or log the job's plan; stop a plan past the gates without +confirm=true. True: dry run."""
     try:
@@ -193,22 +206,32 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
 
 def _interrupted(job: JobSpec | None) -> None:
     """Ctrl-C: one line, exit 130. Parts are whole or absent and paid calls are cached, so a rerun resumes."""
-    kept = "no"
+    kept = "no trajectories stored"
     if job is not None:
-        from storage.parts import Store  # loaded by the job already
+        from storage.cache import cached_replies, default_cache_dir  # loaded by the job already
+        from storage.parts import Store
         from storage.resume import done_scenarios
 
         gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
-        kept = str(len(done_scenarios(Store(job.store), gen_id)))
-    print(f"\ninterrupted: {kept} trajectories kept; run the same command to resume", file=sys.stderr)
+        stored = len(done_scenarios(Store(job.store), gen_id))
+        replies = cached_replies(job.cache_dir or default_cache_dir(job.store))
+        kept = f"{stored} trajectories stored, {replies} replies cached"
+    print(
+        f"\ninterrupted: {kept}; run the same command to resume (a cached reply is not paid for again)",
+        file=sys.stderr,
+    )
     raise SystemExit(130)
 
 
 def entry() -> None:
-    protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    if {"--help", "-h"} & set(sys.argv[1:]):
+    if {"--help", "-h"} & set(sys.argv[1:]):  # our own text, no secret in it: printed as written
         print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
         return
+    protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
+    typos = command_line.option_typos(sys.argv[1:])
+    if typos:  # a mistyped option or preset: one line each, not Hydra's stack of its search path
+        print("\n".join(typos), file=sys.stderr)
+        raise SystemExit(1)
     try:
         main()  # hydra.main reads sys.argv itself
     except KeyboardInterrupt:  # before a job started (composing the config, starting up)

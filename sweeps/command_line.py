@@ -8,8 +8,10 @@ Both read the config tree as registered (``conf.schema`` in Hydra's ConfigStore)
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from importlib import resources
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -22,6 +24,8 @@ GROUPS = {  # one line each; the options are read from the ConfigStore
     "dataset": "the tasks: HotpotQA, the SHP paper's frozen split, ASQA, HumanEval (the code loop), your file",
     "judge": "what scores each draft into IS (lexical: deterministic token overlap, not an LLM)",
     "prices": "the price table of the cost columns (default: shp_ray/data/prices.yaml)",
+    "prompts": "the Writer's and Critic's templates (yours: prompts.file=PATH.yaml, or <config-dir>/prompts/NAME.yaml)",
+    "score": "what scores each stored draft (python: score.target=path/to/file.py:fn or module:fn)",
 }
 SECTIONS = {
     "generation": "the loop: max_rounds, temperature, seed, max_tokens, embedder, workers, critic (the code loop)",
@@ -31,6 +35,13 @@ SECTIONS = {
     "report": "enabled, delta (the non-inferiority margin), out",
     "store": "path: a folder or s3://bucket/prefix",
     "ray": "address: null (start Ray here), auto or host:port (join a cluster); num_cpus",
+}
+FLAGS = {  # the top-level settings (key=value, no section)
+    "dry_run=true": "print each job's plan (scenarios, calls, tokens, dollars, wall time) and stop: no call",
+    "+confirm=true": "run a plan past the cost gate (a yes for this command, never stored)",
+    "allow_large=true": "allow a plan past the soft bounds (more than 20 rounds, 100,000 paid calls)",
+    "allow_partial=true": "replay a job whose failed scenarios are left out (default: it fails, exit 1)",
+    "progress=true|false": "the progress line (default: live on a terminal, else logged every 10 s)",
 }
 USAGE = """\
 shp-sweep: generate the Writer -> Critic trajectories a config needs (once; the store keeps them), replay
@@ -74,12 +85,14 @@ def help_text() -> str:
     choices = {g: f"{g}={'|'.join(_options(g))}" for g in GROUPS}
     width = max(len(c) for c in choices.values()) + 2
     lines += [f"  {choices[g]:<{width}}{said}" for g, said in GROUPS.items()]
-    lines += ["", "Settings (section.key=value; `--cfg job` lists them all):"]
+    lines += ["", "Settings (section.name=value; `--cfg job` lists them all):"]
     lines += [f"  {s + '.*':<{width}}{said}" for s, said in SECTIONS.items()]
-    lines += [f"  {'allow_partial, progress':<{width}}replay a job whose failed scenarios are left out; a live line"]
+    lines += ["", "Flags:"]
+    lines += [f"  {flag:<{width}}{said}" for flag, said in FLAGS.items()]
     lines += ["", "Presets (+sweep=NAME; they compose: '+sweep=[paper,ablation7]'):"]
     lines += [f"  {'+sweep=' + name:<{width}}{said}" for name, said in presets().items()]
-    lines += ["", "Docs: docs/sweeps.md (sweeps and config), docs/store.md (the store and its SQL)."]
+    lines += ["", "Docs: docs/sweeps.md (sweeps and config), docs/your-loop.md (your tasks, prompts and scorer),"]
+    lines += ["      docs/store.md (the store and its SQL)."]
     return "\n".join(lines)
 
 
@@ -125,4 +138,46 @@ def suggestions(argv: Iterable[str]) -> list[str]:
         near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
         hint = f"; did you mean `{near[0]}`?" if near else "; `shp-sweep --help` lists the groups and sections"
         said.append(f"shp-sweep: `{key}` is no key of the config{hint}")
+    return said
+
+
+_SWEEP_FUNCTION = re.compile(r"^\w+\(")  # choice(...), range(...), glob(...): Hydra's sweep syntax, not a name
+
+
+def _config_dirs(argv: Sequence[str]) -> list[Path]:
+    """The folders ``--config-dir`` / ``-cd`` add to the search path (their options count as known)."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            found.append(Path(argv[i + 1]))
+        elif arg.startswith("--config-dir="):
+            found.append(Path(arg.split("=", 1)[1]))
+    return found
+
+
+def option_typos(argv: Sequence[str]) -> list[str]:
+    """One line per group option or preset the config does not have (``provider=smi``, ``+sweep=ablaton7``),
+    naming the nearest known one: said before Hydra, whose own message is a stack of its search path."""
+    if any(arg.split("=", 1)[0].lstrip("+~") == "hydra.searchpath" for arg in argv):
+        return []  # options from folders of the user's choosing: Hydra's own check
+    dirs = _config_dirs(argv)
+    said = []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        group = key.lstrip("+~")
+        if group not in (*GROUPS, "sweep") or "${" in value or _SWEEP_FUNCTION.match(value):
+            continue
+        known = set(presets()) if group == "sweep" else set(_options(group))
+        known |= {p.stem for d in dirs if (d / group).is_dir() for p in (d / group).glob("*.yaml")}
+        for option in (v.strip() for v in value.strip("[]").split(",")):
+            if not option or option in known or option == "null":
+                continue
+            near = difflib.get_close_matches(option, sorted(known), n=1, cutoff=0.5)
+            hint = f"did you mean `{key}={near[0]}`?" if near else f"known: {', '.join(sorted(known))}"
+            said.append(
+                f"shp-sweep: `{key}={option}`: no {group} {'preset' if group == 'sweep' else 'option'} "
+                f"of that name; {hint}"
+            )
     return said

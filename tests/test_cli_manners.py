@@ -76,7 +76,8 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
     kept = done_scenarios(Store(store), next(p.name for p in (store / "rounds").iterdir()).split("=", 1)[1])
     assert 1 <= len(kept) < 8
     said = [line for line in stderr.splitlines() if line.startswith("interrupted:")]
-    assert said == [f"interrupted: {len(kept)} trajectories kept; run the same command to resume"], stderr[-3000:]
+    expected = f"interrupted: {len(kept)} trajectories stored, {_responses(store)} replies cached; run the same command"
+    assert len(said) == 1 and said[0].startswith(expected), stderr[-3000:]
     require_sound(Store(store))  # every part whole and verified: nothing half-written
     leftovers = [p for p in store.rglob("*") if p.is_file() and (".partial" in p.name or p.name.startswith("_tmp"))]
     assert leftovers == []
@@ -140,9 +141,50 @@ def test_help_lists_the_groups_and_presets_one_line_each(tmp_path) -> None:
     for preset in ("ablation7", "demo", "eps_k", "paper"):
         [line] = [s for s in lines if s.strip().startswith(f"+sweep={preset} ")]
         assert len(line.split("  ", 1)[-1].strip()) > 10  # a description, on the same line
-    for group in ("provider", "dataset", "judge", "prices", "generation", "halting", "replay", "store"):
+    for group in ("provider", "dataset", "judge", "prices", "prompts", "score", "generation", "halting", "store"):
         assert any(s.strip().startswith(f"{group}") for s in lines), group
+    for flag in ("dry_run=", "allow_large=", "allow_partial=", "progress=", "+confirm="):
+        [line] = [s for s in lines if s.strip().startswith(flag)]
+        assert len(line.strip().split("  ", 1)[-1].strip()) > 10, line  # described on its line
     assert "provider=llama|openai|sim" in out.stdout.replace(" ", "")
+    assert "score=" in out.stdout and "python" in out.stdout and "shp-wc-v3" in out.stdout
+    assert "<redacted>" not in out.stdout  # our own text, never passed through the redactor
+
+
+def test_a_mistyped_option_or_preset_is_one_line_with_the_nearest(tmp_path) -> None:
+    for typo, said in [
+        ("+sweep=ablaton7", "no sweep preset of that name; did you mean `+sweep=ablation7`?"),
+        ("provider=smi", "no provider option of that name; did you mean `provider=sim`?"),
+    ]:
+        said = f"shp-sweep: `{typo}`: {said}"
+        out = _sweep(typo, f"store.path={tmp_path / 'store'}", cwd=tmp_path)
+        assert out.returncode == 1 and out.stderr.strip() == said and out.stdout == "", out.stdout + out.stderr
+    # a user's own option (in --config-dir) and the sweep syntax are not typos
+    from sweeps.command_line import option_typos
+
+    user = tmp_path / "mine"
+    (user / "prompts").mkdir(parents=True)
+    (user / "prompts" / "my-loop.yaml").write_text("name: my-loop\n")
+    assert option_typos(["--config-dir", str(user), "prompts=my-loop", "-m", "provider=sim,openai"]) == []
+    assert option_typos(["prompts=my-loop"]) != [] and option_typos(["+sweep=[paper,ablation7]"]) == []
+    assert option_typos(["-m", "provider=choice(sim,openai)", "dataset=${oc.env:DS}"]) == []
+
+
+def test_a_config_error_is_printed_once_and_a_set_scorer_blames_no_key(tmp_path) -> None:
+    out = _sweep("provider=sim", "provider.rpm=-5", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
+    both = out.stdout + out.stderr
+    assert out.returncode == 1 and both.count("provider.rpm: ") == 1, both
+    [job_log] = tmp_path.glob("runs/*/*/*.log")  # and once in the job's log file
+    assert job_log.read_text().count("invalid config: provider.rpm: ") == 1
+    missing = tmp_path / "absent.py"
+    out = _sweep(
+        "provider=sim", "score=python", f"score.target={missing}:score", "prompts.file=none.yaml", cwd=tmp_path
+    )
+    assert out.returncode == 1 and "did you mean" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("shp-sweep: invalid config: "), out.stderr
+    from sweeps.command_line import suggestions
+
+    assert suggestions(["score.target=my.py:fn", "score.name=x", "prompts.file=p.yaml", "dataset.split_map={}"]) == []
 
 
 def test_hydras_hint_for_a_forgotten_multirun_flag_reaches_the_user_intact(tmp_path) -> None:
@@ -210,3 +252,60 @@ def test_every_command_and_benchmark_prints_its_help(capsys) -> None:
     assert all(name in listed for name in BENCHMARKS)
     for name in BENCHMARKS:
         assert _help_of(bench, [name, "--help"], capsys).startswith(f"usage: shp-bench {name}"), name
+
+
+def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run a command with a pseudo-terminal as its stdin, stdout and stderr; (exit status, what it wrote)."""
+    import os
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, start_new_session=True)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other end is closed (the process and its children are gone)
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return proc.wait(timeout=300), b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        proc.kill()
+        os.close(master)
+
+
+@pytest.mark.integration
+def test_the_progress_line_is_live_on_a_terminal_and_logged_without_one(tmp_path, ray_address) -> None:
+    import os
+    import re
+
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"TERM": "xterm", "COLUMNS": "240"}
+    common = ["provider=sim", "dataset.limit=4", "generation.max_rounds=2", "generation.embedder=fake-hash",
+              "report.enabled=false", f"ray.address={ray_address}"]  # fmt: skip
+    status, said = _on_a_terminal(
+        [SWEEP, *common, f"store.path={tmp_path / 'tty'}", f"hydra.run.dir={tmp_path / 'run-tty'}"], tmp_path, env
+    )
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", said)  # the live line's cursor moves
+    assert status == 0, shown[-3000:]
+    [last] = [line for line in shown.splitlines() if line.startswith("generate 4/4 trajectories")][-1:]
+    assert "paid calls" in last and "tok/s paid" in last and "429s" in last and "ETA" in last, last
+    assert "generate: " not in shown  # drawn, not logged
+
+    piped = subprocess.run(
+        [SWEEP, *common, f"store.path={tmp_path / 'piped'}", f"hydra.run.dir={tmp_path / 'run-piped'}"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr[-3000:]
+    logged = [line for line in piped.stdout.splitlines() if "generate: " in line]
+    assert logged and "generate: 0/4 trajectories" in logged[0] and "generate: 4/4 trajectories" in logged[-1], logged
+    assert "\x1b[" not in piped.stdout + piped.stderr  # no terminal: no cursor moves

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,6 +111,12 @@ FLOWS: dict[str, Flow] = {
         )
         for name in ("id", "question", "contexts", "answers", "split")
     },
+    "dataset.split_map": flow(
+        "dataset.split_map={train: dev, eval: test}",
+        base=(*TASKS, "dataset.fields.split=part"),
+        where=lambda j: j.tasks and j.tasks.split_map,
+        expected=(("eval", "test"), ("train", "dev")),
+    ),
     # judge: GenerationConfig.judge / judge_model
     "judge.kind": flow("judge.kind=llm", where=lambda j: j.generation.judge, expected="llm"),
     "judge.model": flow("judge.model=big", where=lambda j: j.generation.judge_model, expected="big"),
@@ -157,6 +165,11 @@ FLOWS: dict[str, Flow] = {
         )
     },
     "prompts.approval": flow("prompts.approval=LGTM", where=lambda j: j.generation.prompts.approval, expected="LGTM"),
+    "prompts.file": flow(  # a preset read from its file: the shipped v1's, by path, over the default v3
+        f"prompts.file={Path(str(resources.files('shp_ray'))) / 'data' / 'prompts' / 'shp-wc-v1.yaml'}",
+        where=lambda j: j.generation.prompt_version,
+        expected="shp-wc-v1",
+    ),
     "generation.max_tokens": flow("generation.max_tokens=128", where=lambda j: j.generation.max_tokens, expected=128),
     "generation.embedder": flow(
         "generation.embedder=fake-hash", where=lambda j: j.generation.embedder, expected="fake-hash"

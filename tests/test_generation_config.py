@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import logging
 from dataclasses import replace
 
 import pytest
 
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import load_scenarios
-from shp_ray.generation.progress import Progress, ProgressState, interactive
+from shp_ray.generation.progress import LOG_EVERY_S, Progress, ProgressState, interactive
 from shp_ray.generation.prompts import preset
 
 
@@ -43,20 +44,33 @@ def test_a_run_starts_no_more_workers_than_its_trajectories_fill() -> None:
     assert GenerationConfig(workers=1, concurrency=1).workers_for(50, nodes=2) == 2
 
 
-def test_progress_is_quiet_in_ci(monkeypatch) -> None:
+def test_progress_without_a_terminal_is_log_lines_at_start_every_interval_and_end(monkeypatch, caplog) -> None:
     monkeypatch.setenv("CI", "true")
     assert not interactive()
-    with Progress(10) as p:
-        p.update(generated=3, failed=1, tokens=1200, retries=2, http_429=1)
+    now = [100.0]  # a clock the test moves: no waiting on time
+    with caplog.at_level(logging.INFO, logger="shp_ray.progress"), Progress(10, clock=lambda: now[0]) as p:
+        p.update(generated=3, failed=1, tokens=1200, retries=2, http_429=1)  # 0 s in: no second line yet
+        now[0] += LOG_EVERY_S
+        p.update(generated=5, paid_calls=20, paid_tokens=1000)
         assert p._live is None  # nothing drawn
-    assert p.state.done == 4
+    lines = [r.getMessage() for r in caplog.records if r.name == "shp_ray.progress"]
+    assert len(lines) == 3 and lines[0].startswith("generate: 0/10 trajectories"), lines
+    assert lines[1].startswith("generate: 6/10 trajectories") and "20 paid calls" in lines[1]
+    assert "(100 tok/s paid)" in lines[1] and "1 429s" in lines[1] and "ETA 7s" in lines[1], lines[1]
+    assert p.state.done == 6
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="shp_ray.progress"), Progress(10, enabled=False) as p:
+        p.update(generated=3)
+    assert not caplog.records  # progress=false: neither a line nor a log
 
 
-def test_progress_line_reports_rate_tokens_retries_and_eta() -> None:
+def test_progress_line_reports_rate_calls_tokens_retries_and_eta() -> None:
     s = ProgressState(total=110, generated=49, failed=1, skipped=10, tokens=12345, retries=3, http_429=2)
+    s.paid_calls, s.paid_tokens = 40, 5000
     s.started -= 10.0  # 10 s in: 5 trajectories/s, 50 left -> ETA 10 s
     line = s.line()
-    assert "50/100" in line and "12,345" in line and "retries=3" in line and "429s=2" in line
+    assert "50/100" in line and "12,345 tokens" in line and "3 retries" in line and "2 429s" in line
+    assert "40 paid calls" in line and "(500 tok/s paid)" in line
     assert s.eta_s == pytest.approx(10.0, rel=0.05) and "1 failed" in line
 
 
@@ -65,8 +79,8 @@ def test_progress_draws_on_a_terminal() -> None:
 
     out = io.StringIO()
     with Progress(3, enabled=True, console=Console(file=out, force_terminal=True, color_system=None, width=200)) as p:
-        p.update(generated=1, tokens=77)
-    assert "1/3 trajectories" in out.getvalue() and "tokens=77" in out.getvalue()
+        p.update(generated=1, tokens=77, paid_calls=4)
+    assert "1/3 trajectories" in out.getvalue() and "77 tokens" in out.getvalue() and "4 paid calls" in out.getvalue()
 
 
 def test_the_prompt_preset_chooses_the_text_and_an_unknown_one_is_refused() -> None:

@@ -297,10 +297,15 @@ def test_rescore_computes_scores_of_a_stored_generation_without_a_model(imported
     gen_id = Store(store).read("generations").column("gen_id")[0].as_py()
     capsys.readouterr()
     pattern = r"Answer: (?P<answer>\w+)"
-    assert main(["--rescore", gen_id, "--store", str(store), "--score", f"regex:{pattern}"]) == 0
+    # the 8 digits a report prints name the generation; a prefix of none is one line and exit 2
+    assert main(["--rescore", gen_id[:8], "--store", str(store), "--score", f"regex:{pattern}"]) == 0
     assert f"scored generation {gen_id}" in capsys.readouterr().out
     assert main(["--rescore", gen_id, "--store", str(store), "--score", f"regex:{pattern}"]) == 0
     assert "0 new score rows" in capsys.readouterr().out  # what is stored is not scored twice
+    other = "0" if gen_id[0] != "0" else "1"
+    assert main(["--rescore", other * 8, "--store", str(store), "--score", "hotpot"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"shp-import: no generation {other * 8!r} in {Store(store).uri} (stored: {gen_id[:12]})", err
     con = analysis.connect(store)
     try:
         (got,) = con.execute("SELECT avg(value) FROM scores WHERE score = 'regex'").fetchone()
@@ -372,3 +377,28 @@ def test_parquet_and_openai_chat_files_replay_like_the_jsonl_they_hold(imported,
             want = replay(named[name], ref[sid])
             if fmt == "parquet" or not named[name].halt.entropy:
                 assert (tau, reason, op) == (want.stop_round, want.reason, want.operational_tokens), (fmt, name, sid)
+
+
+def test_a_generation_id_prefix_names_one_generation_or_says_why(tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from storage.parts import StoreError
+    from storage.resume import full_gen_id
+    from storage.schemas import GENERATIONS
+
+    ids = ["55a9e1f4" + "0" * 56, "55a9e1f4" + "1" * 56, "7c" + "2" * 62]
+    row = {"model": "m", "prompt_version": "p", "max_rounds": 2, "temperature": 0.0, "seed": 0, "embedder": "e"}
+    row |= {"embedding_dim": 4, "config_json": "{}", "created_at": datetime.now(UTC)}
+    store = Store(tmp_path / "store")
+    store.write("generations", pa.Table.from_pylist([{**row, "gen_id": g} for g in ids], schema=GENERATIONS))
+    assert full_gen_id(store, "7c") == ids[2] and full_gen_id(store, ids[0]) == ids[0]
+    assert full_gen_id(store, "55a9e1f40") == ids[0]
+    with pytest.raises(StoreError) as err:
+        full_gen_id(store, "55a9e1f4")
+    assert str(err.value) == (
+        f"generation id '55a9e1f4' is ambiguous in {store.uri}: 2 match (55a9e1f40000, 55a9e1f41111); give more digits"
+    )
+    with pytest.raises(StoreError, match=r"^no generation 'ff' in .* \(stored: 55a9e1f40000, 55a9e1f41111, 7c22"):
+        full_gen_id(store, "ff")

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shp_ray.generation.datasets import DatasetError, split_of
-from shp_ray.generation.tasks_file import FieldMap, TasksFile, load_tasks
+from shp_ray.generation.tasks_file import MIN_TASKS_TO_HASH, FieldMap, TasksFile, load_tasks
 from tests.s3_support import moto, s3  # noqa: F401  (fixtures)
 
 FIELDS = FieldMap(id="qid", question="prompt_text", contexts="passages", answers="gold")
@@ -126,12 +126,28 @@ def test_split_from_a_column_or_by_the_documented_hash(tmp_path):
     by_column = tasks(path, FieldMap(**{**FIELDS.__dict__, "split": "part"}))
     assert [s.split for s in by_column.scenarios] == ["dev", "test", "dev"]
     assert all("part" not in s.meta for s in by_column.scenarios)  # a mapped column is no metadata
-    for s in tasks(path).scenarios:  # the rule the docs state: sha256("split:" + id), 15 hex digits, mod 10000
+    # no split column, fewer than MIN_TASKS_TO_HASH tasks: all test (a hashed quarter of 3 is no dev table)
+    assert [s.split for s in tasks(path).scenarios] == ["test"] * 3
+    many = [{**ROWS[0], "qid": f"q{i}"} for i in range(MIN_TASKS_TO_HASH)]
+    hashed = tasks(write_jsonl(tmp_path / "many.jsonl", many)).scenarios
+    for s in hashed:  # the rule the docs state: sha256("split:" + id), 15 hex digits, mod 10000
         rank = int(hashlib.sha256(f"split:{s.scenario_id}".encode()).hexdigest()[:15], 16) % 10_000
         assert s.split == ("dev" if rank < 2500 else "test") == split_of(s.scenario_id)
+    assert {s.split for s in hashed} == {"dev", "test"}
     write_jsonl(path, [{**rows[0], "part": "train"}])
-    with pytest.raises(DatasetError, match=rf"^{path}:1: field 'part' should be one of \['dev', 'test'\]"):
+    with pytest.raises(DatasetError, match=rf"^{path}:1: field 'part' should be one of \['dev', 'test'\] \(map"):
         tasks(path, FieldMap(**{**FIELDS.__dict__, "split": "part"}))
+
+
+def test_a_split_map_names_the_files_own_splits(tmp_path):
+    rows = [{**r, "part": s} for r, s in zip(ROWS, ("train", "eval", "dev"), strict=True)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    fields = FieldMap(**{**FIELDS.__dict__, "split": "part"})
+    mapped = load_tasks(TasksFile(str(path), fields, (("eval", "test"), ("train", "dev"))))
+    assert [s.split for s in mapped.scenarios] == ["dev", "test", "dev"]  # "dev" is dev without a mapping
+    assert mapped.identity != load_tasks(TasksFile(str(path), fields, (("eval", "dev"), ("train", "test")))).identity
+    with pytest.raises(DatasetError, match=r":1: field 'part' should be one of \['dev', 'test'\] or a key of "):
+        load_tasks(TasksFile(str(path), fields, (("eval", "test"),)))
 
 
 def test_identity_is_the_files_bytes_and_the_mapping(tmp_path):

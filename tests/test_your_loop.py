@@ -5,7 +5,10 @@ compared with the rendered templates. A malformed tasks file fails before any ca
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -17,6 +20,7 @@ import yaml
 from hydra import compose, initialize_config_module
 
 import conf.schema  # noqa: F401
+from conf.errors import ConfigError
 from conf.resolve import to_job
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.prompts import critic_messages, from_mapping, writer_messages
@@ -30,6 +34,7 @@ pytestmark = pytest.mark.integration
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "your-loop"
 TASKS = EXAMPLE / "tasks.jsonl"
 FIELDS = FieldMap(id="qid", question="prompt_text", contexts="passages", answers="gold")
+TASK_IDS = {json.loads(line)["qid"] for line in TASKS.read_text().splitlines() if line.strip()}
 MAX_ROUNDS = 3
 
 
@@ -167,3 +172,75 @@ def test_a_placeholder_naming_no_column_fails_before_the_job_writes(tmp_path):
     with pytest.raises(DatasetError, match=r"a prompt template uses \{difficulty\}, which names no metadata column"):
         sweep_job.run(replace(job, store=str(store)), output_dir=tmp_path, job_tag="t", config_snapshot={}, command="t")
     assert not store.exists()
+
+
+def test_a_users_own_conf_folder_on_the_path_and_a_scorer_by_file_path(tmp_path, ray_address):
+    """The docs' layout as a user has it: their project folder on PYTHONPATH holds a ``conf/`` of their own (the
+    prompt preset), which must not hide the project's config, and the scorer is named by its file path, in a
+    folder that is on no path at all."""
+    project = tmp_path / "my-project"
+    shutil.copytree(EXAMPLE / "conf", project / "conf")
+    (project / "scorers").mkdir()
+    shutil.copy(EXAMPLE / "loop_scorer.py", project / "scorers" / "loop_scorer.py")
+    shutil.copy(TASKS, project / "tasks.jsonl")
+    store = tmp_path / "store"
+    with SimServer(approve_rate=1.0) as sim:
+        args = [
+            "--config-dir", "conf", *OVERRIDES, f"provider.base_url={sim.base_url}", "dataset.path=tasks.jsonl",
+            f"store.path={store}", f"ray.address={ray_address}", "generation.embedder=fake-hash",
+            "score=python", "score.target=scorers/loop_scorer.py:score",
+        ]  # fmt: skip
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "shp-sweep"), *args], capture_output=True, text=True, timeout=600,
+            cwd=project, env={**os.environ, "CI": "true", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(project)},
+        )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "10/10 trajectories, 10 generated now" in done.stdout and "Primary config module" not in out
+    assert "did you mean" not in out
+    # Every stored draft was scored by the file's own function, in the Ray workers: the simulator's drafts carry
+    # no "Answer:" line, so the example scorer raises its own ValueError on each, recorded per round.
+    scores = Store(store).read("scores", columns=["scenario_id", "round", "scorer", "value", "error"]).to_pylist()
+    scorer = str((project / "scorers" / "loop_scorer.py").resolve())
+    assert {r["scorer"] for r in scores} == {f"python:{scorer}:score"}
+    assert {(r["scenario_id"], r["round"]) for r in scores} == {(s, t) for s in TASK_IDS for t in range(1, 4)}
+    assert {r["error"] for r in scores} == {"ValueError: the draft has no 'Answer:' line"}
+
+
+def test_a_scorer_file_that_is_missing_or_broken_is_one_line_naming_the_key(tmp_path):
+    from shp_ray.generation.score_config import ScoreConfigError, load_target
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("def score(task, draft):\n    return {}\nraise RuntimeError('no')\n")
+    with pytest.raises(ScoreConfigError, match=r"^score.target: .*cannot load .*broken.py' \(RuntimeError: no\)$"):
+        load_target(f"{broken}:score")
+    with pytest.raises(ScoreConfigError, match=r"^score.target: .*: no file .*absent.py'$"):
+        load_target(f"{tmp_path / 'absent.py'}:score")
+    fine = tmp_path / "fine.py"
+    fine.write_text("def score(task, draft):\n    return {'n': 1.0}\n")
+    with pytest.raises(ScoreConfigError, match=r"has no 'scor'"):
+        load_target(f"{fine}:scor")
+    assert load_target(f"{fine}:score")(None, "x") == {"n": 1.0}
+
+
+def test_a_prompt_preset_by_its_file_path_and_a_split_map(tmp_path):
+    """prompts.file=PATH reads the preset from the file (no --config-dir); dataset.split_map is checked when the
+    config resolves. Composed without the example's config folder: the file alone is the preset."""
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        preset = EXAMPLE / "conf" / "prompts" / "my-loop.yaml"
+        base = [o for o in OVERRIDES if not o.startswith("prompts=")] + [f"dataset.path={TASKS}"]
+        job = to_job(compose(config_name="config", overrides=[*base, f"prompts.file={preset}"]))
+        assert job.generation.prompts == from_mapping(yaml.safe_load(preset.read_text()))
+        for extra, said in [
+            ([f"prompts.file={tmp_path / 'none.yaml'}"], "prompts.file: cannot read "),
+            (["dataset.split_map={train: dev}"], "dataset.split_map: needs dataset.fields.split"),
+            (["dataset.fields.split=part", "dataset.split_map=dev"], "dataset.split_map: should be a mapping"),
+            (["dataset.fields.split=part", "dataset.split_map={train: validation}"],
+             "dataset.split_map: 'train' maps to 'validation'; each name maps to one of ['dev', 'test']"),
+        ]:  # fmt: skip
+            with pytest.raises(ConfigError, match="^" + re.escape(said)):
+                to_job(compose(config_name="config", overrides=[*base, *extra]))
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("name: x\nwriter: [unclosed\n")
+        with pytest.raises(ConfigError, match=rf"^prompts.file: {re.escape(str(bad))}:\d+: not valid YAML"):
+            to_job(compose(config_name="config", overrides=[*base, f"prompts.file={bad}"]))

@@ -22,6 +22,8 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+import sweeps  # noqa: F401  (first: a worker binds the project's own `conf` before it unpickles the config store)
+
 log = logging.getLogger(__name__)
 
 

@@ -82,7 +82,7 @@ def count_progress(summary: GenerationSummary, prog: Progress, stats: dict[str, 
     summary.calls, summary.cached_calls, summary.paid_calls = stats["calls"], stats["cached"], stats["paid"]
     summary.retries, summary.tokens, summary.paid_tokens = stats["retries"], stats["tokens"], stats["paid_tokens"]
     summary.http_429 = http_429
-    prog.update(**summary.counts())
+    prog.update(**summary.counts(), paid_calls=summary.paid_calls, paid_tokens=summary.paid_tokens)
 
 
 def record_abort(store: Store, gen_id: str, reason: str) -> None:

@@ -4,7 +4,6 @@ answer calls until the parent closes the pipe or is gone. Each reply is ``("ok",
     python -B score_child.py package.module:function READ_FD WRITE_FD PARENT_PID
 """
 
-import importlib
 import os
 import pickle
 import struct
@@ -43,14 +42,17 @@ def _reply(fd: int, kind: str, value: object) -> None:
 
 
 def _load(target: str):
-    module_name, _, attr = target.partition(":")
-    fn = importlib.import_module(module_name)
-    for part in attr.split("."):
-        fn = getattr(fn, part)
-    return fn
+    # The parent's own loader (a module path or a .py file), so both read a target alike.
+    from shp_ray.generation.score_config import load_target
+
+    return load_target(target)
 
 
 def main() -> None:
+    # Python put this script's folder first on the path: the project's generation modules would shadow a user's
+    # modules of the same name (``datasets``, ``config``). The parent's path is what the user's target expects.
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     target, read_fd, write_fd, parent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     try:

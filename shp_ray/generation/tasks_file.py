@@ -3,8 +3,12 @@
 ``FieldMap`` names the file's own columns: ``id`` and ``question`` (required), ``contexts`` (a list
 of strings, or one string = one context; null = the tasks have none), ``answers`` (a string or a
 list of strings; the first is the gold answer the answer metrics read; null = none) and ``split``
-(a column holding ``dev`` / ``test``; null = by hashing the id, :func:`split_of`). Every other
-column is kept per scenario as metadata (stored with the scenario, usable in prompt templates).
+(a column holding ``dev`` / ``test``, or names of the file's own that ``split_map`` maps to them). Every
+other column is kept per scenario as metadata (stored with the scenario, usable in prompt templates).
+
+A file with no split column: with at least :data:`MIN_TASKS_TO_HASH` tasks, a quarter is ``dev`` by hashing
+the id (:func:`split_of`, the shipped datasets' rule); a smaller file is all ``test``, since a hashed quarter of
+a dozen tasks is a dev table of one or two, which no statistic can read.
 
 The whole file is read and checked before anything runs: a line that is not JSON, a missing mapped
 field, a wrong type or a duplicate id raises one :class:`DatasetError` naming ``file:line`` and the
@@ -29,6 +33,7 @@ from shp_ray.generation.datasets import DEV_FRACTION, SPLITS, DatasetError, Scen
 from storage import objectstore
 
 FILE_DATASET = "file"
+MIN_TASKS_TO_HASH = 40  # a hashed quarter of 40 is ~10 dev tasks; below this a file without a split is all test
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -47,6 +52,7 @@ class FieldMap:
 class TasksFile:
     path: str  # a local path or s3://bucket/key
     fields: FieldMap = field(default_factory=FieldMap)
+    split_map: tuple[tuple[str, str], ...] = ()  # the split column's own names -> dev | test, e.g. (("train", "dev"),)
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,26 @@ def _mapped(fields: FieldMap) -> set[str | None]:
     return {fields.id, fields.question, fields.contexts, fields.answers, fields.split}
 
 
-def _scenario(record: dict[str, Any], fields: FieldMap, where: str, needed: Iterable[str]) -> Scenario:
+def _split(record: dict[str, Any], spec: TasksFile, where: str) -> str:
+    """The task's split: its column's value, mapped by ``split_map`` (a value already dev / test stays)."""
+    key = spec.fields.split
+    assert key is not None
+    value = _required(record, key, where)
+    mapped = dict(spec.split_map)
+    split = mapped.get(value, value) if isinstance(value, str) else value
+    if split not in SPLITS:
+        hint = (
+            f" or a key of dataset.split_map {sorted(mapped)}"
+            if mapped
+            else " (map other names with dataset.split_map)"
+        )
+        raise DatasetError(f"{where}: field {key!r} should be one of {list(SPLITS)}{hint}, got {value!r}")
+    return str(split)
+
+
+def _scenario(record: dict[str, Any], spec: TasksFile, where: str, needed: Iterable[str], hashed: bool) -> Scenario:
+    """One task; ``hashed``: with no split column, dev/test by hashing the id (else test)."""
+    fields = spec.fields
     raw_id = _required(record, fields.id, where)
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or str(raw_id).strip() == "":
         raise DatasetError(f"{where}: field {fields.id!r} should be a non-empty string or an integer, got {raw_id!r}")
@@ -150,11 +175,9 @@ def _scenario(record: dict[str, Any], fields: FieldMap, where: str, needed: Iter
         for key in (fields.contexts, fields.answers)
     )
     if fields.split is None:
-        split = split_of(str(raw_id), DEV_FRACTION)
+        split = split_of(str(raw_id), DEV_FRACTION) if hashed else "test"
     else:
-        split = _required(record, fields.split, where)
-        if split not in SPLITS:
-            raise DatasetError(f"{where}: field {fields.split!r} should be one of {list(SPLITS)}, got {split!r}")
+        split = _split(record, spec, where)
     for name in needed:
         if name not in record:
             raise DatasetError(f"{where}: field {name!r} is missing (a prompt template uses {{{name}}})")
@@ -192,9 +215,10 @@ def load_tasks(spec: TasksFile, needed: Iterable[str] = ()) -> Tasks:
             )
     scenarios: list[Scenario] = []
     first_seen: dict[str, int] = {}
+    hashed = len(records) >= MIN_TASKS_TO_HASH
     for line, record in records:
         where = f"{shown}:{line}"
-        scenario = _scenario(record, spec.fields, where, needed)
+        scenario = _scenario(record, spec, where, needed, hashed)
         if scenario.scenario_id in first_seen:
             raise DatasetError(
                 f"{where}: field {spec.fields.id!r}: duplicate id {scenario.scenario_id!r} "
@@ -204,5 +228,10 @@ def load_tasks(spec: TasksFile, needed: Iterable[str] = ()) -> Tasks:
         scenarios.append(scenario)
     if not scenarios:
         raise DatasetError(f"{shown}: no tasks in the file")
-    blob = json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "fields": asdict(spec.fields)}, sort_keys=True)
+    parts: dict[str, object] = {"sha256": hashlib.sha256(data).hexdigest(), "fields": asdict(spec.fields)}
+    if spec.split_map:  # how the splits are named: stores made without a map keep their generation
+        parts["split_map"] = sorted(spec.split_map)
+    if spec.fields.split is None and not hashed:  # the small-file rule (all test) is its own generation
+        parts["split"] = f"test: fewer than {MIN_TASKS_TO_HASH} tasks"
+    blob = json.dumps(parts, sort_keys=True)
     return Tasks(tuple(scenarios), hashlib.sha256(blob.encode()).hexdigest(), columns)

@@ -30,7 +30,8 @@ one trajectory per line (--format jsonl; --format parquet: the same keys as colu
   (writer and critic calls alternate, writer first; round t = the t-th writer call and the critic after it).
 
 --score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
-(?P<answer>...)), python:package.module:function (your (task, draft) -> dict[str, float]).
+(?P<answer>...)), python:package.module:function or python:path/to/file.py:function (your
+(task, draft) -> dict[str, float]).
 
 The generation's id is the file's content hash: importing the same file again adds nothing.
 A file that does not validate fails with file:line and writes nothing."""
@@ -66,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--format", choices=tuple(READERS), default="jsonl", help="the file's shape (default: jsonl)")
     ap.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="embeds drafts given without an embedding")
     ap.add_argument("--score", action="append", default=[], metavar="SPEC", help="a scorer to run on every draft")
-    ap.add_argument("--rescore", metavar="GEN_ID", help="instead: run --score on a stored generation's drafts")
+    ap.add_argument(
+        "--rescore", metavar="GEN_ID", help="instead: run --score on a stored generation's drafts (its id or a prefix)"
+    )
     args = ap.parse_args(argv)
     if (args.path is None) == (args.rescore is None):
         ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
@@ -80,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in rows:
                 bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
                 failed[r["score"]] = (bad + (r["error"] is not None), total + 1)  # type: ignore[index]
-            print(f"scored generation {args.rescore}: {len(rows)} new score rows (no model call)")
+            gen = {r["gen_id"] for r in rows} or {args.rescore}  # the whole id a prefix named
+            print(f"scored generation {min(gen)}: {len(rows)} new score rows (no model call)")
             _report_scores(failed)
             return 0
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -14,6 +14,7 @@ import pyarrow as pa
 from shp_ray.generation.score_config import ScoreSpec, build
 from shp_ray.policy.scorers import Task, score_rows
 from storage.parts import Store, StoreError
+from storage.resume import full_gen_id
 from storage.schemas import SCORES
 
 
@@ -31,9 +32,11 @@ def tasks_of(store: Store) -> dict[str, Task]:
 
 
 def rescore(store_root: str, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
-    """Score every stored round of ``gen_id`` with ``specs`` and store the new rows; returns them."""
+    """Score every stored round of ``gen_id`` (or the one generation whose id starts so) with ``specs`` and store
+    the new rows; returns them."""
     scorers = [build(s) for s in specs]
     store = Store(store_root)
+    gen_id = full_gen_id(store, gen_id)  # a prefix (the 8 digits a report prints) names one generation
     parts = store.parts("rounds", gen_id)
     rounds = [
         r
