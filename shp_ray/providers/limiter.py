@@ -214,8 +214,6 @@ class RateLimiter:
             self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
         elif outcome == "unreached":
             self._give_back(lease, now)
-        if wait_hint_s is not None and wait_hint_s > 0:
-            self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
             self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
             while self._sent and self._sent[0] < now - MAX_HINT_S:
@@ -225,9 +223,12 @@ class RateLimiter:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
-        if outcome == "rate_limited":
-            self._refused(lease, started, now, wait_hint_s)
-        elif outcome == "ok" and latency_s is not None:
+        # a refusal the lanes now account for (the window it taught, a lane given back that the server
+        # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
+        explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
+        if wait_hint_s is not None and wait_hint_s > 0 and not explained:
+            self._pause(now, wait_hint_s)
+        if outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
             congested = latency_s > 3.0 * self._best_latency and latency_s > 0.05
@@ -243,23 +244,24 @@ class RateLimiter:
             self._refunds.append(now)
             self.counters["lanes_given_back"] += 1
 
-    def _refused(self, lease: int, started: float, now: float, hint: float | None) -> None:
-        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all."""
+    def _refused(self, lease: int, started: float, now: float, hint: float | None) -> bool:
+        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all.
+        True if the lanes account for it (nobody need pause for its hint)."""
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
         if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]
-            return
+            return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
             self._narrow_window(lease, now, hint if learnable else None)
-            return
+            return True
         width = self._lanes.width_s if self._lanes is not None else 0.0
         while self._refunds and self._refunds[0] < now - width - 1.0:
             self._refunds.popleft()
         if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
             self._refunds_trusted = False
             self.counters["refunds_distrusted"] += 1
-            return
+            return True
         if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
             self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
         lanes = self._lanes
@@ -279,6 +281,7 @@ class RateLimiter:
             self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
+        return False
 
     def _learn_window(self, started: float, now: float, hint: float) -> bool:
         """A 429 with a hint, no limit told and no headers, in the run's first burst of refusals: the window
