@@ -8,6 +8,7 @@ untold limiter must learn the window from the 429s alone -- the requests still i
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 import pytest
@@ -76,3 +77,15 @@ def test_the_double_says_nothing_but_its_hints():
     assert hints[1][0] is not None and hints[1][0].endswith("GMT")  # an HTTP date
     assert hints[2][0] is None and hints[2][1] is not None and 29000 <= int(hints[2][1]) <= 30000
     assert hints[3] == (None, None)  # no hint at all
+
+
+def test_the_bench_runs_against_the_double_at_a_latency(capsys):
+    from shp_ray.bench import ratelimit as bench_ratelimit
+
+    assert bench_ratelimit.main(["--server", "headerless", "--latency-ms", "20", "--requests", "12"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["ok"] == 12 and out["failed"] == 0 and out["paid_twice"] == 0
+    assert out["server"]["server"] == "headerless" and out["server"]["latency_s"] == 0.02
+    assert out["server"]["ok"] == out["paid_calls"] >= 12 and {"goodput", "utilisation", "limiter"} <= out.keys()
+    assert bench_ratelimit.main(["--latency-ms", "20", "--serve"]) == 2  # a latency only for the double
+    assert "--latency-ms needs --server headerless" in capsys.readouterr().err
