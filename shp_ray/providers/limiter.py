@@ -17,9 +17,11 @@ left holds back a request that would not fit until the server's reset.
 
 When the limits are unknown and no header tells them, the limiter adapts a concurrency window
 AIMD-style (TCP's rule): grow by one per success (doubling per round trip until the first 429, then
-~+1 per round trip), halve on a 429, hold while latency is far above the best seen; and it paces at
-a request rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint
-until the hinted time.
+~+1 per round trip), halve on a 429, hold while latency is far above the best seen. The first burst
+of 429s with hints teaches the window (what the server admitted before, requests in flight included,
+until the hinted time): from then on its lanes pace as if told. Without hints it paces at a request
+rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint until the
+hinted time, unless the lanes already account for the refusal.
 """
 
 from __future__ import annotations
