@@ -154,6 +154,7 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
     Rule("provider.timeout_s", *number(*plan.TIMEOUT_S)),
     Rule("provider.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("provider.hedge", lambda v: isinstance(v, bool), "true or false"),
     Rule("provider.batch_poll_s", *number(0, plan.POLL_S, lo_open=True)),
     Rule("provider.batch_max_tries", *integer(1, plan.MAX_TRIES)),
     Rule("provider.n_threads", *integer(1, plan.MAX_PARALLEL)),  # llama

@@ -159,10 +159,14 @@ def test_no_deadline_before_the_client_has_watched_long_enough_to_see_a_slow_rep
     assert d.current() == pytest.approx(0.05)
 
 
-def test_the_embedded_server_keeps_the_plain_timeout():
-    llama = OpenAICompatProvider(ProviderSpec(kind="llama", base_url="http://127.0.0.1:9/v1"), use_ray=False)
-    sim = OpenAICompatProvider(ProviderSpec(kind="sim", base_url="http://127.0.0.1:9/v1"), use_ray=False)
-    assert llama.deadline is None and sim.deadline is not None
+def test_hedging_only_when_asked_and_never_on_the_embedded_server():
+    def deadline(**spec):
+        spec = {"kind": "sim", "base_url": "http://127.0.0.1:9/v1", **spec}
+        return OpenAICompatProvider(ProviderSpec(**spec), use_ray=False).deadline
+
+    assert deadline() is None  # the default: a request is never paid twice
+    assert deadline(hedge=True) is not None
+    assert deadline(kind="llama", hedge=True) is None  # the embedded server keeps the plain timeout
 
 
 def test_the_bench_reports_paid_calls(capsys):

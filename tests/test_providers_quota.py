@@ -82,6 +82,24 @@ def test_a_429_after_a_lane_came_back_stops_giving_lanes_back():
     asyncio.run(run())
 
 
+def test_a_refusal_the_lanes_account_for_holds_no_one_past_them():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(rpm=4, window_s=30.0))  # 2 per 30 s window
+        a, _ = _grants(lim, 2)
+        lim.release(a, outcome="unreached")
+        (c,) = _grants(lim, 1)
+        # refused with a hint rounded up to whole seconds: the lanes now hold the window (the failed one
+        # counted), so the hint's extra rounding pauses nobody; an unexplained 429 still pauses everyone
+        lim.release(c, outcome="rate_limited", wait_hint_s=30.0)
+        assert lim.snapshot()["refunds_distrusted"] == 1 and "pauses" not in lim.snapshot()
+        untold = RateLimiter(RateLimits(max_concurrency=4, initial_concurrency=4))
+        (d,) = _grants(untold, 1)
+        untold.release(d, outcome="rate_limited", wait_hint_s=0.1)  # too short to tell a window
+        assert untold.snapshot()["pauses"] == 1
+
+    asyncio.run(run())
+
+
 def test_headers_create_lanes_and_a_reply_that_says_nothing_is_left_holds_them_until_the_reset():
     async def run() -> None:
         lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=2))  # nothing told

@@ -13,6 +13,11 @@ and drops not counted against the quota, 240 requests. ``--peers`` runs, against
 servers in the same process, the client told the limit (rpm and window), the client not told, and the
 peers (:mod:`ratelimit_peers`: LiteLLM's Router, the openai SDK + aiolimiter; the ``bench`` extra),
 and prints them side by side in one line.
+
+``--server headerless --latency-ms N`` runs against a server that is not ours instead
+(:mod:`headerless`, a test double of its own: 40 requests per 5 s sliding window, no ``x-ratelimit-*``
+headers, every Retry-After style in turn, 5 % faults with 5-8 s stalls, replies after N ms); with
+``--peers`` or alone, told or not (``--rpm 480 --rate-window 5``). Its counts include ``paid_twice``.
 """
 
 from __future__ import annotations
@@ -45,12 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--api-key-env", default="", help="NAME of the env var holding the key")
     p.add_argument(
-        "--deadline", default="adaptive", choices=("adaptive", "off"), help="abandon and retry stuck attempts"
+        "--deadline",
+        default="adaptive",
+        choices=("adaptive", "off"),
+        help="hedging asked for: hedge, abandon and retry stuck attempts",
     )
     p.add_argument("--naive", action="store_true", help="baseline: AsyncOpenAI + semaphore, default retries")
     p.add_argument("--side-by-side", action="store_true", help="run --naive first, then the client (needs --serve)")
     p.add_argument("--hostile", action="store_true", help="the hostile server of issue 30 (implies --serve)")
     p.add_argument("--peers", action="store_true", help="told, untold, LiteLLM Router, openai+aiolimiter (--serve)")
+    p.add_argument(
+        "--server", default="sim", choices=("sim", "headerless"), help="headerless: the terse double (implies --serve)"
+    )
+    p.add_argument("--latency-ms", type=float, default=None, help="--server headerless: every reply's latency")
     g = p.add_argument_group("--serve: an in-process SIMULATED server (test double)")
     g.add_argument("--serve", action="store_true")
     g.add_argument("--serve-rpm", type=float, default=None, help="the server's true requests/min")
@@ -86,8 +98,9 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         max_concurrency=args.concurrency,
         max_retries=args.max_retries,
         timeout_s=args.timeout,
+        hedge=args.deadline == "adaptive",
     )
-    provider = make_provider(spec, deadline=args.deadline == "adaptive")
+    provider = make_provider(spec)
     failed = 0
     t0 = time.monotonic()
     async with provider:  # type: ignore[attr-defined]
@@ -95,7 +108,8 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
             *(provider.complete(bench_request(i, args.model, args.max_tokens)) for i in range(args.requests)),
             return_exceptions=True,
         )
-    elapsed = time.monotonic() - t0
+        elapsed = time.monotonic() - t0
+        limiter = await provider.limiter_snapshot()  # type: ignore[attr-defined]
     errors = Counter(type(r).__name__ for r in results if isinstance(r, BaseException))
     failed = sum(errors.values())
     for r in results:
@@ -108,7 +122,13 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         "hedges": stats.get("hedges", 0),
         "abandoned": stats.get("abandoned", 0),
         "deadline": None if deadline is None else deadline.snapshot(),
+        "limiter": {k: limiter.get(k) for k in _LIMITER_KEYS if k in limiter},
     }
+
+
+# what the limiter learned and did: its lanes (the window it paces by), and how it got there
+_LIMITER_KEYS = ("lanes", "lane_width_s", "window_learned", "window_narrowed", "window_shrunk", "margin_raised")
+_LIMITER_KEYS += ("synced", "decreases", "rate_cuts", "learned_rps", "lanes_given_back", "refunds_distrusted")
 
 
 async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
@@ -179,6 +199,8 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
 def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
     if not args.serve:
         return asyncio.run(runner(args, args.base_url))
+    if args.server == "headerless":
+        return _measure_headerless(args, runner)
     from shp_ray.bench.sim_process import SimProcess
 
     options = server_options(args)
@@ -207,6 +229,27 @@ def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
     return result
 
 
+def _measure_headerless(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
+    from shp_ray.bench.headerless import HeaderlessProcess
+
+    options = {"latency_s": (args.latency_ms or 0.0) / 1000.0, "seed": args.seed}
+    with HeaderlessProcess(options) as srv:
+        result = asyncio.run(runner(args, srv.base_url))
+        stats = srv.finish()
+    events = stats.pop("events")  # every arrival; the line keeps the run's last ones
+    stats["last_events"] = events[-12:]
+    capacity = stats["limit"] / stats["window_s"]
+    result["paid_calls"] = stats["ok"]
+    result["paid_twice"] = stats["paid_twice"]
+    if result["http_429"] < 0:  # a peer that does not count its own attempts: the server's counts
+        result["http_429"], result["retries"] = stats["http_429"], stats["requests"] - args.requests
+    result["capacity_rps"] = round(capacity, 3)
+    result["utilisation"] = round(stats["admitted"] / result["elapsed_s"] / capacity, 3)
+    result["goodput"] = round(result["ok"] / result["elapsed_s"] / capacity, 3)
+    result["server"] = stats
+    return result
+
+
 def _peers(args: argparse.Namespace) -> dict[str, Any]:
     """Told, untold and the peers against identical fresh servers, one after the other: one line."""
     from shp_ray.bench import ratelimit_peers
@@ -224,7 +267,7 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
             out[name] = {"skipped": missing}
         else:
             out[name] = _measure(told, runner)
-    keep = ("ok", "failed", "elapsed_s", "goodput", "utilisation", "http_429", "paid_calls")
+    keep = ("ok", "failed", "elapsed_s", "goodput", "utilisation", "http_429", "paid_calls", "paid_twice")
     out["side_by_side"] = {k: {f: v.get(f) for f in keep} for k, v in out.items() if isinstance(v, dict)}
     out["server"] = out["told"]["server"] | {"requests": None, "ok": None}  # the options; counts are per run
     return out
@@ -232,6 +275,13 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.server == "headerless":  # its limit is fixed: 40 per 5 s (what --peers tells the told client)
+        args.serve, args.serve_rpm, args.serve_window = True, 480.0, 5.0
+        if "--requests" not in {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}:
+            args.requests = HOSTILE["requests"]
+    elif args.latency_ms is not None:
+        print("shp-bench ratelimit: --latency-ms needs --server headerless", file=sys.stderr)
+        return 2
     if args.hostile:
         given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
         for key, value in HOSTILE.items():  # the preset, unless the flag was given

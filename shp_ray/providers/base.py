@@ -128,6 +128,10 @@ class ProviderSpec:
     max_concurrency: int = 16
     max_retries: int = 8
     timeout_s: float = 120.0
+    # Hedging: an attempt past every recent success gets a second one when the limiter has room, and is
+    # abandoned and retried later (:mod:`shp_ray.providers.deadline`). Off: a request is never paid twice
+    # (only the timeout_s above ends an attempt); on, a slow reply that still succeeds may be paid twice.
+    hedge: bool = False
     # Batch mode (the provider's Batch API, about half price): every trajectory of a job advances one
     # call per batch (shp_ray.generation.lockstep). A request no batch answered in batch_max_tries
     # batches goes live; batches are polled every batch_poll_s seconds.

@@ -8,10 +8,12 @@ x-ratelimit-reset-*) or exponential backoff with full jitter; never a permanent 
 (400/401/403/404). A call that finally fails raises ``ProviderError`` -- with no key, header or
 query string in its text.
 
-An attempt that runs past every recent success (an adaptive deadline, :mod:`deadline`) gets a
-hedge once the limiter has room for one (:mod:`hedge`), and is abandoned and retried through the
-limiter at a multiple of that deadline: a server that holds a request for seconds before failing
-it no longer sets the run's tail. ``counters["hedges"]`` and ``counters["abandoned"]`` count them.
+When hedging is asked for (``ProviderSpec.hedge``), an attempt that runs past every recent success
+(an adaptive deadline, :mod:`deadline`) gets a hedge once the limiter has room for one (:mod:`hedge`),
+and is abandoned and retried through the limiter at a multiple of that deadline: a server that holds
+a request for seconds before failing it no longer sets the run's tail. ``counters["hedges"]`` and
+``counters["abandoned"]`` count them. Without it, a request is never paid twice: only ``timeout_s``
+ends an attempt.
 
 An endpoint that gives no reply at all (attempts that time out or are abandoned, and nothing else)
 for ``SILENT_AFTER`` x ``timeout_s`` since its last reply fails the call at once, whatever retry
@@ -171,10 +173,12 @@ class OpenAICompatProvider:
         self.silent_after_s = SILENT_AFTER * spec.timeout_s
         self._heard = -math.inf  # when the endpoint last replied (any status)
         self._quiet_since: float | None = None  # when the attempts that got no reply began (since _heard)
-        # The embedded llama.cpp server's latency is its own queue and the reply's length on a
-        # shared CPU: abandoning there re-queues the same work, so it keeps the plain timeout.
+        # Hedging only when asked for (``spec.hedge``): a hedged or abandoned attempt that the server
+        # still answers is paid twice. The embedded llama.cpp server's latency is its own queue and the
+        # reply's length on a shared CPU: abandoning there re-queues the same work, so it keeps the
+        # plain timeout whatever is asked.
         if deadline is True:
-            deadline = None if spec.kind == "llama" else DeadlinePolicy()
+            deadline = DeadlinePolicy() if spec.hedge and spec.kind != "llama" else None
         self.deadline = AdaptiveDeadline(deadline) if isinstance(deadline, DeadlinePolicy) else None
 
     def __repr__(self) -> str:  # never the key

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class DeadlinePolicy:
     floor_s: float = 0.25  # never hedge an attempt younger than this
-    slack: float = 1.5  # x the slowest recent success
+    slack: float = 3.0  # x the slowest recent success: a reply slowed by a loaded CPU (2x) is not duplicated
     window: int = 256  # successes remembered
     min_samples: int = 16  # successes seen before any deadline applies
     watch: float = 3.0  # ... and seconds watched (since the first attempt), x the deadline

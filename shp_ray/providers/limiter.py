@@ -17,9 +17,11 @@ left holds back a request that would not fit until the server's reset.
 
 When the limits are unknown and no header tells them, the limiter adapts a concurrency window
 AIMD-style (TCP's rule): grow by one per success (doubling per round trip until the first 429, then
-~+1 per round trip), halve on a 429, hold while latency is far above the best seen; and it paces at
-a request rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint
-until the hinted time.
+~+1 per round trip), halve on a 429, hold while latency is far above the best seen. The first burst
+of 429s with hints teaches the window (what the server admitted before, requests in flight included,
+until the hinted time): from then on its lanes pace as if told. Without hints it paces at a request
+rate learned from the 429s. Server hints (Retry-After) pause every caller of the endpoint until the
+hinted time, unless the lanes already account for the refusal.
 """
 
 from __future__ import annotations
@@ -30,55 +32,18 @@ import contextlib
 import itertools
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
-from shp_ray.providers.quota import Allowance, Heard, Lanes
+from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, lane_margin
 from shp_ray.providers.retry_policy import MAX_HINT_S
 
 _RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
 _RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
 _LEARN_HINT_S = 0.2  # a 429's hint at least this long tells a window's end (shorter: a smooth limit)
+_LEARN_BURST_S = 1.0  # the window is learned from a 429 this soon after the first: the first window's refusals
 _ARRIVAL_ORDER_S = 0.05  # requests sent this close together may reach the server in either order
-_LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W: arrival jitter must not cross a window
-
-
-@dataclass(frozen=True)
-class RateLimits:
-    rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
-    tpm: float | None = None  # tokens per minute; None = unknown
-    max_concurrency: int = 16  # hard cap on calls in flight for the whole endpoint
-    headroom: float = 0.98  # smooth pacing (no window told) runs at this share of rpm/tpm: arrival jitter
-    initial_concurrency: int = 4  # AIMD start when the limits are unknown
-    lease_ttl_s: float = 300.0  # a lease not released by then (caller died) is reclaimed
-    window_s: float | None = None  # the window the rpm is enforced over (rpm * window_s / 60 per window)
-
-    def __post_init__(self) -> None:
-        for name in ("rpm", "tpm", "window_s"):
-            v = getattr(self, name)
-            if v is not None and not (v > 0 and math.isfinite(v)):
-                raise ValueError(f"RateLimits.{name}={v!r}: must be a positive number or None")
-        if self.max_concurrency < 1:
-            raise ValueError(f"RateLimits.max_concurrency={self.max_concurrency}: must be >= 1")
-        if not 0 < self.headroom <= 1:
-            raise ValueError(f"RateLimits.headroom={self.headroom}: must be in (0, 1]")
-
-    @property
-    def told(self) -> bool:
-        return self.rpm is not None or self.tpm is not None
-
-    def lanes(self) -> Lanes | None:
-        """The request lanes a told rpm gives: one window's allowance, or one lane (smooth pacing)."""
-        if self.rpm is None:
-            return None
-        if self.window_s is None:
-            return Lanes(1, 60.0 / (self.rpm * self.headroom), 0.0)
-        return Lanes(int(self.rpm * self.window_s / 60.0), self.window_s, _margin(self.window_s))
-
-
-def _margin(width_s: float) -> float:
-    return _LANE_MARGIN[0] + _LANE_MARGIN[1] * width_s
 
 
 class RateLimiter:
@@ -108,6 +73,9 @@ class RateLimiter:
         self._admitted: collections.deque[float] = collections.deque()
         self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
         self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
+        self._window_origin: float | None = None  # when the first request of the learned window left
+        self._learned_at = -math.inf  # when the window was learned
+        self._first_refusal: float | None = None  # when the first 429 came
         self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
@@ -248,8 +216,6 @@ class RateLimiter:
             self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
         elif outcome == "unreached":
             self._give_back(lease, now)
-        if wait_hint_s is not None and wait_hint_s > 0:
-            self._pause(now, wait_hint_s)
         if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
             self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
             while self._sent and self._sent[0] < now - MAX_HINT_S:
@@ -259,9 +225,12 @@ class RateLimiter:
                 self._first_admitted = now
         while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
             self._admitted.popleft()
-        if outcome == "rate_limited":
-            self._refused(started, now, wait_hint_s)
-        elif outcome == "ok" and latency_s is not None:
+        # a refusal the lanes now account for (the window it taught, a lane given back that the server
+        # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
+        explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
+        if wait_hint_s is not None and wait_hint_s > 0 and not explained:
+            self._pause(now, wait_hint_s)
+        if outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
             congested = latency_s > 3.0 * self._best_latency and latency_s > 0.05
@@ -277,17 +246,24 @@ class RateLimiter:
             self._refunds.append(now)
             self.counters["lanes_given_back"] += 1
 
-    def _refused(self, started: float, now: float, hint: float | None) -> None:
-        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all."""
-        if self._lanes is None and not self.limits.told and hint is not None and self._learn_window(now, hint):
-            return
+    def _refused(self, lease: int, started: float, now: float, hint: float | None) -> bool:
+        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all.
+        True if the lanes account for it (nobody need pause for its hint)."""
+        if self._first_refusal is None:
+            self._first_refusal = now
+        learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
+        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]
+            return True
+        if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
+            self._narrow_window(lease, now, hint if learnable else None)
+            return True
         width = self._lanes.width_s if self._lanes is not None else 0.0
         while self._refunds and self._refunds[0] < now - width - 1.0:
             self._refunds.popleft()
         if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
             self._refunds_trusted = False
             self.counters["refunds_distrusted"] += 1
-            return
+            return True
         if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
             self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
         lanes = self._lanes
@@ -307,18 +283,47 @@ class RateLimiter:
             self._slow_start = False
             self._last_decrease = now
             self.counters["decreases"] += 1
+        return False
 
-    def _learn_window(self, now: float, hint: float) -> bool:
-        """The first 429 with a hint, no limit told and no headers: the window is what the server admitted
-        since the run's first request, and it lasts until the hinted time -- a sliding window that fills
-        up while the client ramps up refuses exactly then. Lanes of that window, holding those requests."""
-        if hint < _LEARN_HINT_S or len(self._sent) < 2 or self.counters["rate_cuts"]:
+    def _learn_window(self, started: float, now: float, hint: float) -> bool:
+        """A 429 with a hint, no limit told and no headers, in the run's first burst of refusals: the window
+        is what the server admitted before the refused request left -- the requests answered AND those still
+        in flight that left before it (with a reply latency, most of a burst is still in flight) -- and it
+        lasts from the run's first request until the hinted time: a sliding window that fills up while the
+        client ramps up refuses exactly then. Lanes of that window, holding those requests."""
+        if self._first_refusal is None or now - self._first_refusal > _LEARN_BURST_S:
             return False
-        self._rebuild_lanes(len(self._sent), now + hint - self._sent[0], self._sent)
+        ahead = [lease for lease, (start, _, _) in self._leases.items() if start < started]
+        if len(self._sent) + len(ahead) < 2:
+            return False
+        origin = min([*self._sent, *(self._leases[lease][0] for lease in ahead)])
+        self._window_origin, self._learned_at = origin, now
+        self._rebuild_lanes(len(self._sent) + len(ahead), now + hint - origin, self._sent, ahead)
         self._window_from_429 = True
         self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
         self.counters["window_learned"] += 1
         return True
+
+    def _narrow_window(self, lease: int, now: float, hint: float | None) -> None:
+        """Another refusal of the burst that taught the window. If its request was counted in the window
+        (it left before the one that taught it, yet the server refused it: arrivals cross), the window is a
+        lane smaller. Its hint may be more precise (a ``retry-after-ms`` against a whole-second
+        ``Retry-After``), and a hint only ever rounds up: the window is the shortest any of them implies.
+        Busy lanes free that much sooner."""
+        lanes = self._lanes
+        if lanes is None or self._window_origin is None:
+            return
+        if lanes.give_back(lease):
+            lanes.resize(lanes.capacity - 1)
+            self.counters["window_shrunk"] += 1
+        if hint is None:
+            return
+        width = now + hint - self._window_origin
+        if 0.5 * lanes.width_s <= width < lanes.width_s:
+            lanes.hold(now, width - lanes.width_s)
+            lanes.width_s = width
+            self.counters["window_narrowed"] += 1
+            self._wake()
 
     def _heed(self, said: dict[str, Allowance], seen: tuple[int, float], now: float) -> None:
         """A reply stated the quota: the lanes (created if no limit was told) and the tokens follow it."""
@@ -331,21 +336,23 @@ class RateLimiter:
             if self._lanes is None or (self.limits.window_s is None and capacity != self._lanes.capacity):
                 self._rebuild_lanes(capacity, width)  # the server's window, not a told one
             elif self.limits.window_s is None and width > self._lanes.width_s:
-                self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, _margin(width))
+                self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, lane_margin(width))
             self._lanes.sync(requests, *seen, now)
             self.counters["synced"] += 1
         if tokens is not None and self.limits.tpm is None:  # a told tpm is paced already (GCRA)
             self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])
 
-    def _rebuild_lanes(self, capacity: int, width: float, sent: collections.deque[float] | None = None) -> None:
-        """Lanes of the server's window, holding the requests ``sent`` before and every lease already
-        granted (their starts stand)."""
-        margin = max(_margin(width), self._lanes.margin_s if self._lanes is not None else 0.0)
+    def _rebuild_lanes(
+        self, capacity: int, width: float, sent: collections.deque[float] | None = None, leases: list[int] | None = None
+    ) -> None:
+        """Lanes of the server's window, holding the requests ``sent`` before and the leases already granted
+        (their starts stand): ``leases``, or every one (the others were refused: they hold no lane)."""
+        margin = max(lane_margin(width), self._lanes.margin_s if self._lanes is not None else 0.0)
         self._lanes = Lanes(capacity, width, margin)
         for start in sent or ():
             self._lanes.reserve(0, start)
-        for lease, (start, _, _) in sorted(self._leases.items()):
-            self._lanes.reserve(lease, start, self._rate_scale)
+        for lease in sorted(self._leases if leases is None else leases):
+            self._lanes.reserve(lease, self._leases[lease][0], self._rate_scale)
         self.counters["lanes_rebuilt"] += 1
         self._wake()
 

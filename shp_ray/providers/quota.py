@@ -16,6 +16,9 @@ with ``x-ratelimit-reset-requests`` as a duration such as "6m0s" or "20ms"; Anth
 lanes (:meth:`Lanes.sync`): as many lanes are taken as the server counts as used, until it says the
 quota is whole again, and the rest may go out at once -- a burst to what the server allows, no more.
 Both providers define the reset as the time until the quota is *fully* replenished.
+
+:class:`RateLimits` is what the client is told of the quota (rpm, tpm, the window), and the lanes a told
+window gives.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from datetime import datetime
 from shp_ray.providers.retry_policy import MAX_HINT_S, parse_duration
 
 KINDS = ("requests", "tokens")
+_LANE_MARGIN = (0.02, 0.01)  # a lane is held W + 20 ms + 1 % of W
 
 
 @dataclass(frozen=True)
@@ -184,3 +188,41 @@ class Lanes:
             "lane_width_s": round(self.width_s, 3),
             "lanes_busy": sum(t > now for t in self.free_at),
         }
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    rpm: float | None = None  # requests per minute; None = unknown (adaptive concurrency)
+    tpm: float | None = None  # tokens per minute; None = unknown
+    max_concurrency: int = 16  # hard cap on calls in flight for the whole endpoint
+    headroom: float = 0.98  # smooth pacing (no window told) runs at this share of rpm/tpm: arrival jitter
+    initial_concurrency: int = 4  # AIMD start when the limits are unknown
+    lease_ttl_s: float = 300.0  # a lease not released by then (caller died) is reclaimed
+    window_s: float | None = None  # the window the rpm is enforced over (rpm * window_s / 60 per window)
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "window_s"):
+            v = getattr(self, name)
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"RateLimits.{name}={v!r}: must be a positive number or None")
+        if self.max_concurrency < 1:
+            raise ValueError(f"RateLimits.max_concurrency={self.max_concurrency}: must be >= 1")
+        if not 0 < self.headroom <= 1:
+            raise ValueError(f"RateLimits.headroom={self.headroom}: must be in (0, 1]")
+
+    @property
+    def told(self) -> bool:
+        return self.rpm is not None or self.tpm is not None
+
+    def lanes(self) -> Lanes | None:
+        """The request lanes a told rpm gives: one window's allowance, or one lane (smooth pacing)."""
+        if self.rpm is None:
+            return None
+        if self.window_s is None:
+            return Lanes(1, 60.0 / (self.rpm * self.headroom), 0.0)
+        return Lanes(int(self.rpm * self.window_s / 60.0), self.window_s, lane_margin(self.window_s))
+
+
+def lane_margin(width_s: float) -> float:
+    """How much longer than W a lane is held: arrival jitter must not cross a window."""
+    return _LANE_MARGIN[0] + _LANE_MARGIN[1] * width_s
