@@ -66,7 +66,8 @@ def test_policies_on_the_same_point_share_one_label():
         {"policy": "abl_no_gain", "mean_operational_tokens": 3083.0, "mean_is": 0.6820000000001},
         {"policy": "fixed_k1", "mean_operational_tokens": 578.0, "mean_is": 0.704},
     ]
-    points = {(x, y): names for x, y, names in shared_points(rows)}
+    triples = [(r["mean_operational_tokens"], r["mean_is"], r["policy"]) for r in rows]
+    points = {(x, y): names for x, y, names in shared_points(triples)}
     assert points == {(1841.0, 0.682): ["abl_full", "shp"], (3083.0, 0.682): ["abl_no_gain", "fixed_k3"],
                       (578.0, 0.704): ["fixed_k1"]}  # fmt: skip
     label = _label([f"policy_{i}" for i in range(8)], width=30)
