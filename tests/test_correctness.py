@@ -274,7 +274,7 @@ def test_the_report_shows_pass_at_stop_beside_is_per_split(store, tmp_path) -> N
     page = (tmp_path / "report" / "index.html").read_text()
     payload = json.loads(page.split('id="report-data">', 1)[1].split("</script>", 1)[0])
     heads = [c[1] for c in payload["columns"]]
-    at = heads.index("pass@stop (hidden tests)")
+    at = heads.index("hidden_pass_at_stop")
     assert all(len(row) == len(heads) for row in payload["rows"])
     k1_cells = [row[at] for row in payload["rows"] if row[2][1] == "fixed_k1"]  # one per split: dev, test
     assert sorted(c[0] for c in k1_cells) == pytest.approx([0.3, 0.5])

@@ -132,7 +132,7 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
     store, folder = code_report
     con = analysis.connect(store)
     try:
-        sid = con.sql("SELECT min(scenario_id) FROM scenario_splits WHERE split = 'test'").fetchone()[0]
+        sid = con.execute("SELECT min(scenario_id) FROM scenario_splits WHERE split = 'test'").fetchone()[0]
         passed = [bool(v) for (v,) in con.execute(
             "SELECT value FROM scores WHERE score = 'hidden_pass' AND scenario_id = ? ORDER BY round", [sid]
         ).fetchall()]  # fmt: skip
@@ -152,6 +152,7 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
                 "new Promise(r => { const f = () => document.querySelector('.round-card') ? r(true)"
                 " : requestAnimationFrame(f); f(); })"
             )
+            seen: dict = {}
             seen["heads"] = await page.evaluate(
                 "[...document.querySelectorAll('#policy-table th')].map(th => th.textContent)"
             )
@@ -160,7 +161,7 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
             )
             seen["charts"] = await page.evaluate(
                 "[...document.querySelectorAll('#figures .js-plotly-plot')].map(d => [d.dataset.chart,"
-                " d.layout.yaxis.title.text || ''])"
+                " ((d.layout.yaxis || {}).title || {}).text || '', d.layout.title.text])"
             )
             seen["title"] = await page.evaluate("document.querySelector('#trajectory h3').textContent")
             seen["marks"] = await page.evaluate(
@@ -168,6 +169,9 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
                 " c.querySelector('[data-score=hidden_pass]').textContent)"
             )
             seen["question"] = await page.evaluate("document.querySelector('pre.question').textContent")
+            seen["grid"] = await page.evaluate(
+                "[...document.querySelectorAll('table.stops tr[data-policy]')].map(tr => tr.dataset.policy)"
+            )
             seen["hash"] = await page.evaluate("location.hash")
             # at 1400 px the page does not overflow, and the table's last column scrolls into view within it
             seen["page_width"] = await page.evaluate("document.documentElement.scrollWidth")
@@ -190,8 +194,10 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
     assert "EM" not in heads and "F1" not in heads  # code has no reference answers to score EM / F1 by
     col = heads.index("hidden_pass_at_stop")
     assert seen["rows"] and not any(r[2] == "oracle_is" for r in seen["rows"])
+    assert seen["grid"] and "oracle_is" not in seen["grid"]  # nor a stop marker of it
     for r in seen["rows"]:
         assert float(r[col]) == pytest.approx(at_stop[(r[0], r[2])], abs=5e-4)
-    assert seen["charts"] and all("IS" not in y for _, y in seen["charts"])  # no IS chart
-    assert any(y == "hidden_pass at stop (share that passes)" for c, y in seen["charts"] if c == "pareto")
+    assert seen["charts"] and all("IS" not in y + t for _, y, t in seen["charts"])  # no IS chart
+    assert {c for c, _, _ in seen["charts"]} == {"pareto", "saved"}
+    assert all(y == "hidden_pass at stop (share that passes)" for c, y, _ in seen["charts"] if c == "pareto")
     assert seen["page_width"] <= 1400 and seen["last_th"] == [True, True, True]

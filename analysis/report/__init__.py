@@ -118,7 +118,8 @@ def _outcome_lines(data: report_data.ReportData) -> list[str]:
     if not data.has_is:
         lines.append("- IS: left out (no judge scored these drafts: no IS column, chart, test or oracle_is row).")
     if not data.has_answers:
-        lines.append("- EM / F1: left out (these tasks carry no reference answers).")
+        lines.append("- EM / F1: left out (these tasks carry no reference answers, or no returned draft states an "
+                     "`Answer:` line to score: code, a loop of its own format).")
     return lines
 
 

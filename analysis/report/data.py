@@ -77,8 +77,10 @@ class SplitData:
 
     @property
     def has_answers(self) -> bool:
-        """Whether the split's tasks carry reference answers (else no EM / F1 columns)."""
-        return any(r.get("mean_f1") is not None for r in self.summary)
+        """Whether EM / F1 say anything here: the tasks carry reference answers and some returned draft states an
+        ``Answer:`` line (else every draft scores 0 by rule, as code does: no EM / F1 columns)."""
+        known = [r for r in self.summary if r.get("mean_f1") is not None]
+        return any(r.get("share_answer_line") is None or r["share_answer_line"] > 0 for r in known)
 
     def outcomes_by_key(self) -> dict[tuple[str, str, str], dict]:
         """The outcome rows by (gen_id, policy, score)."""
@@ -206,6 +208,7 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
     if opts.trajectories:
         data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
         data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])
+        data.stops = [r for r in data.stops if data.has_is or r["policy"] != ORACLE_IS]
     return data
 
 

@@ -178,7 +178,8 @@ def _left_out(data: Any, figures: Sequence[dict]) -> list[str]:
     if not data.has_is:
         out.append("IS: no judge scored these drafts, so no IS column, verdict, IS chart or oracle_is row.")
     if not data.has_answers:
-        out.append("EM / F1: these tasks carry no reference answers, so no EM / F1 columns.")
+        out.append("EM / F1: these tasks carry no reference answers, or no returned draft states an Answer: line to "
+                   "score, so no EM / F1 columns.")
     out += [f"split {f['split']}: no {data.primary} values, so no Pareto chart." for f in figures if not f["pareto"]]
     return out
 
