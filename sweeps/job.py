@@ -274,8 +274,8 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
 
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
     from analysis import ReplayScope, connect, sql
-    from analysis.replay import costs
     from analysis.errors import AnalysisError
+    from analysis.replay import costs
     from analysis.stats import correctness, outcomes
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written

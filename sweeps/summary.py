@@ -6,7 +6,8 @@ Each job leaves its rows beside its output (``sweep_job.json``: the overrides th
 ran the jobs, in whichever process -- into one table: a row per job x policy with every outcome (the
 judge's IS, each score of the store), sorted (non-inferior on the primary outcome first, then by tokens
 saved), the best non-inferior policy marked; ``summary.png`` draws a panel per split and job, every point
-labelled; ``summary.html`` (sweeps.summary_page) puts the whole sweep on one page.
+labelled; ``summary.html`` puts the whole sweep on one page (sweeps.summary_page, whose ``summarise`` writes the
+three).
 """
 
 from __future__ import annotations
@@ -85,13 +86,20 @@ def outcomes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     row's ``scores`` map): its value at the stop, the paired difference, its 95% CI, the TOST verdict and power."""
     out: dict[str, dict[str, Any]] = {}
     if row.get("n_is"):
-        out[IS] = {"at_stop": row.get("mean_is"), "delta": row.get("delta_is"), "ci95": ci95(row),
-                   **{k: row.get(k) for k in ("non_inferior", "tost_power", "n_needed", "degenerate", "underpowered")}}
+        out[IS] = {
+            "at_stop": row.get("mean_is"),
+            "delta": row.get("delta_is"),
+            "ci95": ci95(row),
+            **{k: row.get(k) for k in ("non_inferior", "tost_power", "n_needed", "degenerate", "underpowered")},
+        }
     for name, v in sorted((row.get("scores") or {}).items()):
         v = v or {}
-        out[name] = {"at_stop": v.get("mean"), "delta": v.get("delta"),
-                     "ci95": interval(v.get("delta"), v.get("delta_lower95"), v.get("n_paired") or 0),
-                     **{k: v.get(k) for k in ("non_inferior", "tost_power", "n_needed", "degenerate", "underpowered")}}
+        out[name] = {
+            "at_stop": v.get("mean"),
+            "delta": v.get("delta"),
+            "ci95": interval(v.get("delta"), v.get("delta_lower95"), v.get("n_paired") or 0),
+            **{k: v.get(k) for k in ("non_inferior", "tost_power", "n_needed", "degenerate", "underpowered")},
+        }
     return out  # fmt: skip
 
 
@@ -148,7 +156,7 @@ def cells(r: Mapping[str, Any], summary: Sequence[Mapping[str, Any]]) -> list[st
     power = "-" if lead.get("degenerate") or lead.get("tost_power") is None else (
         f"{lead['tost_power']:.2f}/{lead['n_needed']}")  # fmt: skip
     verdict = _f(lead.get("non_inferior"), "")
-    if lead.get("non_inferior") is False and lead.get("underpowered"):  # a rejection holds at its N: only a "no" is weak
+    if lead.get("non_inferior") is False and lead.get("underpowered"):  # a rejection holds at its N: a "no" is weak
         verdict += " (underpowered)"
     verdict += f" {BEST}" if r["best"] else ""
     answers = [_f(r.get("delta_f1"), "+.3f"), _f(r.get("delta_em"), "+.3f")] if "dF1" in head(summary) else []
@@ -179,7 +187,7 @@ def markdown(summary: Sequence[Mapping[str, Any]], sweep: Mapping[str, list[str]
         "A row per job x policy; saved and each outcome's difference are against each job's `fixed_k{max}`, paired, "
         f"with its 95% CI (dF1, dEM: point estimates). The verdict is the paired TOST on {lead}, the primary "
         f"outcome (`report.primary`). Non-inferior first, then by tokens saved; `{BEST}` marks the non-inferior "
-        f"policy that saves the most. The whole sweep on one page, with a heatmap per split and outcome: [{page}]({page}).",
+        f"policy that saves the most. The whole sweep on one page, a heatmap per split and outcome: [{page}]({page}).",
         "",
         "| " + " | ".join(heads) + " |",
         "|" + "---|" * len(heads),
@@ -212,7 +220,8 @@ def grid(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]]
             top = max(ok, key=lambda r: r.get("token_saving") or 0.0)
             saving[i][j] = top.get("token_saving") or 0.0
             diff = top["outcomes"][outcome].get("delta")
-            label[i][j] = f"{top['policy']}\n{saving[i][j]:.0%}, d{'IS' if outcome == IS else outcome} {_f(diff, '+.3f')}"
+            said = "IS" if outcome == IS else outcome
+            label[i][j] = f"{top['policy']}\n{saving[i][j]:.0%}, d{said} {_f(diff, '+.3f')}"
     return ys, xs, saving, label
 
 
@@ -249,25 +258,10 @@ def figure(summary: Sequence[Mapping[str, Any]], path: Path, per_row: int = 4) -
         ax.set_ylabel(f"d{said} (95% CI)", fontsize=8)
         ax.set_xlabel("tokens saved vs fixed_k{max}", fontsize=8)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle(f"every job x policy: green non-inferior on {said}, olive not (underpowered), grey not", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def summarise(sweep_dir: Path) -> str | None:
-    """Write summary.md, summary.png and summary.html (the sweep on one page) into the sweep folder; the combined
-    table (None: no job's rows)."""
-    from sweeps import summary_page
-
-    jobs = load_jobs(sweep_dir)
-    if not jobs:
-        return None
-    summary = rows(jobs)
-    png = figure(summary, Path(sweep_dir) / "summary.png")
-    page = summary_page.write(summary, jobs, Path(sweep_dir) / summary_page.PAGE)
-    (Path(sweep_dir) / "summary.md").write_text(markdown(summary, swept(jobs), png.name, page.name), encoding="utf-8")
-    return table(summary)

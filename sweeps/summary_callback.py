@@ -14,7 +14,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeps.redact_callback import sweep_dir
-from sweeps.summary import summarise
+from sweeps.summary_page import summarise
 
 log = logging.getLogger("shp_ray.sweep")
 

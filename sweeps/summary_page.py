@@ -1,4 +1,5 @@
-"""The sweep on one page: ``summary.html`` beside ``summary.md``, written at the end of a multirun.
+"""The sweep on one page: ``summary.html`` beside ``summary.md`` and ``summary.png`` (:func:`summarise` writes all
+three at the end of a multirun).
 
 Per split: the combined table (the rows of :func:`sweeps.summary.rows`, the cells ``summary.md`` prints, each with a
 link to its job's report) and, for a sweep over two parameters, a heatmap per outcome (the judge's IS, every score of
@@ -121,3 +122,17 @@ def render(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any
 def write(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     path.write_text(render(summary, jobs, path.parent), encoding="utf-8")
     return path
+
+
+def summarise(sweep_dir: Path) -> str | None:
+    """Write summary.md, summary.png and summary.html (the sweep on one page) into the sweep folder; the combined
+    table (None: no job's rows)."""
+    jobs = sweep_summary.load_jobs(sweep_dir)
+    if not jobs:
+        return None
+    summary = sweep_summary.rows(jobs)
+    png = sweep_summary.figure(summary, Path(sweep_dir) / "summary.png")
+    page = write(summary, jobs, Path(sweep_dir) / PAGE)
+    md = sweep_summary.markdown(summary, sweep_summary.swept(jobs), png.name, page.name)
+    (Path(sweep_dir) / "summary.md").write_text(md, encoding="utf-8")
+    return sweep_summary.table(summary)

@@ -33,4 +33,3 @@ def page_table(text: str) -> list[list[str]]:
     parser = Cells()
     parser.feed(text)
     return [r[:-1] for r in parser.rows]
-

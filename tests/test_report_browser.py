@@ -137,7 +137,8 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
             "SELECT value FROM scores WHERE score = 'hidden_pass' AND scenario_id = ? ORDER BY round", [sid]
         ).fetchall()]  # fmt: skip
         at_stop = {(r["split"], r["policy"]): r["pass_at_stop"] for r in fetch_dicts(
-            con, "SELECT split, policy, pass_at_stop FROM correctness_summary WHERE score = 'hidden_pass'")}  # fmt: skip
+            con, "SELECT split, policy, pass_at_stop FROM correctness_summary WHERE score = 'hidden_pass'"
+        )}  # fmt: skip
         question = con.execute("SELECT any_value(question) FROM scenarios WHERE scenario_id = ?", [sid]).fetchone()[0]
     finally:
         con.close()
@@ -157,7 +158,8 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
                 "[...document.querySelectorAll('#policy-table th')].map(th => th.textContent)"
             )
             seen["rows"] = await page.evaluate(
-                "[...document.querySelectorAll('#policy-table tbody tr')].map(tr => [...tr.cells].map(c => c.textContent))"
+                "[...document.querySelectorAll('#policy-table tbody tr')]"
+                ".map(tr => [...tr.cells].map(c => c.textContent))"
             )
             seen["charts"] = await page.evaluate(
                 "[...document.querySelectorAll('#figures .js-plotly-plot')].map(d => [d.dataset.chart,"

@@ -13,8 +13,8 @@ import pytest
 
 import analysis
 from analysis.errors import AnalysisError
-from analysis.report import html_report, write_report
 from analysis.report import data as report_data
+from analysis.report import html_report, write_report
 from analysis.stats import outcomes
 from shp_ray.importer.cli import main
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from scipy.stats import t
 
-from sweeps.summary import BEST, cells, ci95, head, load_jobs, rows, summarise, swept, write_job
-from sweeps.summary_page import PAGE
+from sweeps.summary import BEST, cells, ci95, head, load_jobs, rows, swept, write_job
+from sweeps.summary_page import PAGE, summarise
 from tests.page_support import page_table
 
 
@@ -88,7 +88,8 @@ def test_a_scores_primary_outcome_leads_the_summary_per_split(tmp_path):
     for num, k in enumerate(("1", "2")):
         summary = []
         for split in ("dev", "test"):
-            for policy, saving, delta, ok in (("shp", 0.4, -0.1 if k == "1" else 0.0, k == "2"), ("fixed_k1", 0.7, -0.2, False)):
+            cases = (("shp", 0.4, -0.1 if k == "1" else 0.0, k == "2"), ("fixed_k1", 0.7, -0.2, False))
+            for policy, saving, delta, ok in cases:
                 summary.append({"split": split, "policy": policy, "n": 20, "n_is": 0, "token_saving": saving,
                                 "delta_is": None, "delta_is_lower95": None, "non_inferior": None,
                                 "scores": {"hidden_pass": {"mean": 0.5 + delta, "delta": delta,

@@ -44,6 +44,12 @@ from storage.manifest import redact_text
 from storage.parts import Store
 
 BEST_QUERY = report_data.BEST_QUERY  # printed in the report as the question's SQL
+EM_F1_NOTE = (
+    "- EM / F1 (the strict reading): HotpotQA's exact match and token F1 (the official normalisation) of the "
+    "returned draft's last line that starts with `Answer:` against the gold answer; a draft without one scores "
+    "0. ΔF1 is paired against the baseline's last draft. They say whether IS tracks being right. The lenient "
+    "reading (an inline `Answer:`, else the last sentence) is the `answers_lenient` view."
+)
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
@@ -118,8 +124,10 @@ def _outcome_lines(data: report_data.ReportData) -> list[str]:
     if not data.has_is:
         lines.append("- IS: left out (no judge scored these drafts: no IS column, chart, test or oracle_is row).")
     if not data.has_answers:
-        lines.append("- EM / F1: left out (these tasks carry no reference answers, or no returned draft states an "
-                     "`Answer:` line to score: code, a loop of its own format).")
+        lines.append(
+            "- EM / F1: left out (these tasks carry no reference answers, or no returned draft states an "
+            "`Answer:` line to score: code, a loop of its own format)."
+        )
     return lines
 
 
@@ -236,11 +244,7 @@ def _header(data: report_data.ReportData) -> list[str]:
         "A “no” carries its power (see each generation's power section): at small N it is not evidence of "
         "inferiority.",
         *_outcome_lines(data),
-        *(["- EM / F1 (the strict reading): HotpotQA's exact match and token F1 (the official normalisation) of the "
-            "returned draft's last line that starts with `Answer:` against the gold answer; a draft without one "
-            "scores 0. ΔF1 is paired against the baseline's last draft. They say whether IS tracks being right. The "
-            "lenient reading (an inline `Answer:`, else the last sentence) is the `answers_lenient` view."]
-          if data.has_answers else []),
+        *([EM_F1_NOTE] if data.has_answers else []),
         *report_costs.price_lines(setup.prices, data.parts[0].cost),
         "- The HTML report (index.html beside this file): the sortable policy table, the plots with their 95% "
         "intervals and a trajectory browser (every round's draft, critique, d_t, IS, scores, and where each "

@@ -56,7 +56,8 @@ def score_columns(score: str) -> tuple[tuple[str, str, int | None], ...]:
 
 def columns(data: Any) -> tuple[tuple[str, str, int | None], ...]:
     """The policy table's columns for a report_data.ReportData: each outcome it has, no column for one it lacks."""
-    keep = [c for c in COLUMNS if (data.has_is or c[0] not in IS_KEYS) and (data.has_answers or c[0] not in ANSWER_KEYS)]
+    gone = (set() if data.has_is else IS_KEYS) | (set() if data.has_answers else ANSWER_KEYS)
+    keep = [c for c in COLUMNS if c[0] not in gone]
     at = [k for k, _, _ in keep].index("token_saving") + 2  # after the saving and its interval
     scores = tuple(c for s in data.scores for c in score_columns(s))
     return (*keep[:at], *scores, *keep[at:])
@@ -178,8 +179,10 @@ def _left_out(data: Any, figures: Sequence[dict]) -> list[str]:
     if not data.has_is:
         out.append("IS: no judge scored these drafts, so no IS column, verdict, IS chart or oracle_is row.")
     if not data.has_answers:
-        out.append("EM / F1: these tasks carry no reference answers, or no returned draft states an Answer: line to "
-                   "score, so no EM / F1 columns.")
+        out.append(
+            "EM / F1: these tasks carry no reference answers, or no returned draft states an Answer: line to "
+            "score, so no EM / F1 columns."
+        )
     out += [f"split {f['split']}: no {data.primary} values, so no Pareto chart." for f in figures if not f["pareto"]]
     return out
 
