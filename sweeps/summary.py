@@ -233,8 +233,9 @@ def figure(summary: Sequence[Mapping[str, Any]], path: Path, per_row: int = 4) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(split, d) for split in splits(summary) for d in dict.fromkeys(r["dir"] for r in summary
-                                                                          if r.get("split") == split)]  # fmt: skip
+    in_order = sorted(summary, key=lambda r: (len(r["dir"]), r["dir"]))  # the jobs in the order they ran
+    panels = [(split, d) for split in splits(summary)
+              for d in dict.fromkeys(r["dir"] for r in in_order if r.get("split") == split)]  # fmt: skip
     cols = min(per_row, max(1, len(panels)))
     nrows = max(1, -(-len(panels) // cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False, sharex=True)
