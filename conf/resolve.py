@@ -45,8 +45,7 @@ MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exc
 
 
 # --- The rules of single keys: one table, checked before anything is built or started. -----------
-# A rule applies when its key exists in the tree (provider.n_ctx only for provider=llama, ...).
-# Rules that relate two keys are in to_job below.
+# A rule applies when its key is in the tree (provider.n_ctx only for provider=llama); two keys' rules: to_job.
 
 
 @dataclass(frozen=True)
@@ -193,6 +192,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("report.delta", *number(0, 1, lo_open=True, hi_open=True)),  # a margin on IS, which is in [0, 1]
     Rule("report.out", *_nullable(lambda v: _text(v) and "://" not in v, "a local folder", "<job output dir>/report")),
+    Rule("report.primary", *_nullable(_text, "a score's name, or is", "the task's correctness score, else IS")),
     Rule("store.path", lambda v: isinstance(v, str) and v.strip() != "", "a local path or a pyarrow filesystem URI"),
     Rule("store.cache_dir", *_nullable(lambda v: _text(v) and "://" not in v, "a local folder", "<store>/_cache")),
     Rule("ray.address", _ray_address, "null (start Ray here), auto, local, host:port or ray://host:port"),

@@ -36,6 +36,8 @@ class ReportSpec:
     enabled: bool = True
     delta: float = DEFAULT_DELTA  # TOST non-inferiority margin on IS (the default: shp_ray.policy.scoring)
     out: str | None = None  # None = <job output dir>/report
+    primary: str | None = None  # the outcome reports lead with: a score's name or "is" (None: the task's correctness
+    # score where there is one, else IS)
 
 
 @dataclass(frozen=True)

@@ -62,53 +62,74 @@ def _power(row: dict) -> str:
     return f"{row['tost_power']:.2f}/N{row['n_needed']}"
 
 
-def _outcome(row: dict, scored: str | None) -> str:
-    """The correctness columns of a row: pass and dpass for a run with a pass/fail score, else answer F1."""
-    if scored:
-        return f"{_num(row.get('pass_at_stop'), '.3f'):>7}{_num(row.get('delta_pass'), '+.3f'):>8}"
-    return f"{_num(row.get('mean_f1'), '.3f'):>7}"
+def _map(row: dict) -> dict:
+    """A row's scores map as a dict (Arrow gives a map as (key, value) pairs unless asked for dicts)."""
+    value = row.get("scores")
+    return dict(value) if isinstance(value, list) else value or {}
+
+
+def _scores(summary: list[dict], primary: str) -> list[str]:
+    """The scores of the summary's rows (policy_summary's scores map), the primary first."""
+    names = sorted({name for row in summary for name in _map(row)})
+    return sorted(names, key=lambda name: name != primary)
+
+
+def _outcomes(row: dict, scores: list[str], has_is: bool, has_f1: bool) -> str:
+    """Each outcome's columns: every score at the stop and its paired difference, IS and dIS, answer F1."""
+    said = ""
+    for name in scores:
+        value = _map(row).get(name) or {}
+        said += f"{_num(value.get('mean'), '.3f'):>{max(7, len(name) + 1)}}"
+        said += f"{_num(value.get('delta'), '+.3f'):>{max(8, len(name) + 2)}}"
+    if has_is:
+        said += f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
+    return said + (f"{_num(row.get('mean_f1'), '.3f'):>7}" if has_f1 else "")
 
 
 def _print_table(result: sweep_job.JobResult) -> None:
     from analysis.report.costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
     from analysis.report.power import warning
 
-    # A run with a pass/fail score (a code run's hidden tests) shows it where a QA run shows answer F1: a
-    # stopping rule is judged by correctness where it exists, never by the judge's IS alone.
-    scored = next((row["pass_score"] for row in result.summary if row.get("pass_at_stop") is not None), None)
-    outcome = f"{'pass':>7}{'dpass':>8}" if scored else f"{'F1':>7}"
+    # Every outcome the store has: the scores (a code run's hidden tests, a user's scorer, an import's), the judge's
+    # IS, answer F1 where the tasks have gold answers; the verdict is on the primary outcome. A stopping rule is
+    # judged by correctness where it exists, never by the judge's IS alone.
+    primary, summary = result.primary, result.summary
+    scores = _scores(summary, primary)
+    has_is, has_f1 = any(r.get("n_is") for r in summary), any(r.get("mean_f1") is not None for r in summary)
+    outcome = "".join(f"{n:>{max(7, len(n) + 1)}}{'d' + n:>{max(8, len(n) + 2)}}" for n in scores)
+    outcome += f"{'IS':>7}{'dIS':>8}" * has_is + f"{'F1':>7}" * has_f1
     head = (
-        f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}{'IS':>7}"
-        f"{'dIS':>8}{outcome}  non-inferior  power/N_needed"
+        f"{'policy':<18}{'n':>5}{'rounds':>8}{'op_tokens':>11}{'$live':>10}{'$batch':>10}{'saving':>8}"
+        f"{outcome}  non-inferior  power/N_needed"
     )
-    for split in dict.fromkeys(row.get("split") for row in result.summary):  # a table per split, never pooled
-        rows = [row for row in result.summary if row.get("split") == split]
+    for split in dict.fromkeys(row.get("split") for row in summary):  # a table per split, never pooled
+        rows = [row for row in summary if row.get("split") == split]
         print(f"\nsplit {split or '(none recorded)'}, N = {max(int(row['n']) for row in rows)} trajectories")
         print(head + "\n" + "-" * len(head))
         for row in rows:
+            lead = row if primary == "is" else _map(row).get(primary) or {}
             print(
                 f"{row['policy']:<18}{row['n']:>5}{_num(row['mean_rounds'], '.2f'):>8}"
                 f"{_num(row['mean_operational_tokens'], '.0f'):>11}"
                 f"{usd(row.get('mean_operational_cost_live_usd'), '-'):>10}"
                 f"{usd(row.get('mean_operational_cost_batch_usd'), '-'):>10}{_num(row['token_saving'], '.0%'):>8}"
-                f"{_num(row['mean_is'], '.3f'):>7}{_num(row['delta_is'], '+.3f'):>8}"
-                f"{_outcome(row, scored)}  {_num(row['non_inferior'], ''):<12}  {_power(row)}"
+                f"{_outcomes(row, scores, has_is, has_f1)}  {_num(lead.get('non_inferior'), ''):<12}  {_power(lead)}"
             )
-    said_outcome = (
-        f"pass: the share whose stop-round draft passes {scored!r} (dpass against fixed_k{{depth}}, paired)"
-        if scored
-        else "F1: HotpotQA answer F1 (strict reading)"
-    )
-    print(f"saving and dIS are against fixed_k{{depth}}; IS by the judge {result.judge!r}; {said_outcome}")
+    said = [f"{n}: its mean at the stop (d{n} paired against fixed_k{{depth}})" for n in scores]
+    said += [f"IS by the judge {result.judge!r}"] if has_is else ["IS: left out (no judge scored these drafts)"]
+    said += ["F1: HotpotQA answer F1 (strict reading)"] if has_f1 else ["F1: left out (no gold answers)"]
+    print(f"saving{' and dIS are' if has_is else ' is'} against fixed_k{{depth}}; " + "; ".join(said))
+    if primary != "is":  # (on IS, as ever: a QA run's table reads as it always has)
+        print(f"non-inferior, power/N_needed: the paired TOST (margin δ) on {primary}, the primary outcome")
     print(
         "$live / $batch: the operational tokens per question in US dollars if every call were live / batch "
         f"({'-' if not result.prices else result.prices.removeprefix('prices: ')})"
     )
-    for said in result.unpriced:
-        print(f"WARNING: {said}")
-    said = warning(result.summary)
-    if said:
-        print(said)
+    for said_line in result.unpriced:
+        print(f"WARNING: {said_line}")
+    warned = warning(summary)
+    if warned and has_is:
+        print(warned)
 
 
 # The primary config by the location of the project's own package (never by the module name `conf`, which a

@@ -73,6 +73,8 @@ class JobResult(RunCounts):  # the generation's counts (generated, failed, skipp
     report: str | None = None
     html: str | None = None  # the HTML report (report/index.html, beside report.md): what a sweep summary links
     summary: list[dict[str, Any]] = field(default_factory=list)
+    primary: str = "is"  # the outcome the tables lead with (report.primary, or the task's correctness score)
+    pass_fail: list[str] = field(default_factory=list)  # the pass/fail scores among the summary's scores
     nodes: dict[str, int] = field(default_factory=dict)  # trajectories generated per Ray node (a cluster)
     lost_workers: int = 0  # trajectory workers that died with their node
     resubmitted: int = 0  # trajectories run again because their worker died
@@ -280,7 +282,9 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
 
 def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[str, Any], command: str) -> JobResult:
     from analysis import ReplayScope, connect, sql
+    from analysis.errors import AnalysisError
     from analysis.replay import costs
+    from analysis.stats import correctness, outcomes
 
     job, every_task = with_tasks(job)  # a tasks file is read and checked whole here, before anything is written
     scenarios = job_scenarios(job, every_task, job.split)
@@ -336,17 +340,24 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
             nodes=dict(summary.nodes) if summary else {},
             lost_workers=summary.lost_workers if summary else 0,
             resubmitted=summary.resubmitted if summary else 0,
-            summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(),
+            # the scores map (each score's mean, delta, ... at the stop) as a dict, as JSON keeps it for the summary
+            summary=con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(maps_as_pydicts="strict"),
+            pass_fail=correctness.pass_fail_scores(con),
             prices=job.prices.describe(),
             unpriced=[u.sentence(judge) for u in costs.unpriced(con)],
         )
+        has_is = any(r.get("n_is") for r in result.summary)
+        try:
+            result.primary = outcomes.primary(job.report.primary, outcomes.score_names(con), result.pass_fail, has_is)
+        except AnalysisError as exc:  # a report.primary the store has no values of: known only now
+            raise JobFailed(str(exc)) from None
     finally:
         con.close()
     if job.report.enabled and result.trajectories:
         from analysis.report import html_report, write_report  # only here: matplotlib and plotly come with it
 
         out = Path(job.report.out or output_dir / "report")
-        result.report = str(write_report(scope, out, eps=job.halt.eps))
+        result.report = str(write_report(scope, out, eps=job.halt.eps, primary=result.primary))
         result.html = str(Path(result.report).with_name(html_report.INDEX))
     return result
 

@@ -14,7 +14,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from sweeps.redact_callback import sweep_dir
-from sweeps.summary import summarise
+from sweeps.summary_page import PAGE, summarise
 
 log = logging.getLogger("shp_ray.sweep")
 
@@ -31,4 +31,4 @@ class SweepSummary(Callback):
             return
         if text is not None:
             print(f"\nsweep summary: every job x policy ({folder})\n{text}")
-            print(f"summary: {folder / 'summary.md'}, {folder / 'summary.png'}")
+            print(f"summary: {folder / 'summary.md'}, {folder / 'summary.png'}, {folder / PAGE}")

@@ -175,16 +175,17 @@ def test_pass_at_stop_and_its_mcnemar_tests_equal_a_python_computation_per_split
 def test_the_sweep_console_shows_pass_at_stop_where_a_qa_run_shows_f1(con, capsys) -> None:
     summary = con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist()
     app._print_table(JobResult(run_id="r", gen_id="g", judge="lexical", store="s", scenarios=40, trajectories=40,
-                               summary=summary))  # fmt: skip
+                               summary=summary, primary="hidden_pass"))  # fmt: skip
     out = capsys.readouterr().out.splitlines()
-    assert "pass" in out[2].split() and "dpass" in out[2].split() and "F1" not in out[2].split()
-    assert any("passes 'hidden_pass'" in line for line in out)
+    head = out[2].split()
+    assert head[7:9] == ["hidden_pass", "dhidden_pass"] and "F1" not in head  # the primary outcome leads
+    assert any("on hidden_pass, the primary outcome" in line for line in out)
     expected = {(r["split"], r["policy"]): r for r in correctness.compare_pass(con) if r["score"] == "hidden_pass"}
     for split in ("dev", "test"):
         table = out[out.index(next(x for x in out if x.startswith(f"split {split},"))) :]
         shp = next(line for line in table if line.startswith("shp ")).split()
-        row = expected[(split, "shp")]  # pass and dpass sit right after dIS
-        assert shp[9:11] == [f"{row['pass_at_stop']:.3f}", f"{row['delta_pass']:+.3f}"]
+        row = expected[(split, "shp")]  # every value known here: the mean at the stop is pass_at_stop
+        assert shp[7:9] == [f"{row['pass_at_stop']:.3f}", f"{row['delta_pass']:+.3f}"]
 
 
 def test_the_oracle_is_the_earliest_passing_round_and_breaks_and_fixes_are_counted(con) -> None:
@@ -273,7 +274,7 @@ def test_the_report_shows_pass_at_stop_beside_is_per_split(store, tmp_path) -> N
     page = (tmp_path / "report" / "index.html").read_text()
     payload = json.loads(page.split('id="report-data">', 1)[1].split("</script>", 1)[0])
     heads = [c[1] for c in payload["columns"]]
-    at = heads.index("pass@stop (hidden tests)")
+    at = heads.index("hidden_pass_at_stop")
     assert all(len(row) == len(heads) for row in payload["rows"])
     k1_cells = [row[at] for row in payload["rows"] if row[2][1] == "fixed_k1"]  # one per split: dev, test
     assert sorted(c[0] for c in k1_cells) == pytest.approx([0.3, 0.5])

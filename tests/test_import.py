@@ -284,7 +284,9 @@ def test_a_python_scorer_that_raises_records_the_round_and_goes_on(tmp_path, mon
             w = want[(row["split"], row["policy"], name)]
             assert got == {"mean": w["mean_value"], "baseline": w["mean_baseline_value"], "delta": w["delta"],
                            "delta_lower95": w["delta_lower95"], "n_paired": w["n_paired"],
-                           "non_inferior": w["non_inferior"], "share_failed": w["share_failed"]}  # fmt: skip
+                           "non_inferior": w["non_inferior"], "share_failed": w["share_failed"],
+                           "tost_power": w["tost_power"], "n_needed": w["n_needed"], "degenerate": w["degenerate"],
+                           "underpowered": w["underpowered"]}  # fmt: skip
     assert sum(r["scores"]["length"]["n_paired"] for r in summary if r["policy"] == "fixed_k3") == 4
     assert wide[0] == wide[1] == 4 * wide[2] and wide[2] == n_replay + 2  # + oracle_length, oracle_named
     sys.modules.pop("flaky_scorer", None)

@@ -107,3 +107,99 @@ def test_report_opens_in_headless_chromium(report, tmp_path) -> None:
     assert sum(c[2] for c in seen["cards"][1:]) > 0  # later drafts shown as diffs to the previous one
     assert seen["markers"] == stops  # each policy's marker at the round the replay stops it
     assert seen["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_qa_report_leads_with_is_and_its_intervals(report) -> None:
+    html = (report[1] / INDEX).read_text()
+    md = (report[1] / "report.md").read_text()
+    assert '"primary":"is"' in html and '"IS 95% CI"' in html and '"non-inferior (IS)"' in html
+    assert "Primary outcome: **IS (the judge's)**" in md and "left out" not in md
+
+
+@pytest.fixture(scope="module")
+def code_report(tmp_path_factory) -> tuple[Path, Path]:
+    """(store copy, report folder) of the HumanEval store: the code loop's hidden_pass per round, no IS."""
+    base = tmp_path_factory.mktemp("code-browser")
+    store = base / "store"
+    shutil.copytree(ROOT / "results/humaneval-local/store", store)
+    write_report(analysis.ReplayScope(store), base / "report", n_resamples=200)
+    return store, base / "report"
+
+
+def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chromium(code_report, tmp_path) -> None:
+    if find_chromium() is None:
+        pytest.skip("no Chromium on PATH and none could be installed (make's set-up: apt-get install chromium)")
+    store, folder = code_report
+    con = analysis.connect(store)
+    try:
+        sid = con.execute("SELECT min(scenario_id) FROM scenario_splits WHERE split = 'test'").fetchone()[0]
+        passed = [bool(v) for (v,) in con.execute(
+            "SELECT value FROM scores WHERE score = 'hidden_pass' AND scenario_id = ? ORDER BY round", [sid]
+        ).fetchall()]  # fmt: skip
+        at_stop = {(r["split"], r["policy"]): r["pass_at_stop"] for r in fetch_dicts(
+            con, "SELECT split, policy, pass_at_stop FROM correctness_summary WHERE score = 'hidden_pass'"
+        )}  # fmt: skip
+        question = con.execute("SELECT any_value(question) FROM scenarios WHERE scenario_id = ?", [sid]).fetchone()[0]
+    finally:
+        con.close()
+
+    async def drive() -> dict:
+        async with Chromium.start(tmp_path / "profile", width=1400) as page:
+            loaded = page.expect("Page.loadEventFired")
+            await page.send("Page.navigate", url=f"{(folder / INDEX).resolve().as_uri()}#{sid}")  # the deep link
+            await asyncio.wait_for(loaded, 60)
+            await page.evaluate(READY)
+            await page.evaluate(  # the linked trajectory is shown once its block is inflated: wait for its cards
+                "new Promise(r => { const f = () => document.querySelector('.round-card') ? r(true)"
+                " : requestAnimationFrame(f); f(); })"
+            )
+            seen: dict = {}
+            seen["heads"] = await page.evaluate(
+                "[...document.querySelectorAll('#policy-table th')].map(th => th.textContent)"
+            )
+            seen["rows"] = await page.evaluate(
+                "[...document.querySelectorAll('#policy-table tbody tr')]"
+                ".map(tr => [...tr.cells].map(c => c.textContent))"
+            )
+            seen["charts"] = await page.evaluate(
+                "[...document.querySelectorAll('#figures .js-plotly-plot')].map(d => [d.dataset.chart,"
+                " ((d.layout.yaxis || {}).title || {}).text || '', d.layout.title.text])"
+            )
+            seen["title"] = await page.evaluate("document.querySelector('#trajectory h3').textContent")
+            seen["marks"] = await page.evaluate(
+                "[...document.querySelectorAll('.round-card')].map(c =>"
+                " c.querySelector('[data-score=hidden_pass]').textContent)"
+            )
+            seen["question"] = await page.evaluate("document.querySelector('pre.question').textContent")
+            seen["grid"] = await page.evaluate(
+                "[...document.querySelectorAll('table.stops tr[data-policy]')].map(tr => tr.dataset.policy)"
+            )
+            seen["hash"] = await page.evaluate("location.hash")
+            # at 1400 px the page does not overflow, and the table's last column scrolls into view within it
+            seen["page_width"] = await page.evaluate("document.documentElement.scrollWidth")
+            seen["last_th"] = await page.evaluate(
+                "(() => { const box = document.querySelector('#policies .scroll'); box.scrollLeft = box.scrollWidth;"
+                " const th = [...document.querySelectorAll('#policy-table th')].pop().getBoundingClientRect();"
+                " const b = box.getBoundingClientRect(); return [th.left >= b.left, th.right <= b.right + 1,"
+                " th.right <= 1400]; })()"
+            )
+            seen["errors"] = list(page.errors)
+            return seen
+
+    seen = _run(drive())
+    assert seen["errors"] == []
+    assert sid in seen["title"] and seen["hash"] == f"#{sid}"
+    assert seen["marks"] == [("hidden_pass ✓ pass" if p else "hidden_pass ✗ fail") for p in passed]
+    assert seen["question"] == question and "\n    " in seen["question"]  # the task's code keeps its indentation
+    heads = seen["heads"]
+    assert "hidden_pass_at_stop" in heads and "IS" not in heads and "non-inferior (IS)" not in heads
+    assert "EM" not in heads and "F1" not in heads  # code has no reference answers to score EM / F1 by
+    col = heads.index("hidden_pass_at_stop")
+    assert seen["rows"] and not any(r[2] == "oracle_is" for r in seen["rows"])
+    assert seen["grid"] and "oracle_is" not in seen["grid"]  # nor a stop marker of it
+    for r in seen["rows"]:
+        assert float(r[col]) == pytest.approx(at_stop[(r[0], r[2])], abs=5e-4)
+    assert seen["charts"] and all("IS" not in y + t for _, y, t in seen["charts"])  # no IS chart
+    assert {c for c, _, _ in seen["charts"]} == {"pareto", "saved"}
+    assert all(y == "hidden_pass at stop (share that passes)" for c, y, _ in seen["charts"] if c == "pareto")
+    assert seen["page_width"] <= 1400 and seen["last_th"] == [True, True, True]

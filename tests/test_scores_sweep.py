@@ -12,13 +12,14 @@ import conf.schema  # noqa: F401
 from analysis.stats.scores import compare_scores
 from conf.resolve import to_job
 from storage import Store
+from sweeps import app
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
 
 pytestmark = pytest.mark.integration
 
 
-def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path, ray_session):
+def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(tmp_path, ray_session, capsys):
     store = tmp_path / "store"
     overrides = ["provider=sim", "dataset.limit=4", "generation.max_rounds=3", f"store.path={store}",
                  "score=python", "score.target=shp_ray.policy.scorers:hotpot"]  # fmt: skip
@@ -39,6 +40,8 @@ def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(
             "SELECT policy, mean_value, delta, n_paired, share_failed FROM score_summary WHERE score = 'em'"
         ).fetchall()
         stats = compare_scores(con, n_resamples=100)
+        means = {(p, sc): (m, d) for p, sc, m, d in con.execute(
+            "SELECT policy, score, mean_value, delta FROM score_summary").fetchall()}  # fmt: skip
     finally:
         con.close()
     summary = {p: (m, d, n, f) for p, m, d, n, f in by_score}
@@ -46,3 +49,16 @@ def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(
     for policy, mean_em, delta_em in by_replay:
         assert summary[policy][:2] == pytest.approx((mean_em, delta_em)) and summary[policy][2:] == (4, 0.0)
     assert {(r["policy"], r["score"]) for r in stats} >= {("fixed_k1", "em"), ("shp", "f1")}
+
+    # the user's scores reach the console table: a column of each at the stop and its paired difference
+    capsys.readouterr()
+    app._print_table(done)
+    out = capsys.readouterr().out.splitlines()
+    head = out[2].split()
+    assert head[7:11] == ["em", "dem", "f1", "df1"], head
+    rows = [line.split() for line in out[4 : out.index(next(x for x in out[4:] if x.startswith("saving")))]]
+    assert len(rows) == len(done.summary) >= 5
+    for cells in rows:
+        em, f1 = means[(cells[0], "em")], means[(cells[0], "f1")]
+        assert cells[7:11] == [f"{em[0]:.3f}", f"{em[1]:+.3f}", f"{f1[0]:.3f}", f"{f1[1]:+.3f}"], cells
+    assert any(line.startswith("em: its mean at the stop") or "; em: its mean at the stop" in line for line in out)

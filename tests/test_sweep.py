@@ -21,6 +21,7 @@ from shp_ray.providers.sim.server import SimServer
 from storage import Store
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
+from tests.page_support import page_table
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +145,7 @@ def test_ray_launcher_runs_jobs_concurrently_and_generates_a_shared_generation_o
     assert done.stdout.count(": done ->") == 4
     # A 2 x 2 eps x k grid: one summary in the sweep folder, one combined table (2 policies x 4 jobs).
     multi = tmp_path / "multi"
-    assert sorted(p.name for p in multi.glob("summary.*")) == ["summary.md", "summary.png"]
+    assert sorted(p.name for p in multi.glob("summary.*")) == ["summary.html", "summary.md", "summary.png"]
     assert "`halting.eps` = 0.04, 0.06, `halting.k` = 1, 2" in (multi / "summary.md").read_text()
     assert done.stdout.count("sweep summary: every job x policy") == 1
     table = done.stdout.split("sweep summary: every job x policy", 1)[1]
@@ -155,6 +156,13 @@ def test_ray_launcher_runs_jobs_concurrently_and_generates_a_shared_generation_o
         (e, k, p) for e in (0.04, 0.06) for k in (1, 2) for p in ("shp", "fixed_k3")
     )
     assert all(r["n"] == 3 for r in viewed) and {r["token_saving"] for r in viewed if r["policy"] == "fixed_k3"} == {0}
+    # The sweep's one page: its combined table is that view's rows (job, policy, tokens saved), one per job x policy.
+    page = page_table((multi / "summary.html").read_text())
+    said = {(tuple(sorted(dict(kv.split("=") for kv in r[0].split()).items())), r[1].removesuffix(" (test)"), r[2])
+            for r in page[1:]}  # fmt: skip
+    assert page[0][:3] == ["job", "policy", "saved"] and len(page) - 1 == len(viewed) == len(said)
+    assert said == {((("halting.eps", f"{r['eps']:g}"), ("halting.k", str(r["k"]))), r["policy"],
+                     format(r["token_saving"], ".0%")) for r in viewed}  # fmt: skip
     rows = rounds_of(store)
     keys = {
         (g, s, r) for g, s, r in zip(*(rows[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import t
 
-from sweeps.summary import BEST, ci95, load_jobs, rows, summarise, swept, write_job
+from sweeps.summary import BEST, cells, ci95, head, load_jobs, rows, swept, write_job
+from sweeps.summary_page import PAGE, summarise
+from tests.page_support import page_table
 
 
 def _row(policy: str, saving: float, delta: float, lower: float, ok: bool, n: int = 30) -> dict:
@@ -66,3 +68,42 @@ def test_summarise_writes_the_table_markdown_and_heatmap(tmp_path):
     assert (multi / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summarise(tmp_path / "empty") is None  # no job left rows (a dry run): nothing written
     assert not (tmp_path / "empty" / "summary.md").exists()
+
+
+def test_the_sweep_page_holds_the_combined_table_a_heatmap_per_split_and_outcome_and_the_links(tmp_path):
+    multi = _sweep(tmp_path)
+    summarise(multi)
+    text = (multi / PAGE).read_text()
+    combined = rows(load_jobs(multi))
+    assert page_table(text) == [list(head(combined)[:-1]), *(cells(r, combined) for r in combined)]
+    assert text.count('<table class="heatmap" data-outcome="is">') == 1  # one split, one outcome: IS
+    assert 'href="3/report/index.html"' in text and 'href="0/report/report.md"' in text  # relative to the page
+    assert "shp\n30%, dIS -0.010" in text  # the best cell (eps 0.06, k 2): shp, its saving and its dIS
+    assert f"[{PAGE}]({PAGE})" in (multi / "summary.md").read_text()
+
+
+def test_a_scores_primary_outcome_leads_the_summary_per_split(tmp_path):
+    """A code sweep (hidden_pass the primary outcome, no IS) over dev and test: the verdict and the order are
+    hidden_pass's, a row per split, no dIS column."""
+    for num, k in enumerate(("1", "2")):
+        summary = []
+        for split in ("dev", "test"):
+            cases = (("shp", 0.4, -0.1 if k == "1" else 0.0, k == "2"), ("fixed_k1", 0.7, -0.2, False))
+            for policy, saving, delta, ok in cases:
+                summary.append({"split": split, "policy": policy, "n": 20, "n_is": 0, "token_saving": saving,
+                                "delta_is": None, "delta_is_lower95": None, "non_inferior": None,
+                                "scores": {"hidden_pass": {"mean": 0.5 + delta, "delta": delta,
+                                                           "delta_lower95": delta - 0.05, "n_paired": 20,
+                                                           "non_inferior": ok, "tost_power": 0.5, "n_needed": 40,
+                                                           "degenerate": False, "underpowered": True}}})  # fmt: skip
+        write_job(tmp_path / "m" / str(num), [f"halting.k={k}", "halting.eps=0.02"],
+                  {"summary": summary, "primary": "hidden_pass", "pass_fail": ["hidden_pass"]})  # fmt: skip
+    text = summarise(tmp_path / "m")
+    first = text.splitlines()
+    assert first[0].split()[:5] == ["job", "policy", "saved", "hidden_pass", "dhidden_pass"]
+    assert "dIS" not in first[0] and "non-inferior (hidden_pass)" in first[0]
+    assert first[2].split()[:2] == ["halting.k=2", "shp"] and BEST in first[2]  # non-inferior on hidden_pass
+    assert sum(" (dev)" in line for line in first[2:]) == sum(" (test)" in line for line in first[2:]) == 4
+    page = (tmp_path / "m" / PAGE).read_text()
+    assert '<section data-split="dev">' in page and '<section data-split="test">' in page
+    assert "No heatmap: it needs a sweep over two parameters; this one swept 1." in page

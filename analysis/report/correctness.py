@@ -10,15 +10,20 @@ from collections.abc import Sequence
 
 import duckdb
 
+from analysis.errors import AnalysisError
 from analysis.report.cells import cell, steady
 from analysis.stats import correctness
 
 
 def collect(con: duckdb.DuckDBPyConnection) -> dict:
-    """What the section shows, or {} when the store has no ``hidden_pass`` (the report then has no section)."""
-    if correctness.DEFAULT_SCORE not in correctness.pass_fail_scores(con):
+    """What the section shows, or {} when the store has no pass/fail score to judge correctness by (``hidden_pass``,
+    else its only pass/fail score: correctness.pick_score; several and no hidden_pass: none)."""
+    try:
+        score = correctness.pick_score(con)
+    except AnalysisError:  # several pass/fail scores, none of them hidden_pass: each is still an outcome column
         return {}
-    score = correctness.DEFAULT_SCORE
+    if score is None:
+        return {}
     return {
         "score": score,
         "rows": correctness.compare_pass(con, score),
@@ -32,7 +37,8 @@ def section(data: dict, on: str = "") -> list[str]:
     """The Markdown of one split's correctness (``on``: the heading's split suffix); [] without hidden_pass."""
     if not data or not data["rows"]:
         return []
-    lines = [f"## Correctness: pass at stop on the hidden tests{on}", ""]
+    what = "on the hidden tests" if data["score"] == correctness.DEFAULT_SCORE else f"of `{data['score']}`"
+    lines = [f"## Correctness: pass at stop {what}{on}", ""]
     lines += ["Pass rate by round (fixed_k{t} returns round t's draft):", ""]
     lines += round_lines(data["rounds"], data["breaks"], data.get("changes", ()))
     for gen in sorted({str(r["gen_id"]) for r in data["rows"]}):

@@ -23,8 +23,10 @@ from analysis.report import costs as report_costs
 from analysis.report import dynamics as report_dynamics
 from analysis.report import families as report_families
 from analysis.sql.rows import fetch_dicts
+from analysis.stats import correctness, outcomes
 
 BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
+ORACLE_IS = "oracle_is"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Options:
     seed: int = 0
     n_resamples: int = 2000
     trajectories: int = 20_000  # per split, the most the HTML report's browser holds (every round's draft ...)
+    primary: str | None = None  # the outcome the report leads with (report.primary; None: outcomes.primary's pick)
 
 
 @dataclass
@@ -59,10 +62,29 @@ class SplitData:
     stops: list[dict] = field(default_factory=list)
     trajectories: int = 0  # how many the split has (the browser may hold fewer)
     correctness: dict = field(default_factory=dict)  # hidden_pass at each stop (report_correctness; {} without it)
+    outcomes: list[dict] = field(default_factory=list)  # every score at each stop with its test (stats.outcomes)
+    scores: list[str] = field(default_factory=list)  # the split's scores (each an outcome)
+    pass_fail: list[str] = field(default_factory=list)  # those of them that are pass/fail (✓/✗ in the browser)
 
     @property
     def tests(self) -> dict[tuple[str, str, str], dict]:
         return {(r["gen_id"], r["policy"], r["metric"]): r for r in self.tests_rows}
+
+    @property
+    def has_is(self) -> bool:
+        """Whether a judge scored the split's drafts (else IS is unknown: no IS column, chart or oracle_is row)."""
+        return any(r.get("n_is") for r in self.summary)
+
+    @property
+    def has_answers(self) -> bool:
+        """Whether EM / F1 say anything here: the tasks carry reference answers and some returned draft states an
+        ``Answer:`` line (else every draft scores 0 by rule, as code does: no EM / F1 columns)."""
+        known = [r for r in self.summary if r.get("mean_f1") is not None]
+        return any(r.get("share_answer_line") is None or r["share_answer_line"] > 0 for r in known)
+
+    def outcomes_by_key(self) -> dict[tuple[str, str, str], dict]:
+        """The outcome rows by (gen_id, policy, score)."""
+        return {(str(r["gen_id"]), str(r["policy"]), str(r["score"])): r for r in self.outcomes}
 
     @property
     def name(self) -> str:
@@ -75,10 +97,57 @@ class ReportData:
     setup: Setup
     provenance: dict[str, Any]
     parts: list[SplitData]
+    primary: str = outcomes.IS  # the outcome the report leads with (a score's name, or "is")
+
+    @property
+    def scores(self) -> list[str]:
+        """Every score of the report's splits, the primary first."""
+        names = sorted({s for p in self.parts for s in p.scores})
+        return sorted(names, key=lambda s: s != self.primary)
+
+    @property
+    def pass_fail(self) -> set[str]:
+        return {s for p in self.parts for s in p.pass_fail}
+
+    @property
+    def has_is(self) -> bool:
+        return any(p.has_is for p in self.parts)
+
+    @property
+    def has_answers(self) -> bool:
+        return any(p.has_answers for p in self.parts)
 
     @property
     def summary(self) -> list[dict]:
         return [r for p in self.parts for r in p.summary]
+
+
+def outcome_label(primary: str, pass_fail: bool) -> str:
+    """The primary outcome as an axis names it."""
+    if primary == outcomes.IS:
+        return "mean IS of the returned draft"
+    return f"{primary} at stop (share that passes)" if pass_fail else f"mean {primary} at stop"
+
+
+def outcome_points(part: SplitData, primary: str) -> list[tuple[dict, float, tuple[float, float]]]:
+    """(policy_summary row, value, its 95% interval) of each policy of one split on the primary outcome: IS with
+    its t interval, a pass/fail score's share with its Wilson interval, another score's mean (no interval: the
+    report gives its paired difference's). Rows without a value are left out."""
+    out = []
+    by_key = part.outcomes_by_key()
+    for r in part.summary:
+        if primary == outcomes.IS:
+            if r["mean_is"] is not None:
+                ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {}).get("is_ci", (math.nan, math.nan))
+                out.append((r, float(r["mean_is"]), ci))
+            continue
+        o = by_key.get((str(r["gen_id"]), str(r["policy"]), primary), {})
+        if o.get("at_stop") is None:
+            continue
+        y, n = float(o["at_stop"]), int(o["n"])
+        ci = correctness.wilson(round(y * n), n) if o["pass_fail"] else (math.nan, math.nan)
+        out.append((r, y, ci))
+    return out
 
 
 def t_interval(n: int, mean: float | None, sd: float | None) -> tuple[float, float]:
@@ -127,11 +196,19 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         cost=report_costs.collect(con, judge),
         intervals=intervals(con),
         correctness=report_correctness.collect(con),
+        outcomes=outcomes.compare_outcomes(con, delta=opts.delta, seed=opts.seed, n_resamples=opts.n_resamples),
+        scores=outcomes.score_names(con),
+        pass_fail=correctness.pass_fail_scores(con),
     )
+    if not data.has_is:  # no judge: oracle_is stops at round 1 on unknown IS (policy_summary has no row of it either)
+        data.outcomes = [r for r in data.outcomes if r["policy"] != ORACLE_IS]
+        if data.correctness:
+            data.correctness["rows"] = [r for r in data.correctness["rows"] if r["policy"] != ORACLE_IS]
     data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
     if opts.trajectories:
         data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
         data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])
+        data.stops = [r for r in data.stops if data.has_is or r["policy"] != ORACLE_IS]
     return data
 
 
@@ -151,15 +228,16 @@ def collect(scope: ReplayScope, opts: Options) -> ReportData:
         setup = setup_of(con)
         prov = provenance(con)
         splits = con.execute(sql.query("report_splits")).fetchall()
-        if len(splits) <= 1:
-            return ReportData(setup, prov, [_collect(con, splits[0][0] if splits else None, setup.judge, opts)])
+        parts = [_collect(con, splits[0][0] if splits else None, setup.judge, opts)] if len(splits) <= 1 else []
     finally:
         con.close()
-    parts = []
-    for split, ids in splits:
+    for split, ids in splits if not parts else ():
         con = connect(replace(scope, scenario_ids=list(ids)))
         try:
             parts.append(_collect(con, split, setup.judge, opts))
         finally:
             con.close()
-    return ReportData(setup, prov, parts)
+    data = ReportData(setup, prov, parts)
+    scores = sorted({s for p in parts for s in p.scores})
+    data.primary = outcomes.primary(opts.primary, scores, sorted(data.pass_fail), data.has_is)
+    return data

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from analysis.report.cells import n_said, short_labels  # noqa: E402
+from analysis.report.data import outcome_label, outcome_points  # noqa: E402
 from analysis.report.power import VERDICT_KINDS, verdict_kind  # noqa: E402
 
 
@@ -28,13 +29,13 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def shared_points(rows: Sequence[dict]) -> list[tuple[float, float, list[str]]]:
-    """(tokens, IS, policies) per distinct point: policies that land on the same point share one label
-    (in a small run many cells stop alike, and their labels would print on top of each other)."""
+def shared_points(rows: Sequence[tuple[float, float, str]]) -> list[tuple[float, float, list[str]]]:
+    """(tokens, outcome, policies) per distinct point of (tokens, outcome, policy) triples: policies that land on
+    the same point share one label (in a small run many cells stop alike, and their labels would print on top of
+    each other)."""
     groups: dict[tuple[float, float], list[str]] = {}
-    for r in rows:
-        key = (round(float(r["mean_operational_tokens"]), 6), round(float(r["mean_is"]), 9))
-        groups.setdefault(key, []).append(str(r["policy"]))
+    for x, y, name in rows:
+        groups.setdefault((round(float(x), 6), round(float(y), 9)), []).append(str(name))
     return [(x, y, sorted(names)) for (x, y), names in groups.items()]
 
 
@@ -63,20 +64,25 @@ def _names(rows: Sequence[dict]) -> dict[int, str]:
     return {id(r): f"{r['policy']} · {short[str(r['gen_id'])]}" if many else str(r["policy"]) for r in rows}
 
 
-def pareto(parts: Sequence, path: Path, title: str) -> Path:
-    """Efficiency-quality plane per split: mean operational tokens vs mean IS with their 95% t intervals and N,
-    the frontier marked; one label per point."""
+def pareto(parts: Sequence, path: Path, title: str, primary: str = "is") -> Path:
+    """Efficiency-quality plane per split: mean operational tokens vs the primary outcome (IS, or a score at the
+    stop) with their 95% intervals and N, the frontier marked; one label per point. A split without the outcome
+    says so in its panel."""
     fig, axes = plt.subplots(1, len(parts), figsize=(7.5 * len(parts), 5), squeeze=False)
+    pass_fail = any(primary in p.pass_fail for p in parts)
     for ax, part in zip(axes[0], parts, strict=True):
-        rows = [r for r in part.summary if r["mean_is"] is not None]
+        pts = outcome_points(part, primary)
+        rows = [r for r, _, _ in pts]
         names = _names(rows)
-        points = shared_points([{**r, "policy": names[id(r)]} for r in rows])
+        points = shared_points([(float(r["mean_operational_tokens"]), y, names[id(r)]) for r, y, _ in pts])
         front = set(pareto_front([(x, y) for x, y, _ in points]))
-        for r in rows:
+        if not pts:
+            ax.text(0.5, 0.5, f"no {primary} in split {part.name}", ha="center", va="center", transform=ax.transAxes)
+        for r, y, y_ci in pts:
             ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {})
-            x, y = float(r["mean_operational_tokens"]), float(r["mean_is"])
+            x = float(r["mean_operational_tokens"])
             xerr = _half(ci.get("tokens_ci", (math.nan, math.nan)), x)
-            yerr = _half(ci.get("is_ci", (math.nan, math.nan)), y)
+            yerr = _half(y_ci, y)
             ax.errorbar(x, y, xerr=[[xerr[0]], [xerr[1]]], yerr=[[yerr[0]], [yerr[1]]], fmt="none",
                         ecolor="tab:gray", elinewidth=0.7, alpha=0.6, zorder=1)  # fmt: skip
         xs = [x for x, _, _ in points]
@@ -94,10 +100,10 @@ def pareto(parts: Sequence, path: Path, title: str) -> Path:
         if fx:
             ax.plot([p[0] for p in fx], [p[1] for p in fx], c="tab:red", lw=1, zorder=2)
         ax.legend(handles=[Line2D([], [], c="tab:red", lw=1, label="Pareto frontier"),
-                           Line2D([], [], c="tab:gray", lw=0.7, label="95% t interval of each mean")],
+                           Line2D([], [], c="tab:gray", lw=0.7, label="95% interval of each mean")],
                   loc="best", fontsize=8)  # fmt: skip
         ax.set_xlabel("mean operational tokens per question")
-        ax.set_ylabel("mean IS of the returned draft")
+        ax.set_ylabel(outcome_label(primary, pass_fail))
         ax.set_title(f"split {part.name} · {n_said(rows)} trajectories per policy\n{title}", fontsize=9)
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -122,16 +128,18 @@ def tokens_saved(parts: Sequence, path: Path, title: str) -> Path:
             below, above = _half((100 * ci[0], 100 * ci[1]), x)
             err[0].append(below)
             err[1].append(above)
-        kinds = [verdict_kind(r) for r in rows]
-        ax.barh([names[id(r)] for r in rows], saving, xerr=err, color=[VERDICT_KINDS[k][1] for k in kinds],
+        kinds = [verdict_kind(r) if part.has_is else "" for r in rows]  # without IS, no verdict to colour by
+        colours = [VERDICT_KINDS[k][1] if k else "tab:blue" for k in kinds]
+        ax.barh([names[id(r)] for r in rows], saving, xerr=err, color=colours,
                 error_kw={"elinewidth": 0.7, "ecolor": "black", "capsize": 1.5})  # fmt: skip
         ax.axvline(0, c="black", lw=0.8)
         ax.set_xlabel("operational tokens saved vs fixed_k{depth} (%), with its 95% interval")
         ax.tick_params(axis="y", labelsize=7)
         ax.set_title(f"split {part.name} · {n_said(rows)} trajectories per policy · {title}", fontsize=9)
         shown = [k for k in VERDICT_KINDS if k in kinds]
-        ax.legend(handles=[Patch(color=VERDICT_KINDS[k][1], label=f"IS: {VERDICT_KINDS[k][0]}") for k in shown],
-                  fontsize=7, loc="lower right")  # fmt: skip
+        if shown:  # (no IS: no verdict, no legend)
+            ax.legend(handles=[Patch(color=VERDICT_KINDS[k][1], label=f"IS: {VERDICT_KINDS[k][0]}") for k in shown],
+                      fontsize=7, loc="lower right")  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -34,7 +34,8 @@ PAGE = 100  # trajectories per JSON block: one block is parsed when one of its t
 _ASSETS = resources.files(__package__) / "html"
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
-# The policy table: (key, heading, decimals or None for text)
+# The policy table: (key, heading, decimals or None for text); IS_KEYS only where a judge scored the drafts, ANSWER_KEYS
+# only where the tasks have reference answers; each score's columns (score_columns) after the saving, the primary first.
 COLUMNS = (
     ("split", "split", None), ("gen", "generation", None), ("policy", "policy", None), ("n", "N", 0),
     ("verdict", "non-inferior (IS)", None), ("token_saving", "saving %", 1), ("saving_ci", "saving 95% CI", None),
@@ -42,16 +43,24 @@ COLUMNS = (
     ("mean_operational_tokens", "op. tokens", 0), ("tokens_ci", "tokens 95% CI", None), ("mean_em", "EM", 3),
     ("mean_f1", "F1", 3), ("tost_power", "power", 2), ("n_needed", "N for power 0.8", 0),
 )  # fmt: skip
+IS_KEYS = {"verdict", "mean_is", "is_ci", "delta_is", "tost_power", "n_needed"}
+ANSWER_KEYS = {"mean_em", "mean_f1"}
 
 
-VERDICT = [key for key, _, _ in COLUMNS].index("verdict")
-# where the store has hidden_pass (report_correctness): the returned draft's pass rate and its paired difference
-PASS_COLUMNS = (("pass_at_stop", "pass@stop (hidden tests)", 3), ("delta_pass", "Δpass vs baseline", 3))
+def score_columns(score: str) -> tuple[tuple[str, str, int | None], ...]:
+    """One score's columns: its value at the stop, the paired difference against the baseline, its 95% interval
+    and p-value (McNemar for a pass/fail score, the paired t-test otherwise)."""
+    return ((f"{score}_at_stop", f"{score}_at_stop", 3), (f"{score}_diff", f"Δ{score} vs baseline", 3),
+            (f"{score}_ci", f"Δ{score} 95% CI", None), (f"{score}_p", f"p {score}", 3))  # fmt: skip
 
 
-def columns(parts: Sequence[Any]) -> tuple[tuple[str, str, int | None], ...]:
-    """The policy table's columns: the pass columns too when some split has hidden_pass."""
-    return COLUMNS + (PASS_COLUMNS if any(p.correctness for p in parts) else ())
+def columns(data: Any) -> tuple[tuple[str, str, int | None], ...]:
+    """The policy table's columns for a report_data.ReportData: each outcome it has, no column for one it lacks."""
+    gone = (set() if data.has_is else IS_KEYS) | (set() if data.has_answers else ANSWER_KEYS)
+    keep = [c for c in COLUMNS if c[0] not in gone]
+    at = [k for k, _, _ in keep].index("token_saving") + 2  # after the saving and its interval
+    scores = tuple(c for s in data.scores for c in score_columns(s))
+    return (*keep[:at], *scores, *keep[at:])
 
 
 def _num(x: object, nd: int = 4) -> float | None:
@@ -75,33 +84,41 @@ def _cell(value: object, nd: int | None) -> list[object]:
     return [v, "–" if v is None else f"{v:,.{nd}f}"]
 
 
-def table_rows(parts: Sequence[Any]) -> list[list[list[object]]]:
+def table_rows(data: Any) -> list[list[list[object]]]:
     """The policy table: one row per (split, generation, policy), each cell [sort value, text]."""
     out = []
-    for part in parts:
+    cols = columns(data)
+    verdict = [key for key, _, _ in cols].index("verdict") if data.has_is else -1
+    for part in data.parts:
         short = short_labels(r["gen_id"] for r in part.summary)
-        tests = part.tests
-        passed = {(str(c["gen_id"]), str(c["policy"])): c for c in part.correctness.get("rows", [])}
+        tests, by_key = part.tests, part.outcomes_by_key()
         for r in part.summary:
             ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {})
-            right = passed.get((str(r["gen_id"]), str(r["policy"])), {})
             is_test = tests.get((r["gen_id"], r["policy"], "is"), {})
             row = {**r, "split": part.name, "gen": short[str(r["gen_id"])],
                    "token_saving": None if r["token_saving"] is None else 100 * float(r["token_saving"]),
                    "tokens_ci": _ci_text(ci.get("tokens_ci", (math.nan, math.nan)), nd=0),
                    "saving_ci": _ci_text(ci.get("saving_ci", (math.nan, math.nan)), 100.0, 1),
                    "is_ci": _ci_text(ci.get("is_ci", (math.nan, math.nan))),
-                   "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r}),
-                   "pass_at_stop": right.get("pass_at_stop"), "delta_pass": right.get("delta_pass")}  # fmt: skip
-            cells = [_cell(row.get(key), nd) for key, _, nd in columns(parts)]
-            cells[VERDICT].append(report_power.verdict_kind(r))  # the verdict cell's colour
+                   "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r})}  # fmt: skip
+            for score in data.scores:
+                o = by_key.get((str(r["gen_id"]), str(r["policy"]), score), {})
+                lo, hi = o.get("ci95_low"), o.get("ci95_high")
+                row |= {f"{score}_at_stop": o.get("at_stop"), f"{score}_diff": o.get("diff"), f"{score}_p": o.get("p"),
+                        f"{score}_ci": None if lo is None else _ci_text((float(lo), float(hi)))}  # fmt: skip
+            cells = [_cell(row.get(key), nd) for key, _, nd in cols]
+            if verdict >= 0:
+                cells[verdict].append(report_power.verdict_kind(r))  # the verdict cell's colour
             out.append(cells)
     return out
 
 
-def trajectories(parts: Sequence[Any]) -> tuple[list[list[object]], list[list[dict]], list[str], list[str]]:
+def trajectories(
+    parts: Sequence[Any], scores: Sequence[str] = ()
+) -> tuple[list[list[object]], list[list[dict]], list[str], list[str]]:
     """(index, pages, policies, reasons): an index entry per trajectory [split, generation, scenario, question,
-    depth] and the trajectories themselves, PAGE to a block; a stop is [policy index, round, reason index]."""
+    depth] and the trajectories themselves, PAGE to a block; a stop is [policy index, round, reason index]; each
+    round ends with its value of every score in ``scores`` (None where it has none)."""
     policies = sorted({str(s["policy"]) for p in parts for s in p.stops})
     reasons = sorted({str(s["reason"]) for p in parts for s in p.stops})
     pol_ix, why_ix = {p: i for i, p in enumerate(policies)}, {r: i for i, r in enumerate(reasons)}
@@ -121,7 +138,8 @@ def trajectories(parts: Sequence[Any]) -> tuple[list[list[object]], list[list[di
                 "q": first["question"], "gold": first["ground_truth"],
                 "rounds": [[r["draft"], r["critique"], _num(r["d_t"]), _num(r["is_score"]),
                             *(_num(r[m]) for m in METRICS), _num(r["answer_em"]), _num(r["answer_f1"]),
-                            r["approved"]] for r in rounds],
+                            r["approved"], [_num((r.get("scores") or {}).get(s)) for s in scores]]
+                           for r in rounds],
                 "stops": stops.get(key, []),
             })  # fmt: skip
     pages = [flat[i : i + PAGE] for i in range(0, len(flat), PAGE)]
@@ -155,6 +173,20 @@ def _held_note(parts: Sequence[Any], index: list[list[object]]) -> str:
     return "" if not cut else "This page holds " + "; ".join(cut) + " trajectories (by id); the tables hold all."
 
 
+def _left_out(data: Any, figures: Sequence[dict]) -> list[str]:
+    """One line per outcome, column or chart the page leaves out, saying why."""
+    out = []
+    if not data.has_is:
+        out.append("IS: no judge scored these drafts, so no IS column, verdict, IS chart or oracle_is row.")
+    if not data.has_answers:
+        out.append(
+            "EM / F1: these tasks carry no reference answers, or no returned draft states an Answer: line to "
+            "score, so no EM / F1 columns."
+        )
+    out += [f"split {f['split']}: no {data.primary} values, so no Pareto chart." for f in figures if not f["pareto"]]
+    return out
+
+
 def _packed(value: object) -> str:
     """A block of trajectories as gzip'd JSON in base64: successive drafts repeat each other, so a block shrinks
     ~10x, and the page's HTML stays small enough to open fast (the browser inflates one block on demand)."""
@@ -165,7 +197,10 @@ def _packed(value: object) -> str:
 def render(data: Any, title: str) -> str:
     """The page's text for a report_data.ReportData."""
     setup, prov = data.setup, data.provenance
-    index, pages, policies, reasons = trajectories(data.parts)
+    index, pages, policies, reasons = trajectories(data.parts, data.scores)
+    figures = [{"split": p.name, "pareto": html_figures.pareto(p, title, data.primary),
+                "saved": html_figures.tokens_saved(p, title)} for p in data.parts]  # fmt: skip
+    metrics = ["d_t", *(["IS", *METRICS] if data.has_is else []), *(["EM", "F1"] if data.has_answers else [])]
     splits = [{"name": p.name, "n": max(int(r["n"]) for r in p.summary)} for p in data.parts]
     payload = {
         "title": title,
@@ -178,16 +213,17 @@ def render(data: Any, title: str) -> str:
             {"gen_id": g["gen_id"], "model": g["model"], "provider": g["provider_kind"], "max_rounds": g["max_rounds"]}
             for g in prov["generations"]
         ],  # fmt: skip
-        "columns": [[key, head, nd is None] for key, head, nd in columns(data.parts)],
-        "rows": table_rows(data.parts),
+        "columns": [[key, head, nd is None] for key, head, nd in columns(data)],
+        "rows": table_rows(data),
         "verdicts": {k: list(v) for k, v in report_power.VERDICT_KINDS.items()},
-        "figures": [
-            {"split": p.name, "pareto": html_figures.pareto(p, title), "saved": html_figures.tokens_saved(p, title)}
-            for p in data.parts
-        ],  # fmt: skip
+        "figures": figures,
+        "left_out": _left_out(data, figures),
+        "primary": data.primary,
         "policies": policies,
         "reasons": reasons,
-        "metrics": ["d_t", "IS", *METRICS, "EM", "F1"],
+        "metrics": metrics,  # which of a round's [d_t, IS, 4 metrics, EM, F1] the round cards show
+        "scores": data.scores,
+        "pass_fail": sorted(data.pass_fail),
         "page_size": PAGE,
         "index": index,
         "held_note": _held_note(data.parts, index),

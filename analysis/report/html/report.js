@@ -29,6 +29,9 @@
     ul.append(el("li", { text: data.title }));
     ul.append(el("li", { text: "Store: " + data.store }));
     ul.append(el("li", { text: "Judge: " + data.judge + " · non-inferiority margin δ = " + data.delta }));
+    ul.append(el("li", { text: "Primary outcome: " + (data.primary === "is" ? "IS" : data.primary) +
+      (data.scores.length ? " · scores at each stop: " + data.scores.join(", ") : "") }));
+    for (const line of data.left_out) ul.append(el("li", { class: "left-out", text: line }));
     ul.append(el("li", { text: "Splits (never pooled): " +
       data.splits.map((s) => s.name + " (N = " + s.n + ")").join(", ") }));
     for (const g of data.generations) {
@@ -80,6 +83,7 @@
   }
   function legend() {
     const p = $("#legend");
+    if (!data.columns.some(([key]) => key === "verdict")) return;  // no IS: no verdict to colour
     p.append("Verdict on IS (paired TOST):");
     for (const [kind, [label, colour]] of Object.entries(data.verdicts)) {
       const sw = el("span", { class: "swatch" });
@@ -104,6 +108,7 @@
     const config = { responsive: true, displaylogo: false };
     for (const f of data.figures) {
       for (const which of ["pareto", "saved"]) {
+        if (!f[which]) continue;  // no values of the outcome in this split (the header says so)
         const div = el("div", { class: "figure", "data-split": f.split, "data-chart": which });
         box.append(div);
         done.push(Plotly.newPlot(div, f[which].data, f[which].layout, config));
@@ -181,6 +186,9 @@
     return out.map((p) => (p.tag ? el(p.tag, { text: p.text }) : document.createTextNode(p.text)));
   }
 
+  // where each metric sits in a round's array: [draft, critique, d_t, IS, 4 judge metrics, EM, F1, approved, scores]
+  const METRIC_AT = { d_t: 2, IS: 3, faithfulness: 4, answer_relevancy: 5, context_precision: 6, context_recall: 7,
+    EM: 8, F1: 9 };
   function stopGrid(t, depth) {
     const table = el("table", { class: "stops" });
     const head = el("tr", {}, el("th", { text: "policy stops at round →" }));
@@ -205,8 +213,10 @@
     const e = data.index[i], t = await trajectory(i), depth = t.rounds.length;
     if (chosen !== i) return;  // another trajectory was chosen while this one's block was inflating
     const box = $("#trajectory");
+    // the question and the gold answer keep their whitespace (a task's code, a docstring's indentation)
     const parts = [el("h3", { text: e[2] + " · split " + e[0] + " · generation " + e[1] + " · T = " + depth }),
-      el("p", { text: "Question: " + (t.q || "–") }), el("p", { text: "Gold answer: " + (t.gold || "–") }),
+      el("div", { class: "label", text: "Question" }), el("pre", { class: "code question", text: t.q || "–" }),
+      el("div", { class: "label", text: "Gold answer" }), el("pre", { class: "code gold", text: t.gold || "–" }),
       stopGrid(t, depth)];
     const stopsAt = new Map();
     for (const [p, round, why] of t.stops) {
@@ -218,8 +228,17 @@
       const card = el("div", { class: "round-card", "data-round": String(round) });
       card.append(el("h3", { text: "Round " + round + (r[10] ? " · Critic approved" : "") }));
       const scores = el("div", { class: "scores" });
-      const names = data.metrics, values = [r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]];
-      names.forEach((name, j) => scores.append(el("span", { text: name + " " + fmt(values[j], j < 6 ? 4 : 2) })));
+      for (const name of data.metrics) {
+        const j = METRIC_AT[name];
+        scores.append(el("span", { text: name + " " + fmt(r[j], j < 8 ? 4 : 2) }));
+      }
+      data.scores.forEach((name, j) => {
+        const v = (r[11] || [])[j];
+        const passFail = data.pass_fail.includes(name);
+        const text = v === null || v === undefined ? "–" : passFail ? (v === 1 ? "✓ pass" : "✗ fail") : fmt(v, 3);
+        const cls = "score" + (passFail && v !== null && v !== undefined ? (v === 1 ? " pass" : " fail") : "");
+        scores.append(el("span", { class: cls, "data-score": name, text: name + " " + text }));
+      });
       card.append(scores);
       const here = stopsAt.get(round) || [];
       if (here.length) {
@@ -233,6 +252,9 @@
     });
     box.replaceChildren(...parts);
     renderList();
+    if (decodeURIComponent(location.hash.slice(1)) !== e[2]) {
+      history.replaceState(null, "", "#" + encodeURIComponent(e[2]));  // a link to this trajectory
+    }
     document.dispatchEvent(new CustomEvent("trajectory-shown", { detail: { index: i, rounds: depth } }));
   }
 
@@ -243,6 +265,16 @@
   $("#prev").addEventListener("click", () => { listPage = Math.max(0, listPage - 1); renderList(); });
   $("#next").addEventListener("click", () => { listPage += 1; renderList(); });
   filterList();
+  // index.html#<scenario_id>: open that trajectory (the first of that id, by split and generation)
+  function follow() {
+    const id = decodeURIComponent(location.hash.slice(1));
+    const i = id ? data.index.findIndex((e) => e[2] === id) : -1;
+    if (i >= 0 && i !== chosen) {
+      show(i).then(() => $("#browser").scrollIntoView());
+    }
+  }
+  window.addEventListener("hashchange", follow);
+  follow();
   timings.table_ms = performance.now();  // the table and the trajectory browser work from here on
   window.shpReport = { show, ready: false, trajectories: data.index.length, timings };
   loadPlotly().then(() => { timings.plotly_ms = performance.now(); return charts(); }).then(() => {

@@ -14,7 +14,8 @@
 -- split: the scenarios' split (scenario_splits.sql): a store holding dev and test gives a row per split.
 -- scores: the user's scores (score_summary.sql's row of the same gen_id, split and policy) as a map from the score's
 -- name to {mean, baseline, delta, delta_lower95, n_paired, non_inferior, share_failed}, e.g.
--- scores['pass'].delta; NULL where the generation has no scores.
+-- scores['pass'].delta; NULL where the generation has no scores. No oracle_is row where no draft has an IS (a store
+-- without a judge): the oracle would stop at round 1 on unknown IS, fixed_k1 under another name.
 WITH agg AS (
     SELECT r.gen_id, sp.split, r.policy, any_value(p.kind) AS kind, any_value(p.consults_is) AS consults_is,
            count(*) AS n,
@@ -48,7 +49,9 @@ WITH agg AS (
     SELECT gen_id, split, policy,
            map_from_entries(list((score, {'mean': mean_value, 'baseline': mean_baseline_value, 'delta': delta,
                                           'delta_lower95': delta_lower95, 'n_paired': n_paired,
-                                          'non_inferior': non_inferior, 'share_failed': share_failed})
+                                          'non_inferior': non_inferior, 'share_failed': share_failed,
+                                          'tost_power': tost_power, 'n_needed': n_needed,
+                                          'degenerate': degenerate, 'underpowered': underpowered})
                                  ORDER BY score)) AS scores
     FROM score_summary GROUP BY gen_id, split, policy
 )
@@ -59,4 +62,5 @@ SELECT b.* EXCLUDE (mean_em, mean_f1, delta_em, delta_f1, share_answer_line),
 FROM bound b
 LEFT JOIN planned p ON p.gen_id = b.gen_id AND p.split IS NOT DISTINCT FROM b.split AND p.policy = b.policy
 LEFT JOIN scored s ON s.gen_id = b.gen_id::VARCHAR AND s.split IS NOT DISTINCT FROM b.split AND s.policy = b.policy
+WHERE NOT (b.kind = 'oracle' AND b.n_is = 0)
 ORDER BY b.gen_id, b.split, b.policy
