@@ -646,6 +646,12 @@ def test_a_value_that_is_not_plain_data_is_a_wrong_answer_with_its_reason(return
     assert f"returned a {kind}: only plain data counts" in report.detail, report
 
 
+def test_a_reply_larger_than_the_wire_takes_is_a_wrong_answer_with_its_reason():
+    report = run_check("def add(a, b):\n    return 'x' * (17 << 20)\n", "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert "more than 16777216" in report.detail, report
+
+
 def test_plain_data_crosses_exactly():
     """nan, both infinities and -0.0, complex, bytes, long ints, a lone surrogate, sets, frozensets, tuples and
     dicts keyed by tuples reach the tests with their types and values (and arguments cross the same way)."""

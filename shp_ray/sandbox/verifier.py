@@ -244,7 +244,9 @@ def main() -> None:
     """Fork the candidate's process, run the tests against it, then read the nonce and write the verdict."""
     import ctypes  # loaded already (the bootstrap used it): no cost
 
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/<pid>/mem or fd of this process
+    # Not dumpable: no ptrace, no /proc/<pid>/mem or /proc/<pid>/fd of this process for the candidate's (same uid)
+    if ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        _verdict("sandbox", "the verifier could not make itself undumpable", [])
     head = read_part()
     try:
         candidate = Candidate(head)
