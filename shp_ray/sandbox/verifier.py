@@ -87,6 +87,8 @@ class Candidate:
         raise Ended("exited", "the candidate's process broke the protocol")
 
     def call(self, name: str, args: tuple, kwargs: dict, deadline: float | None):
+        if self.ended:  # (its fds are closed, and their numbers may be another pipe's now)
+            raise Ended("exited", "the candidate's process has ended")
         try:
             message = encode((name, args, kwargs))
         except NotPlain as exc:

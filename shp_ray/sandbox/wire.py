@@ -73,6 +73,8 @@ def decode(data: bytes):
         value, end = _take(data, 0, 0)
     except (IndexError, TypeError, OverflowError, RecursionError) as exc:
         raise ValueError(f"not plain data ({type(exc).__name__})") from None
+    except ValueError as exc:  # a bad number or text (int, float.fromhex, utf-8), or one of _take's own
+        raise ValueError(str(exc) if str(exc).startswith("not plain") else f"not plain data ({exc})"[:200]) from None
     if end != len(data):
         raise ValueError("not plain data (trailing bytes)")
     return value
