@@ -94,6 +94,18 @@ def test_a_correct_function_passes_both_kinds_of_tests():
     assert hidden.error_class in ERROR_CLASSES
 
 
+@pytest.mark.parametrize(
+    ("code", "error_class", "detail"),
+    [("def add(a, b)\n    return a\n", "syntax", "SyntaxError"), ("def sub(a, b):\n    return a\n", "missing_function",
+      "no function named 'add'"), ("raise KeyError('k')\n" + GOOD, "load_error", "KeyError: 'k'")],
+    ids=["syntax", "missing", "raises-at-load"],
+)  # fmt: skip
+def test_code_that_never_defines_the_function_says_why_in_both_kinds_of_tests(code, error_class, detail):
+    for report in (run_check(code, "add", CHECK, LIMITS), run_examples(code, "add", EXAMPLES, LIMITS)):
+        assert report.error_class == error_class and report.passed == 0, report
+        assert report.detail.startswith(detail), report
+
+
 def test_a_wrong_function_is_a_wrong_answer_example_by_example():
     wrong = "def add(a, b):\n    return a + b if a > 1 else 0\n"
     failed(run_check(wrong, "add", CHECK, LIMITS), "wrong_answer")

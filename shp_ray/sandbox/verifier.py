@@ -256,13 +256,11 @@ def main() -> None:
         _verdict(exc.error_class, str(exc), [])
     tests = read_part()  # only now: the candidate's process never held them
     try:
-        got = candidate.load()
-        if got[0] != "ready":
-            pass
-        elif head["mode"] == "check":
-            got = _check(candidate, head, tests)
-        else:
-            got = _examples(candidate, got[2], head, tests)
+        got = candidate.load()  # its failure (syntax, load_error, ...) is the verdict, else the tests'
+        if got[0] == "ready":
+            got = (
+                _check(candidate, head, tests) if head["mode"] == "check" else _examples(candidate, got[2], head, tests)
+            )
     except Ended as exc:
         got = (exc.error_class, str(exc), [])
     candidate.stop()
