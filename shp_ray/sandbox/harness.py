@@ -38,9 +38,9 @@ ERROR_CLASSES = (
     "missing_function",  # no callable of the entry point's name
     "timeout",  # the run passed its wall or CPU time limit, or an example its alarm
     "memory",  # MemoryError at the address-space limit
-    "exited",  # the process ended without exactly one verdict (os._exit, a crash, two verdict lines)
+    "exited",  # the candidate's process ended during the tests (os._exit), or no single verdict line (a crash)
     "killed",  # ended by a signal other than the CPU limit's
-    "sandbox",  # the sandbox could not be set up (e.g. namespaces required but refused): the code never ran
+    "sandbox",  # the sandbox could not be set up (namespaces required but refused, no process left): code never ran
 )
 
 
