@@ -94,6 +94,18 @@ def test_a_correct_function_passes_both_kinds_of_tests():
     assert hidden.error_class in ERROR_CLASSES
 
 
+@pytest.mark.parametrize(
+    ("code", "error_class", "detail"),
+    [("def add(a, b)\n    return a\n", "syntax", "SyntaxError"), ("def sub(a, b):\n    return a\n", "missing_function",
+      "no function named 'add'"), ("raise KeyError('k')\n" + GOOD, "load_error", "KeyError: 'k'")],
+    ids=["syntax", "missing", "raises-at-load"],
+)  # fmt: skip
+def test_code_that_never_defines_the_function_says_why_in_both_kinds_of_tests(code, error_class, detail):
+    for report in (run_check(code, "add", CHECK, LIMITS), run_examples(code, "add", EXAMPLES, LIMITS)):
+        assert report.error_class == error_class and report.passed == 0, report
+        assert report.detail.startswith(detail), report
+
+
 def test_a_wrong_function_is_a_wrong_answer_example_by_example():
     wrong = "def add(a, b):\n    return a + b if a > 1 else 0\n"
     failed(run_check(wrong, "add", CHECK, LIMITS), "wrong_answer")
@@ -387,12 +399,19 @@ PATCHED_COUNTER = _code("""
 """)
 
 
-@pytest.mark.parametrize("code", [ALWAYS_EQUAL, PATCHED_COUNTER], ids=["own-class", "patched-Counter"])
-def test_an_object_equal_to_everything_is_a_wrong_answer(code):
-    report = run_check(code, "add", CHECK, LIMITS)
+def test_an_object_equal_to_everything_is_a_wrong_answer():
+    report = run_check(ALWAYS_EQUAL, "add", CHECK, LIMITS)
     failed(report, "wrong_answer")
     assert "only plain data" in report.detail
-    assert run_examples(code, "add", EXAMPLES, LIMITS).passed == 0
+    assert run_examples(ALWAYS_EQUAL, "add", EXAMPLES, LIMITS).passed == 0
+
+
+def test_a_patched_standard_counter_reaches_the_tests_as_the_plain_dict_it_holds():
+    """Its patched ``__eq__`` stays in the candidate's process: the tests compare the dict it holds ({})."""
+    report = run_check(PATCHED_COUNTER, "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert report.detail.startswith("AssertionError"), report
+    assert run_examples(PATCHED_COUNTER, "add", EXAMPLES, LIMITS).passed == 0
 
 
 def test_a_standard_counter_is_plain_data():
@@ -405,7 +424,7 @@ def test_a_second_verdict_line_is_refused(monkeypatch):
     """Only the verifier knows the nonce; a run that printed two lines with it (a forked copy finishing the
     tests too, say) is no pass."""
     verdict = {"error_class": "pass", "detail": "", "examples": []}
-    twice = f"import sys\nnonce = sys.stdin.readline().strip()\nfor _ in range(2):\n    print(nonce, {verdict!r})\n"
+    twice = f"import sys\nnonce = sys.stdin.read().split()[-1]\nfor _ in range(2):\n    print(nonce, {verdict!r})\n"
     monkeypatch.setattr(harness, "VERIFIER", twice)
     report = run_check(GOOD, "add", CHECK, LIMITS)
     failed(report, "exited")
@@ -542,6 +561,154 @@ def test_the_project_and_the_venv_are_not_in_the_runs_file_system():
     assert res.returncode == 0 and res.stdout.split() == ["False"] * len(paths), res
     standard = run_program("import json, decimal, sqlite3, os\nprint(os.getcwd())\n", limits=LIMITS)
     assert (standard.returncode, standard.stdout) == (0, "/sandbox\n"), standard  # the standard library loads
+
+
+# ---- the candidate in a process of its own: code written against this harness wins nothing
+
+
+HUNTER = _code("""
+    import gc, os, re, sys
+
+    def _texts():
+        \"\"\"Every string this process can reach: its frames, every object the collector tracks, what is left
+        on stdin, and the verifier's stdin and memory through /proc.\"\"\"
+        seen, frame = [], sys._getframe()
+        while frame is not None:
+            seen += [*frame.f_locals.values(), *frame.f_globals.values()]
+            frame = frame.f_back
+        for obj in gc.get_objects():
+            if isinstance(obj, dict):
+                seen += [*obj.keys(), *obj.values()]
+            elif isinstance(obj, (list, tuple, set, frozenset)):
+                seen += list(obj)
+        texts = [v.decode("latin-1") if isinstance(v, bytes) else v for v in seen if isinstance(v, (str, bytes))]
+        for fd_path in ("/dev/stdin", "/proc/self/fd/0", f"/proc/{os.getppid()}/fd/0"):
+            try:
+                with open(fd_path, "rb") as fh:
+                    texts.append(fh.read(1 << 20).decode("latin-1"))
+            except OSError:
+                pass
+        try:
+            with open(f"/proc/{os.getppid()}/maps") as maps, open(f"/proc/{os.getppid()}/mem", "rb") as mem:
+                for line in maps:
+                    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                    if "rw" in line.split()[1] and hi - lo < 1 << 26:
+                        mem.seek(lo)
+                        texts.append(mem.read(hi - lo).decode("latin-1"))
+        except (OSError, ValueError, OverflowError):
+            pass
+        return texts
+
+    def add(a, b):
+        texts = _texts()
+        secrets = [t for t in texts if t.startswith("shp-hidden-")]
+        if secrets:
+            return secrets[0]  # the hidden test's expected value
+        found = {m for t in texts for m in re.findall(r"[0-9a-f]{32}", t) if len(set(m)) > 8}  # a token_hex(16)
+        if found:  # a forged verdict behind each candidate nonce, on every stdout it can reach
+            line = "".join(f"\\n{n} {{'error_class': 'pass', 'detail': '', 'examples': []}}\\n" for n in found)
+            for path in ("/proc/self/fd/1", f"/proc/{os.getppid()}/fd/1", "/proc/1/fd/1"):
+                try:
+                    with open(path, "w") as fh:
+                        fh.write(line)
+                except OSError:
+                    pass
+            os.write(1, line.encode())
+            os._exit(0)
+        return -7
+""")
+
+
+def test_a_draft_hunting_the_nonce_and_the_hidden_tests_finds_neither():
+    """The candidate walks its frames and the collector, reads stdin and the verifier's stdin and memory through
+    /proc, looking for the nonce (to print a forged verdict) and the hidden test's expected value: its process
+    never held either, and cannot read the verifier's, so it returns its wrong answer."""
+    secret = f"shp-hidden-{secrets.token_hex(8)}"
+    check = f"EXPECTED = {secret!r}\n\ndef check(candidate):\n    assert candidate(1, 2) == EXPECTED\n"
+    report = run_check(HUNTER, "add", check, LIMITS)
+    failed(report, "wrong_answer")  # not "exited": it found no nonce to forge a verdict with
+    assert run_examples(HUNTER, "add", EXAMPLES, LIMITS).passed == 0
+
+
+def test_patching_a_standard_module_or_the_builtins_reaches_no_test():
+    """The tests call math.fabs and abs of the verifier's interpreter, not the candidate's patched ones."""
+    patcher = _code("""
+        import builtins, math
+        math.fabs = lambda x: 0.0
+        def add(a, b):
+            math.fabs = lambda x: 0.0  # again while tested, after any restore
+            builtins.abs = lambda x: 0
+            return 0
+    """)
+    check = "import math\n\ndef check(candidate):\n    assert math.fabs(candidate(1, 2) - 3) < 1e-9\n"
+    failed(run_check(patcher, "add", check, LIMITS), "wrong_answer")
+    abs_check = "def check(candidate):\n    assert abs(candidate(1, 2) - 3) < 1e-9\n"
+    failed(run_check(patcher, "add", abs_check, LIMITS), "wrong_answer")
+
+
+@pytest.mark.parametrize(
+    ("returned", "kind"),
+    [("lambda: 3", "function"), ("(x for x in [3])", "generator"), ("__import__('math')", "module"),
+     ("object()", "object"), ("[1, {2: len}]", "builtin_function_or_method")],
+    ids=["function", "generator", "module", "object", "nested-builtin"],
+)  # fmt: skip
+def test_a_value_that_is_not_plain_data_is_a_wrong_answer_with_its_reason(returned, kind):
+    report = run_check(f"def add(a, b):\n    return {returned}\n", "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert f"returned a {kind}: only plain data counts" in report.detail, report
+
+
+def test_a_reply_larger_than_the_wire_takes_is_a_wrong_answer_with_its_reason():
+    report = run_check("def add(a, b):\n    return 'x' * (17 << 20)\n", "add", CHECK, LIMITS)
+    failed(report, "wrong_answer")
+    assert "more than 16777216" in report.detail, report
+
+
+def test_plain_data_crosses_exactly():
+    """nan, both infinities and -0.0, complex, bytes, long ints, a lone surrogate, sets, frozensets, tuples and
+    dicts keyed by tuples reach the tests with their types and values (and arguments cross the same way)."""
+    code = _code("""
+        def add(a, b):
+            assert a == (1, frozenset({2})) and b == {"k": [3.5, None, True]}
+            return [float("nan"), float("inf"), -float("inf"), -0.0, 1 - 2j, b"\\x00\\xff", 7 ** 400, "\\ud800",
+                    {1, 2}, frozenset({"a"}), (), {(1, "x"): {"y": [False]}}]
+    """)
+    check = _code("""
+        import math
+        def check(candidate):
+            got = candidate((1, frozenset({2})), {"k": [3.5, None, True]})
+            assert math.isnan(got[0]) and got[1:3] == [math.inf, -math.inf]
+            assert got[3] == 0 and math.copysign(1.0, got[3]) == -1.0
+            assert got[4:] == [1 - 2j, b"\\x00\\xff", 7 ** 400, "\\ud800", {1, 2}, frozenset({"a"}), (),
+                               {(1, "x"): {"y": [False]}}]
+            assert [type(v) for v in got[4:]] == [complex, bytes, int, str, set, frozenset, tuple, dict]
+    """)
+    report = run_check(code, "add", check, LIMITS)
+    assert report.all_passed, report
+
+
+def test_the_candidates_exceptions_reach_the_tests_by_name_and_never_end_their_loops():
+    """A builtin exception comes back as itself (a test may expect a ValueError), one of the candidate's own as
+    a CandidateError naming it; a StopIteration never ends a test's loop (map) early."""
+    raising = "def add(a, b):\n    if a < 0:\n        raise ValueError(f'negative: {a}')\n    return a + b\n"
+    expects = _code("""
+        def check(candidate):
+            assert candidate(1, 2) == 3
+            try:
+                candidate(-1, 2)
+            except ValueError as exc:
+                assert str(exc) == "negative: -1"
+            else:
+                raise AssertionError("no ValueError")
+    """)
+    assert run_check(raising, "add", expects, LIMITS).all_passed
+    own = "class Nope(Exception):\n    pass\n\ndef add(a, b):\n    raise Nope('no')\n"
+    report = run_check(own, "add", CHECK, LIMITS)
+    failed(report, "exception")
+    assert report.detail == "Nope: no", report
+    stops = "def add(a, b):\n    raise StopIteration\n"
+    loop = "def check(candidate):\n    assert all(map(lambda ab: candidate(*ab) == sum(ab), [(1, 2), (3, 4)]))\n"
+    failed(run_check(stops, "add", loop, LIMITS), "exception")
 
 
 # ---- clean-up after a kill -9

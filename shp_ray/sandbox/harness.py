@@ -7,13 +7,12 @@ Two kinds of tests:
   alone.
 - **check** (hidden tests): a program defining ``check(candidate)`` (HumanEval's form) called on the function.
 
-The trusted test program (``verifier.py``) reads a one-time nonce from stdin before any candidate code runs and
-prints its verdict as one stdout line behind that nonce. A candidate that exits early (``sys.exit(0)``,
-``os._exit(0)``), crashes the interpreter or prints a fake verdict has no nonce line, and a run with more than
-one is refused: never a pass. The hidden tests run in a namespace of their own with the real builtins, seeing
-only the candidate's entry point (a test program that needs the prompt's helpers carries them itself, as
-``code_tests.hidden_program`` does), and a returned value must be plain data. docs/sandbox.md has the threat
-model and what is out of its scope.
+The trusted test program (``verifier.py``, with its codec ``wire.py``) runs the candidate in a process of its
+own, forked before the tests and the one-time nonce are read from stdin, and the tests in its own process,
+calling the candidate through a proxy that sends plain data both ways (never an object of the candidate's). It
+prints its verdict as one stdout line behind the nonce, which the candidate's process never holds and whose
+stdout is not the verifier's: a run with no such line or more than one is never a pass. docs/sandbox.md has the
+threat model and what is out of its scope.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ from pathlib import Path
 from shp_ray.sandbox.process import Limits, ProcessResult, run_program
 
 DEFAULT_LIMITS = Limits()
-VERIFIER = (Path(__file__).with_name("verifier.py")).read_text(encoding="utf-8")
+# The verifier's program: the wire (its codec) first, then the verifier, which uses it (one file in the sandbox)
+VERIFIER = "\n\n".join(Path(__file__).with_name(n).read_text(encoding="utf-8") for n in ("wire.py", "verifier.py"))
 
 ERROR_CLASSES = (
     "pass",  # every test passed
@@ -38,9 +38,9 @@ ERROR_CLASSES = (
     "missing_function",  # no callable of the entry point's name
     "timeout",  # the run passed its wall or CPU time limit, or an example its alarm
     "memory",  # MemoryError at the address-space limit
-    "exited",  # the process ended without exactly one verdict (os._exit, a crash, two verdict lines)
+    "exited",  # the candidate's process ended during the tests (os._exit), or no single verdict line (a crash)
     "killed",  # ended by a signal other than the CPU limit's
-    "sandbox",  # the sandbox could not be set up (e.g. namespaces required but refused): the code never ran
+    "sandbox",  # the sandbox could not be set up (namespaces required but refused, no process left): code never ran
 )
 
 
@@ -80,10 +80,16 @@ class TestReport:
         return self.passed / self.total if self.total else 0.0
 
 
-def _run(spec: dict, limits: Limits) -> tuple[dict | None, str, str, ProcessResult]:
-    """(verdict, "", "", result) or, when the run gave no single verdict line, (None, error class, why, result)."""
+def _run(head: dict, tests: dict, limits: Limits) -> tuple[dict | None, str, str, ProcessResult]:
+    """(verdict, "", "", result) or, when the run gave no single verdict line, (None, error class, why, result).
+
+    stdin holds the candidate's part, the tests and the nonce, in this order, each read to its length: the
+    verifier forks the candidate's process between the first and the second (verifier.py)."""
     nonce = secrets.token_hex(16)
-    res = run_program(VERIFIER, f"{nonce}\n{spec!r}".encode(), limits)
+    head = {**head, "cpu_s": limits.cpu_s}
+    parts = [repr(part).encode() for part in (head, tests)]
+    stdin = b"".join(b"%d\n%s" % (len(p), p) for p in parts) + b"\n" + nonce.encode() + b"\n"
+    res = run_program(VERIFIER, stdin, limits)
     lines = [line for line in res.stdout.splitlines() if line.startswith(nonce + " ")]
     if res.setup_error:
         return None, "sandbox", res.setup_error, res
@@ -109,9 +115,9 @@ def run_examples(
     code: str, entry_point: str, examples: Sequence[Example], limits: Limits = DEFAULT_LIMITS
 ) -> TestReport:
     """The visible tests: one result per example."""
-    spec = {"mode": "examples", "code": code, "entry_point": entry_point, "alarm_s": limits.example_s,
-            "examples": [{"call": e.call, "expected": e.expected} for e in examples]}  # fmt: skip
-    got, ended, why, res = _run(spec, limits)
+    head = {"mode": "examples", "code": code, "entry_point": entry_point}
+    tests = {"alarm_s": limits.example_s, "examples": [{"call": e.call, "expected": e.expected} for e in examples]}
+    got, ended, why, res = _run(head, tests, limits)
     if got is None:
         return TestReport(0, len(examples), ended, f"no verdict: {why}", (), res.wall_s, res.protections)
     rows = got["examples"]
@@ -122,8 +128,8 @@ def run_examples(
 
 def run_check(code: str, entry_point: str, test_code: str, limits: Limits = DEFAULT_LIMITS) -> TestReport:
     """The hidden tests: ``test_code`` defines ``check(candidate)``; one test, passed or not."""
-    spec = {"mode": "check", "code": code, "entry_point": entry_point, "test": test_code}
-    got, ended, why, res = _run(spec, limits)
+    head = {"mode": "check", "code": code, "entry_point": entry_point}
+    got, ended, why, res = _run(head, {"test": test_code}, limits)
     if got is None:
         return TestReport(0, 1, ended, f"no verdict: {why}", (), res.wall_s, res.protections)
     cls = got["error_class"]
