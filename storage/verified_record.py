@@ -8,6 +8,11 @@ writing, their hash taken while writing), and this machine's reader's, in the us
 verified there, never in the store it reads. ``--verify --recheck`` ignores both (a flip by the disk itself
 changes neither size nor mtime). Entries carry :data:`CHECKS_VERSION`: when the checks change, every
 recorded verification is redone. The record is best effort -- a part it misses is simply verified.
+
+A line is believed only if this reader can authenticate it: each carries a keyed hash under the user's key
+(:mod:`storage.user_key`, never in a store). A line in the store's record written by another user or machine, or
+appended by anyone who can write the store, is not: that part is verified again (then recorded in this reader's
+own record), so no one can make a reader skip the check of a part they changed (docs/store.md, "Threat model").
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.cache import default_cache_dir
-from storage.kept import append_lines
+from storage.kept import append_lines, authentic_entry, signed
 from storage.part_rules import part_summary
 from storage.schemas import TABLES
 from storage.user_cache import reader_dir
@@ -29,7 +34,7 @@ from storage.user_cache import reader_dir
 if TYPE_CHECKING:  # storage.parts records what it writes through this module: a type-only import back
     from storage.parts import Store
 
-CHECKS_VERSION = 1  # bump when the checks change: every recorded verification is then redone
+CHECKS_VERSION = 2  # bump when the checks change: every recorded verification is then redone
 VERIFIED_FILE = "verified-parts.jsonl"
 
 
@@ -72,7 +77,8 @@ def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int, int]:
             except ValueError:
                 continue  # a torn line of a concurrent writer: that part is simply verified again
             if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
-                out[entry["key"]] = entry
+                if authentic_entry(entry):  # else another user's, machine's or a co-writer's line: verified again
+                    out[entry["key"]] = entry
     return out, counts[reader], counts[writer]
 
 
@@ -90,8 +96,8 @@ def rewrite_record(store: Store, live: dict[str, dict[str, Any]], *, writer: boo
 def record_entry(
     store: Store, table: str, info: pafs.FileInfo, rows: int | None, checksum: str, summary: dict
 ) -> dict[str, Any]:
-    """The record's line for one sound part."""
-    return {
+    """The record's line for one sound part (with its keyed hash)."""
+    return signed({
         "v": CHECKS_VERSION,
         "key": record_key(store, info.path),
         "table": table,
@@ -100,7 +106,7 @@ def record_entry(
         "rows": rows,
         "checksum": checksum,
         "summary": summary,
-    }
+    })
 
 
 def record_written(store: Store, table: str, path: str, data: pa.Table) -> None:

@@ -184,7 +184,7 @@ def test_a_tampered_kept_inputs_file_is_named_discarded_and_built_again(store, c
     with duckdb.connect(str(kept)) as con:  # every trajectory's loop tokens, as the issue's probe did
         con.execute("UPDATE replay_inputs SET lt = list_transform(lt, lambda x: x + 250000)")
     code, out = _verify(store, capsys)
-    assert code == 1 and f"DAMAGED {kept} [kept file]: sha256" in out
+    assert code == 1 and f"DAMAGED {kept} [kept file]: keyed hash" in out
     with caplog.at_level(logging.WARNING):
         con = analysis.connect(store)
         try:
@@ -206,7 +206,7 @@ def test_a_tampered_facts_file_is_named_discarded_and_computed_again(store, caps
     kept["payload"]["rounds"] = 2  # was 4: the deeper rounds' tokens would be NULL
     facts.write_text(json.dumps(kept))
     code, out = _verify(store, capsys)
-    assert code == 1 and f"DAMAGED {facts} [kept file]: content sha256" in out
+    assert code == 1 and f"DAMAGED {facts} [kept file]: its keyed hash does not match" in out
     with caplog.at_level(logging.WARNING):
         assert _summary(store) == right
     (said,) = _failed_checks(caplog)

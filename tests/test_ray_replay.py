@@ -18,7 +18,6 @@ import pytest
 
 import analysis
 from analysis import sql
-from analysis.errors import AnalysisError
 from analysis.replay import ray_replay, signals_store
 from storage import buckets, compact
 from storage.parts import Store
@@ -92,9 +91,19 @@ def test_the_ray_replay_of_an_s3_store_equals_the_single_node_replay(aws, cluste
     _same_summary(uri, cluster.address)
 
 
-def test_a_store_with_parts_outside_buckets_is_refused_in_one_line(cluster, tmp_path) -> None:
+def test_a_store_never_bucketed_and_killed_mid_write_replays_on_ray_as_on_one_node(cluster, tmp_path) -> None:
+    """The default layout (no buckets) in the shape a kill -9 between a flush's rounds and its signals leaves (one
+    rounds part with no signals or stored inputs; the rest with both): replayed in sets of parts that share no
+    scenario, equal to the single-node replay."""
     root = str(tmp_path / "flat")
-    write_synthetic_store(root, SyntheticSpec(n_trajectories=6, rounds=2, dim=8, seed=2))
-    with pytest.raises(AnalysisError, match=r"outside scenario-hash buckets .* --buckets$") as err:
-        analysis.connect(root, ray_address=cluster.address)
-    assert "\n" not in str(err.value)
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, dim=8, seed=2, chunk=4))
+    assert signals_store.build(root).built == 12
+    store = Store(root)
+    for table in ("signals", "trajectory_inputs"):  # what the killed flush did not write
+        store.fs.delete_file(store.parts(table)[0])
+    assert store.buckets == 0 and len(store.parts("rounds")) == 3
+    _same_summary(root, cluster.address)
+    plan = ray_replay.plan(analysis.ReplayScope(Store(root)).resolved(), {}, (analysis.connect, analysis.setup_of))
+    assert len(plan.views) == 3  # one set per flush: no scenario in two of them
+    held = [sorted({p for t in buckets.BUCKETED for p in v.parts(t)}) for v in plan.views]
+    assert sorted(p for h in held for p in h) == sorted(p for t in buckets.BUCKETED for p in store.parts(t))
