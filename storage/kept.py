@@ -76,7 +76,9 @@ def unseal(text: str, key: str) -> dict[str, Any]:
     if was != key:
         raise KeptFileDamaged(f"kept for key {was!r}, not {key!r}")
     if not authentic(json.dumps([key, payload], sort_keys=True).encode(), claimed):
-        raise KeptFileDamaged("its keyed hash does not match its content under this user's key (edited, or not kept here)")
+        raise KeptFileDamaged(
+            "its keyed hash does not match its content under this user's key (edited, or not kept here)"
+        )
     return payload
 
 
@@ -132,7 +134,10 @@ class KeptFiles:
         except OSError as exc:
             return KeptCheck(path, f"unreadable: {exc}")
         if not hmac.compare_digest(actual, m.group(1)):
-            return KeptCheck(path, f"keyed hash {actual or '(no key)'}, but its name records {m.group(1)} (changed since it was kept)")
+            return KeptCheck(
+                path,
+                f"keyed hash {actual or '(no key)'}, but its name records {m.group(1)} (changed since it was kept)",
+            )
         self._remember([path])
         return KeptCheck(path, None)
 

@@ -76,9 +76,11 @@ def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int, int]:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a torn line of a concurrent writer: that part is simply verified again
-            if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
-                if authentic_entry(entry):  # else another user's, machine's or a co-writer's line: verified again
-                    out[entry["key"]] = entry
+            believed = isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry
+            if believed and authentic_entry(
+                entry
+            ):  # else another user's, machine's or a co-writer's line: verified again
+                out[entry["key"]] = entry
     return out, counts[reader], counts[writer]
 
 
@@ -97,16 +99,18 @@ def record_entry(
     store: Store, table: str, info: pafs.FileInfo, rows: int | None, checksum: str, summary: dict
 ) -> dict[str, Any]:
     """The record's line for one sound part (with its keyed hash)."""
-    return signed({
-        "v": CHECKS_VERSION,
-        "key": record_key(store, info.path),
-        "table": table,
-        "size": info.size,
-        "mtime_ns": record_mtime(store, info),
-        "rows": rows,
-        "checksum": checksum,
-        "summary": summary,
-    })
+    return signed(
+        {
+            "v": CHECKS_VERSION,
+            "key": record_key(store, info.path),
+            "table": table,
+            "size": info.size,
+            "mtime_ns": record_mtime(store, info),
+            "rows": rows,
+            "checksum": checksum,
+            "summary": summary,
+        }
+    )
 
 
 def record_written(store: Store, table: str, path: str, data: pa.Table) -> None:

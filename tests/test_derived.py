@@ -15,10 +15,10 @@ import analysis
 import analysis.replay.derived as derived
 from analysis.query import main as shp_query
 from analysis.replay.db import AnalysisError, setup_of
+from storage.kept import CONSTANTS_DIRNAME
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store
-from storage.kept import CONSTANTS_DIRNAME
 from storage.user_cache import cache_root, reader_dir
 
 REPLAY = "SELECT * FROM replay ORDER BY policy, gen_id, scenario_id"

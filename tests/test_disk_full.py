@@ -86,7 +86,10 @@ def test_a_cache_on_a_full_disk_refuses_the_record_with_one_error_naming_the_fil
     assert err.value.path == str(small_disk / "cache" / "responses.sqlite")
     assert err.value.reason == "no space left on device"
     (lost,) = [r.getMessage() for r in caplog.records if "could not be kept" in r.getMessage()]
-    assert lost == "1 paid record of responses.sqlite could not be kept (no space left on device): a rerun pays for it again"
+    assert (
+        lost
+        == "1 paid record of responses.sqlite could not be kept (no space left on device): a rerun pays for it again"
+    )
     cache.close()
 
 

@@ -75,7 +75,10 @@ def _write_under_its_hash(folder: Path, table: pa.Table) -> Path:
     buf = io.BytesIO()
     pq.write_table(table, buf)
     data = buf.getvalue()
-    path = folder / f"part-20260101T000000-{uuid.uuid4().hex[:12]}.sha256-{hashlib.sha256(data).hexdigest()[:HASH_HEX]}.parquet"
+    path = (
+        folder
+        / f"part-20260101T000000-{uuid.uuid4().hex[:12]}.sha256-{hashlib.sha256(data).hexdigest()[:HASH_HEX]}.parquet"
+    )
     path.write_bytes(data)
     return path
 
@@ -133,7 +136,9 @@ def test_a_changed_part_with_a_record_line_vouching_for_it_is_verified_again(sto
     (path,) = root.parts("judgments")[:1]
     table = pq.read_table(path)
     metric = METRIC_COLUMNS[0]
-    table = table.set_column(table.schema.get_field_index(metric), metric, pa.array([1.0] * table.num_rows, pa.float64()))
+    table = table.set_column(
+        table.schema.get_field_index(metric), metric, pa.array([1.0] * table.num_rows, pa.float64())
+    )
     pq.write_table(table, path)  # changed in place: its name's hash no longer matches
     st = os.stat(path)
     record = store / "_cache" / "verified-parts.jsonl"

@@ -213,8 +213,14 @@ def test_a_malformed_line_names_file_and_line_and_writes_nothing(tmp_path, capsy
         (lambda r: r["rounds"][0].update(feedbak="x"), ":2: rounds[0] has unknown key(s) ['feedbak']"),
         # a count no call has, which no reader's INT64 sum could hold (2^64 is not even an INT64)
         (lambda r: r["rounds"][0]["tokens"].update(writer_prompt=2**64), "tokens.writer_prompt must be at most"),
-        (lambda r: r["rounds"][-1]["tokens"].update(critic_completion=2**62), "tokens.critic_completion must be at most"),
-        (lambda r: r["rounds"][0].update(draft="x \ud800 y"), ":2: text UTF-8 cannot encode (a lone surrogate) in rounds[0].draft"),
+        (
+            lambda r: r["rounds"][-1]["tokens"].update(critic_completion=2**62),
+            "tokens.critic_completion must be at most",
+        ),
+        (
+            lambda r: r["rounds"][0].update(draft="x \ud800 y"),
+            ":2: text UTF-8 cannot encode (a lone surrogate) in rounds[0].draft",
+        ),
     ],
 )
 def test_a_bad_trajectory_is_one_line_naming_where(tmp_path, capsys, change, says) -> None:

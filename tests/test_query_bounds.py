@@ -106,4 +106,6 @@ def test_a_margin_that_is_no_margin_on_is_is_refused_in_one_line(store, capsys, 
     err = capsys.readouterr().err
     assert stop.value.code == 2
     said = err.splitlines()[-1]  # after argparse's usage lines
-    assert said.startswith("shp-query: error: ") and said.endswith(f"argument --delta: {value!r}: a margin on IS strictly between 0 and 1 (e.g. 0.05)")
+    assert said.startswith("shp-query: error: ") and said.endswith(
+        f"argument --delta: {value!r}: a margin on IS strictly between 0 and 1 (e.g. 0.05)"
+    )

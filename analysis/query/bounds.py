@@ -121,7 +121,9 @@ def fetch(con: duckdb.DuckDBPyConnection, statement: str, bounds: Bounds) -> Fet
     if bounds.max_rows is None or len(rows) <= bounds.max_rows:
         return Fetched(names, rows, len(rows))
     count_by = time.monotonic() + COUNT_S
-    return Fetched(names, rows[: bounds.max_rows], _count(con, statement, count_by if at is None else min(at, count_by)))
+    return Fetched(
+        names, rows[: bounds.max_rows], _count(con, statement, count_by if at is None else min(at, count_by))
+    )
 
 
 def _count(con: duckdb.DuckDBPyConnection, statement: str, at: float | None) -> int | None:
