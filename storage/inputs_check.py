@@ -12,16 +12,21 @@ computes from the parts).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from storage.parts import Store, part_digest
-from storage.schemas import TRAJECTORY_INPUTS
+from storage.schemas import METRIC_COLUMNS, TRAJECTORY_INPUTS
 from storage.trajectory_inputs import TABLE, Written, inputs_table, judged_rows
 
+_VERDICT = [  # what inputs_table reads of a verdict
+    "scenario_id", "draft_hash", "judge", "judge_prompt_version", *METRIC_COLUMNS,
+    "judge_prompt_tokens", "judge_completion_tokens", "judge_mode",
+]  # fmt: skip
 _GROUP = ("rounds_part", "signals_part", "judgments_part", "rounds_part_trajectories")
 
 
@@ -47,18 +52,44 @@ class InputsSources:
         if path not in self._judgments:
             if len(self._judgments) > 8:
                 self._judgments.clear()
-            self._judgments[path] = judged_rows(self.store.read_part("judgments", path), path)
+            self._judgments[path] = judged_rows(self.store.read_part("judgments", path, _VERDICT), path)
         return self._judgments[path]
+
+
+def _columns(store: Store, path: str, columns: list[str]) -> pa.Table:
+    with store.fs.open_input_file(path) as fh:  # (pq.read_table would import pyarrow.dataset)
+        return pq.ParquetFile(fh).read(columns=columns)
 
 
 def _keys(table: pa.Table) -> list[tuple[str, str]]:
     return list(zip(table["gen_id"].to_pylist(), table["scenario_id"].to_pylist(), strict=True))
 
 
-def _text(table: pa.Table) -> str:
-    """The rows as comparable text (NaN equals NaN, +inf is +inf), in (gen_id, scenario_id) order."""
-    rows = table.cast(TRAJECTORY_INPUTS).sort_by([("gen_id", "ascending"), ("scenario_id", "ascending")])
-    return json.dumps(rows.to_pylist(), default=str)
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.cast(TRAJECTORY_INPUTS).sort_by([("gen_id", "ascending"), ("scenario_id", "ascending")])
+
+
+def _same_values(a: pa.Array, b: pa.Array) -> bool:
+    """Equal, value for value (NaN equal to NaN, NULL to NULL; a struct or list field by field)."""
+    if pa.types.is_list(a.type):
+        return a.offsets.equals(b.offsets) and _same_values(a.flatten(), b.flatten())
+    if pa.types.is_struct(a.type):
+        return a.is_valid().equals(b.is_valid()) and all(
+            _same_values(a.field(i), b.field(i)) for i in range(a.type.num_fields)
+        )
+    if pa.types.is_floating(a.type):
+        same_nulls = a.is_null().equals(b.is_null())
+        x, y = (np.asarray(v.fill_null(0.0).to_numpy(zero_copy_only=False)) for v in (a, b))
+        return same_nulls and bool(np.array_equal(x, y, equal_nan=True))
+    return a.equals(b)
+
+
+def _same(a: pa.Table, b: pa.Table) -> bool:
+    """The same rows (in (gen_id, scenario_id) order), value for value."""
+    if a.num_rows != b.num_rows:
+        return False
+    a, b = _sorted(a), _sorted(b)
+    return all(_same_values(a[c].combine_chunks(), b[c].combine_chunks()) for c in a.column_names)
 
 
 def inputs_problems(sources: InputsSources, path: str) -> list[str]:
@@ -80,7 +111,7 @@ def inputs_problems(sources: InputsSources, path: str) -> list[str]:
         try:
             signals = store.read_part("signals", where["signals"][s_part])
             judgments = sources.judgments(where["judgments"][j_part])
-            held = set(_keys(store.read_part("rounds", where["rounds"][r_part], ["gen_id", "scenario_id"])))
+            held = set(_keys(_columns(store, where["rounds"][r_part], ["gen_id", "scenario_id"])))
         except (OSError, pa.ArrowException) as exc:
             problems.append(f"its sources cannot be read ({exc})")
             continue
@@ -92,7 +123,7 @@ def inputs_problems(sources: InputsSources, path: str) -> list[str]:
         wanted = pa.array([f"{g}\x1f{s}" for g, s in _keys(mine)])
         joined = pc.binary_join_element_wise(computed["gen_id"], computed["scenario_id"], "\x1f")
         computed = computed.filter(pc.is_in(joined, value_set=wanted))
-        if computed.num_rows != mine.num_rows or _text(computed) != _text(mine):
+        if not _same(computed, mine):
             problems.append(
                 f"{mine.num_rows} rows are not what signals part {s_part[:16]} and judgments part {j_part[:16]} "
                 "give (replaced or edited: its own hash cannot tell)"

@@ -174,6 +174,7 @@ def test_a_trajectory_inputs_part_replaced_under_its_new_hash_is_refused(store, 
     assert setup_of(con).inputs == "written"  # the stored rows are what the replay reads
     right = con.sql(SUMMARY).fetchall()
     con.close()
+    assert _verify(store, capsys, "--recheck")[0] == 0  # the written rows are what their parts give: sound
     root = Store(store)
     part = root.parts("trajectory_inputs")[0]
     _write_under_its_hash(Path(part).parent, _forged_inputs(part))
