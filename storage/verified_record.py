@@ -1,7 +1,8 @@
 """The record of verified parts: a part is read for verification once, then believed until it changes.
 
-A sound part is recorded by (path, size, mtime) in ``verified-parts.jsonl`` and is not read again until one
-of them changes. Two records are read: the generation writer's, in the store's own cache folder
+A sound part is recorded by (path, size, mtime and, on a local disk, ctime) in ``verified-parts.jsonl`` and is not
+read again until one of them changes (an edit whose mtime was set back still changes the ctime, which no user can
+set). Two records are read: the generation writer's, in the store's own cache folder
 (``<root>/_cache``: :meth:`Store.write` records the parts it writes -- their values were checked before
 writing, their hash taken while writing), and this machine's reader's, in the user's cache directory
 (:mod:`storage.user_cache`): a reader (``analysis.connect``, ``shp-query --verify``) records what it
@@ -18,6 +19,7 @@ own record), so no one can make a reader skip the check of a part they changed (
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,22 @@ def record_mtime(store: Store, info: pafs.FileInfo) -> int | None:
     if info.mtime_ns is None or not store.remote:
         return info.mtime_ns
     return info.mtime_ns // 1_000_000_000 * 1_000_000_000
+
+
+def record_ctime(store: Store, path: str) -> int | None:
+    """A local part's inode change time (None on object storage, or if it is gone)."""
+    if not store.local:
+        return None
+    try:
+        return os.stat(path).st_ctime_ns
+    except OSError:
+        return None
+
+
+def unchanged(store: Store, seen: dict[str, Any], info: pafs.FileInfo) -> bool:
+    """Whether the part ``info`` is as the record's line ``seen`` found it."""
+    same = seen["size"] == info.size and seen["mtime_ns"] == record_mtime(store, info)
+    return same and seen.get("ctime_ns") == record_ctime(store, info.path)
 
 
 def _writer_file(store: Store) -> Path:
@@ -106,6 +124,7 @@ def record_entry(
             "table": table,
             "size": info.size,
             "mtime_ns": record_mtime(store, info),
+            "ctime_ns": record_ctime(store, info.path),
             "rows": rows,
             "checksum": checksum,
             "summary": summary,

@@ -34,7 +34,7 @@ from storage.inputs_check import InputsSources, check_inputs
 from storage.part_check import NO_CHECKSUM, PartCheck, check_part
 from storage.parts import Store
 from storage.schemas import TABLES
-from storage.verified_record import append_record, load_record, record_entry, record_key, record_mtime, rewrite_record
+from storage.verified_record import append_record, load_record, record_entry, record_key, rewrite_record, unchanged
 
 __all__ = [
     "NO_CHECKSUM",
@@ -144,8 +144,7 @@ def verify_store(
         for info in store.part_infos(table):  # size and mtime as listed: no request per part
             key = record_key(store, info.path)
             seen = record.get(key)
-            same = seen and seen["size"] == info.size and seen["mtime_ns"] == record_mtime(store, info)
-            if same and seen["table"] == table:
+            if seen and unchanged(store, seen, info) and seen["table"] == table:
                 live[key] = seen
                 checks.append(PartCheck(table, info.path, (), seen["checksum"], seen["rows"], True, seen["summary"]))
                 continue
