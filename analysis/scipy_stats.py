@@ -23,10 +23,10 @@ from collections.abc import Callable
 import numpy as np
 
 from analysis.sql.code_digest import code_digest
-from storage.kept import KeptFileDamaged, seal, unseal
+from storage.kept import CONSTANTS_DIRNAME, KeptFileDamaged, seal, unseal
 from storage.user_cache import cache_root
 
-CONSTANTS = "constants"  # the folder under storage.user_cache.cache_root of the kept values
+CONSTANTS = CONSTANTS_DIRNAME  # the folder under storage.user_cache.cache_root of the kept values
 
 
 def __getattr__(name: str) -> object:
@@ -60,8 +60,9 @@ def nct_sf(x: object, df: object, nc: object) -> np.ndarray:
 def kept(name: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
     """Keep what the decorated function returns (numbers, tuples of them: JSON, floats round-trip exactly) in this
     machine's cache, per argument list, under a key of scipy's version and the analysis code
-    (:func:`analysis.sql.code_digest.code_digest`): computed again when either changes or the file fails its check;
-    best effort, like every kept file."""
+    (:func:`analysis.sql.code_digest.code_digest`): computed again when either changes or the file fails its check
+    (its keyed hash under this user's key, :func:`storage.kept.unseal`: a file edited with its checksum recomputed is
+    not read); best effort, like every kept file."""
 
     def decorate(compute: Callable[..., object]) -> Callable[..., object]:
         @functools.wraps(compute)

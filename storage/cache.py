@@ -18,12 +18,18 @@ in a record, and which results are worth keeping, is decided by the callers in
   content, usage, latency, model and the readable key parts.
 - :class:`JudgeCache`: judge key -> the judge result (metrics, judge, prompt
   version, tokens, error), shared across runs and sweeps.
+
+A record that finds the disk full is not dropped: it is kept in memory (and answered by :meth:`get`) while the
+put waits up to :attr:`_SqliteKV.space_wait_s` for space, then written. Only if no space comes is the put
+:class:`~storage.write_fault.WriteFailed`, with one warning line naming how many paid records were lost (a rerun
+pays for those again, and only those).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -32,11 +38,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from storage import user_cache
-from storage.write_fault import writing
+from storage.write_fault import WriteFailed, writing
 
 RESPONSES_FILE = "responses.sqlite"
 JUDGMENTS_FILE = "judgments.sqlite"
 CACHE_DIRNAME = "_cache"
+SPACE_WAIT_S = 30.0  # how long a record that found the disk full waits, in memory, for space
+_log = logging.getLogger("shp_ray.store")
 
 
 def default_cache_dir(store_root: str | Path) -> Path:
@@ -101,10 +109,12 @@ class _SqliteKV:
     """A small key -> JSON table; one connection per process, guarded for threads."""
 
     table = "kv"
+    space_wait_s = SPACE_WAIT_S
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self.unkept: dict[str, str] = {}  # records that found the disk full: kept here until written
         schema = f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
         with writing(self.path):  # a full disk: one line naming the file, before any call is paid
             self._conn = open_sqlite(self.path)
@@ -116,6 +126,8 @@ class _SqliteKV:
         """The record stored under ``key``, or None."""
         with self._lock:
             row = self._conn.execute(f"SELECT value FROM {self.table} WHERE key = ?", (key,)).fetchone()
+            if row is None and key in self.unkept:
+                row = (self.unkept[key],)
         if row is None:
             self.misses += 1
             return None
@@ -124,14 +136,49 @@ class _SqliteKV:
 
     def put(self, key: str, record: dict) -> None:
         """Store ``record`` under ``key``; a key already present keeps its first record. A record that cannot
-        be kept (a full disk) is :class:`~storage.write_fault.WriteFailed`: the caller must not use it unkept."""
+        be kept -- the disk stayed full for :attr:`space_wait_s` (the record waits in memory meanwhile), or another
+        write fault -- is :class:`~storage.write_fault.WriteFailed`: the caller must not use it unkept."""
         text = json.dumps(record, sort_keys=True, ensure_ascii=False)
-        with self._lock, writing(self.path):
-            # INSERT OR IGNORE: two actors racing on the same key keep the first answer.
-            self._conn.execute(
-                f"INSERT OR IGNORE INTO {self.table} (key, value, created) VALUES (?, ?, ?)",
-                (key, text, time.time()),
-            )
+        deadline = time.monotonic() + self.space_wait_s
+        with self._lock:
+            try:
+                self._write({key: text})
+                return
+            except WriteFailed as fault:
+                self.unkept[key] = text  # kept here, answered by get, until written
+                if not fault.no_space:
+                    self._lost(fault)
+                    raise
+        while True:
+            time.sleep(0.2)  # space may come back (a file removed, a volume grown); gets go on meanwhile
+            with self._lock:
+                try:
+                    self._write(self.unkept)
+                    return
+                except WriteFailed as fault:
+                    if not fault.no_space or time.monotonic() >= deadline:
+                        self._lost(fault)
+                        raise
+
+    def _write(self, records: dict[str, str]) -> None:
+        """Write ``records`` (each written one leaves :attr:`unkept`); WriteFailed: the disk's fault."""
+        with writing(self.path):
+            for key, text in list(records.items()):
+                # INSERT OR IGNORE: two actors racing on the same key keep the first answer.
+                self._conn.execute(
+                    f"INSERT OR IGNORE INTO {self.table} (key, value, created) VALUES (?, ?, ?)",
+                    (key, text, time.time()),
+                )
+                self.unkept.pop(key, None)
+
+    def _lost(self, fault: WriteFailed) -> None:
+        """Name the records that could not be kept, and drop them (the caller raises ``fault``)."""
+        n = len(self.unkept)
+        _log.warning(
+            "%d paid record%s of %s could not be kept (%s): a rerun pays for %s again",
+            n, "" if n == 1 else "s", self.path.name, fault.reason, "it" if n == 1 else "them",
+        )  # fmt: skip
+        self.unkept.clear()
 
     def __len__(self) -> int:
         with self._lock:

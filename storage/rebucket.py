@@ -10,13 +10,20 @@ the moved parts are deleted, not moved: they name the parts they were read from,
 them from the parts, as for any store without them).
 
 :func:`bucket_view` is a listed store that holds one bucket's parts of the bucketed tables and every part of the
-others: what one replay task opens (``analysis.replay.ray_replay``).
+others: what one replay task opens (``analysis.replay.ray_replay``). A store with parts outside the buckets (one
+written before it had buckets, or never bucketed: the default) is replayed in :func:`replay_groups` instead: sets of
+parts that share no scenario with any other set, found from the parts' scenario ids (a stray part joins the bucket
+of each scenario it holds, and every other part holding one of them), so each set holds whole trajectories and
+replays alone, as a bucket does; :func:`parts_view` is the listed store of one set.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
+from collections.abc import Iterable
 
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from storage import buckets
@@ -106,3 +113,58 @@ def _outside_bucketed(store: Store, info: pafs.FileInfo) -> bool:
     """A part of a bucketed table outside the buckets: no view holds it (the caller refuses such a store)."""
     table = info.path[len(store.path) + 1 :].split("/", 1)[0]
     return table in buckets.BUCKETED and _bucket(store, info.path) is None
+
+
+def _table(store: Store, path: str) -> str:
+    return path[len(store.path) + 1 :].split("/", 1)[0]
+
+
+def parts_view(store: Store, paths: Iterable[str]) -> BucketView:
+    """``store`` (listed) narrowed to ``paths`` among the bucketed tables' parts (every part of the other tables)."""
+    assert store._listing is not None
+    keep = set(paths)
+    view = object.__new__(BucketView)
+    view.__dict__.update(store.__dict__)
+    view._listing = [i for i in store._listing if i.path in keep or _table(store, i.path) not in buckets.BUCKETED]
+    return view
+
+
+def replay_groups(store: Store, most: int) -> list[list[str]]:
+    """The bucketed tables' parts of ``store`` (listed) in at most ``most`` sets, no scenario in two of them (so
+    each holds whole trajectories: its rounds, signals and replay inputs), about even in bytes. Reads the scenario
+    ids of the parts outside bucket folders only: a bucket folder's parts hold its scenarios and no other."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    size: dict[str, int] = defaultdict(int)
+    owner: dict[str, str] = {}  # scenario -> the first unit holding it
+    for table in sorted(buckets.BUCKETED):
+        for info in store.part_infos(table):
+            b = _bucket(store, info.path)
+            unit = f"bucket={b}" if b is not None else info.path
+            size[info.path] = info.size or 0
+            parent[info.path] = find(unit)
+            if b is not None:
+                continue
+            ids = pc.unique(store.read_part(table, info.path, ["scenario_id"])["scenario_id"]).to_pylist()
+            for sid in ids:
+                if store.buckets:  # a bucketed store's stray rows belong with their bucket's
+                    parent[find(unit)] = find(f"bucket={buckets.bucket_of(sid, store.buckets)}")
+                other = owner.setdefault(sid, unit)
+                parent[find(unit)] = find(other)
+    sets: dict[str, list[str]] = defaultdict(list)
+    for path in size:
+        sets[find(path)].append(path)
+    groups: list[list[str]] = [[] for _ in range(max(1, min(most, len(sets))))]
+    load = [0] * len(groups)
+    for paths in sorted(sets.values(), key=lambda ps: (-sum(size[p] for p in ps), ps)):
+        i = load.index(min(load))
+        groups[i] += sorted(paths)
+        load[i] += sum(size[p] for p in paths)
+    return [g for g in groups if g]

@@ -301,43 +301,50 @@ ALLOWED_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
 # must be finite unless nan_ok (NaN = "not measured", e.g. an unparsed judge reply); an embedding
 # (fixed-size list) must hold finite floats only. ``REQUIRED``: columns that may not be NULL.
 # A round's upper bound is its generation's ``max_rounds`` (checked against ``generations``).
+# Integers have an upper bound too: no call uses more than MAX_TOKENS tokens and no loop runs more than MAX_ROUNDS
+# rounds, so no sum a reader computes over them (a trajectory's tokens, a policy's total over every trajectory)
+# can pass INT64 -- one generation's absurd counts would otherwise fail every query on the store.
+MAX_TOKENS = 10**9
+MAX_ROUNDS = 10**6
+_TOKENS = (0, MAX_TOKENS, False)
+_SUMMED = (0, MAX_TOKENS * MAX_ROUNDS, False)  # a trajectory's total (results)
 VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
-    "generations": {"max_rounds": (1, None, False), "embedding_dim": (1, None, False)},
+    "generations": {"max_rounds": (1, MAX_ROUNDS, False), "embedding_dim": (1, None, False)},
     "rounds": {
-        "round": (1, None, False),
-        "writer_prompt_tokens": (0, None, False),
-        "writer_completion_tokens": (0, None, False),
-        "critic_prompt_tokens": (0, None, False),
-        "critic_completion_tokens": (0, None, False),
+        "round": (1, MAX_ROUNDS, False),
+        "writer_prompt_tokens": _TOKENS,
+        "writer_completion_tokens": _TOKENS,
+        "critic_prompt_tokens": _TOKENS,
+        "critic_completion_tokens": _TOKENS,
         "writer_latency_s": (0, None, False),
         "critic_latency_s": (0, None, False),
         "embedding": (None, None, False),
     },
     "judgments": {
         **{m: (0.0, 1.0, True) for m in METRIC_COLUMNS},
-        "judge_prompt_tokens": (0, None, False),
-        "judge_completion_tokens": (0, None, False),
+        "judge_prompt_tokens": _TOKENS,
+        "judge_completion_tokens": _TOKENS,
     },
-    "failures": {"round": (0, None, False)},
+    "failures": {"round": (0, MAX_ROUNDS, False)},
     "results": {
-        "stop_round": (1, None, False),
-        "operational_tokens": (0, None, False),
-        "evaluation_tokens": (0, None, False),
+        "stop_round": (1, MAX_ROUNDS, False),
+        "operational_tokens": _SUMMED,
+        "evaluation_tokens": _SUMMED,
         "final_is": (0.0, 1.0, True),
     },
     "feedback_embeddings": {"embedding": (None, None, False)},
     "signals": {
-        "round": (1, None, False),
+        "round": (1, MAX_ROUNDS, False),
         "distance": (0.0, 2.0, False),
-        "writer_tokens": (0, None, False),
-        "critic_tokens": (0, None, False),
-        "writer_prompt_tokens": (0, None, False),
-        "critic_prompt_tokens": (0, None, False),
+        "writer_tokens": (0, 2 * MAX_TOKENS, False),
+        "critic_tokens": (0, 2 * MAX_TOKENS, False),
+        "writer_prompt_tokens": _TOKENS,
+        "critic_prompt_tokens": _TOKENS,
         "answer_em": (0.0, 1.0, False),
         "answer_f1": (0.0, 1.0, False),
     },
-    "scores": {"round": (1, None, False), "value": (None, None, False)},
-    "trajectory_inputs": {"depth": (1, None, False), "rounds_part_trajectories": (1, None, False)},
+    "scores": {"round": (1, MAX_ROUNDS, False), "value": (None, None, False)},
+    "trajectory_inputs": {"depth": (1, MAX_ROUNDS, False), "rounds_part_trajectories": (1, None, False)},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {

@@ -1,18 +1,25 @@
 """The record of verified parts: a part is read for verification once, then believed until it changes.
 
-A sound part is recorded by (path, size, mtime) in ``verified-parts.jsonl`` and is not read again until one
-of them changes. Two records are read: the generation writer's, in the store's own cache folder
+A sound part is recorded by (path, size, mtime and, on a local disk, ctime) in ``verified-parts.jsonl`` and is not
+read again until one of them changes (an edit whose mtime was set back still changes the ctime, which no user can
+set). Two records are read: the generation writer's, in the store's own cache folder
 (``<root>/_cache``: :meth:`Store.write` records the parts it writes -- their values were checked before
 writing, their hash taken while writing), and this machine's reader's, in the user's cache directory
 (:mod:`storage.user_cache`): a reader (``analysis.connect``, ``shp-query --verify``) records what it
 verified there, never in the store it reads. ``--verify --recheck`` ignores both (a flip by the disk itself
 changes neither size nor mtime). Entries carry :data:`CHECKS_VERSION`: when the checks change, every
 recorded verification is redone. The record is best effort -- a part it misses is simply verified.
+
+A line is believed only if this reader can authenticate it: each carries a keyed hash under the user's key
+(:mod:`storage.user_key`, never in a store). A line in the store's record written by another user or machine, or
+appended by anyone who can write the store, is not: that part is verified again (then recorded in this reader's
+own record), so no one can make a reader skip the check of a part they changed (docs/store.md, "Threat model").
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +28,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from storage.cache import default_cache_dir
-from storage.kept import append_lines
+from storage.kept import append_lines, authentic_entry, signed
 from storage.part_rules import part_summary
 from storage.schemas import TABLES
 from storage.user_cache import reader_dir
@@ -29,7 +36,7 @@ from storage.user_cache import reader_dir
 if TYPE_CHECKING:  # storage.parts records what it writes through this module: a type-only import back
     from storage.parts import Store
 
-CHECKS_VERSION = 1  # bump when the checks change: every recorded verification is then redone
+CHECKS_VERSION = 2  # bump when the checks change: every recorded verification is then redone
 VERIFIED_FILE = "verified-parts.jsonl"
 
 
@@ -44,6 +51,22 @@ def record_mtime(store: Store, info: pafs.FileInfo) -> int | None:
     if info.mtime_ns is None or not store.remote:
         return info.mtime_ns
     return info.mtime_ns // 1_000_000_000 * 1_000_000_000
+
+
+def record_ctime(store: Store, path: str) -> int | None:
+    """A local part's inode change time (None on object storage, or if it is gone)."""
+    if not store.local:
+        return None
+    try:
+        return os.stat(path).st_ctime_ns
+    except OSError:
+        return None
+
+
+def unchanged(store: Store, seen: dict[str, Any], info: pafs.FileInfo) -> bool:
+    """Whether the part ``info`` is as the record's line ``seen`` found it."""
+    same = seen["size"] == info.size and seen["mtime_ns"] == record_mtime(store, info)
+    return same and seen.get("ctime_ns") == record_ctime(store, info.path)
 
 
 def _writer_file(store: Store) -> Path:
@@ -71,7 +94,10 @@ def load_record(store: Store) -> tuple[dict[str, dict[str, Any]], int, int]:
                 entry = json.loads(line)
             except ValueError:
                 continue  # a torn line of a concurrent writer: that part is simply verified again
-            if isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry:
+            believed = isinstance(entry, dict) and entry.get("v") == CHECKS_VERSION and "key" in entry
+            if believed and authentic_entry(
+                entry
+            ):  # else another user's, machine's or a co-writer's line: verified again
                 out[entry["key"]] = entry
     return out, counts[reader], counts[writer]
 
@@ -90,17 +116,20 @@ def rewrite_record(store: Store, live: dict[str, dict[str, Any]], *, writer: boo
 def record_entry(
     store: Store, table: str, info: pafs.FileInfo, rows: int | None, checksum: str, summary: dict
 ) -> dict[str, Any]:
-    """The record's line for one sound part."""
-    return {
-        "v": CHECKS_VERSION,
-        "key": record_key(store, info.path),
-        "table": table,
-        "size": info.size,
-        "mtime_ns": record_mtime(store, info),
-        "rows": rows,
-        "checksum": checksum,
-        "summary": summary,
-    }
+    """The record's line for one sound part (with its keyed hash)."""
+    return signed(
+        {
+            "v": CHECKS_VERSION,
+            "key": record_key(store, info.path),
+            "table": table,
+            "size": info.size,
+            "mtime_ns": record_mtime(store, info),
+            "ctime_ns": record_ctime(store, info.path),
+            "rows": rows,
+            "checksum": checksum,
+            "summary": summary,
+        }
+    )
 
 
 def record_written(store: Store, table: str, path: str, data: pa.Table) -> None:

@@ -6,7 +6,8 @@ A part is *sound* when
    CRC32 match; it is a whole Parquet file (:mod:`storage.part_check`);
 2. its schema is its table's and its values could have been written (:mod:`storage.part_rules`);
 3. it agrees with its generation (checked here, across tables): no round above the generation's
-   ``max_rounds``, and the embedding size the generation (``generations.embedding_dim``) records.
+   ``max_rounds``, and the embedding size the generation (``generations.embedding_dim``) records;
+4. a part derived from others (``trajectory_inputs``) is what those parts give (:mod:`storage.inputs_check`).
 
 Parts written before hashes existed (``part-<time>-<uuid>.parquet``) get every check but the hash;
 ``--verify`` says so for each ("no checksum"). A damaged part is never half-used: :func:`require_sound`
@@ -16,7 +17,8 @@ which a rerun of the sweep regenerates exactly what was lost; :mod:`storage.veri
 ``shp-query --verify`` / ``--quarantine``.
 
 Verification reads a part once: sound parts are recorded (:mod:`storage.verified_record`) and not
-read again until their size or mtime changes.
+read again until their size or mtime changes -- if this reader can authenticate the record's line (else the part is
+verified again).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from shp_ray.redaction import redact_text
+from storage.inputs_check import InputsSources, check_inputs
 from storage.part_check import NO_CHECKSUM, PartCheck, check_part
 from storage.parts import Store
 from storage.schemas import TABLES
-from storage.verified_record import append_record, load_record, record_entry, record_key, record_mtime, rewrite_record
+from storage.verified_record import append_record, load_record, record_entry, record_key, rewrite_record, unchanged
 
 __all__ = [
     "NO_CHECKSUM",
@@ -136,17 +139,19 @@ def verify_store(
     checks: list[PartCheck] = []
     new: list[dict[str, Any]] = []
     live: dict[str, dict[str, Any]] = {}
+    sources = InputsSources(store)  # what a trajectory_inputs part derives from, listed once if one is checked
     for table in tables:
         for info in store.part_infos(table):  # size and mtime as listed: no request per part
             key = record_key(store, info.path)
             seen = record.get(key)
-            same = seen and seen["size"] == info.size and seen["mtime_ns"] == record_mtime(store, info)
-            if same and seen["table"] == table:
+            if seen and unchanged(store, seen, info) and seen["table"] == table:
                 live[key] = seen
                 checks.append(PartCheck(table, info.path, (), seen["checksum"], seen["rows"], True, seen["summary"]))
                 continue
             try:
                 c = check_part(store, table, info.path)
+                if c.ok and (derived := check_inputs(sources, table, info.path)):
+                    c = replace(c, problems=tuple(derived))
             except FileNotFoundError:
                 continue
             checks.append(c)

@@ -4,7 +4,8 @@
 damaged; ``--quarantine`` moves the damaged parts aside (:mod:`storage.quarantine`) and exits 0
 once the store is sound again. Both check the files a reader keeps for the store too (:mod:`storage.kept`, in
 this machine's folder for it, :mod:`storage.user_cache`): a damaged one is named (exit 1), and removed by
-``--quarantine`` (it is derived: the next open computes it again).
+``--quarantine`` (it is derived: the next open computes it again). The kept folders are the store's (replay inputs,
+facts) and this machine's constants (the t quantiles, the planner's normal quantiles).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import time
 from typing import TextIO
 
 from storage.cache import default_cache_dir
-from storage.kept import DERIVED_DIRNAME, KeptFiles
+from storage.kept import CONSTANTS_DIRNAME, DERIVED_DIRNAME, KeptFiles
 from storage.part_check import NO_CHECKSUM, PartCheck
 from storage.parts import Store, StoreUnusable, open_store
 from storage.quarantine import QUARANTINE_DIR, quarantine
-from storage.user_cache import reader_dir
+from storage.user_cache import cache_root, reader_dir
 from storage.verify import display, shown, verify_store
 
 
@@ -87,7 +88,11 @@ def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: T
 def _check_kept(store: Store, *, recheck: bool, discard: bool, out: TextIO) -> int:
     """Check the files kept for ``store`` (``recheck``: every one hashed again); name each damaged one (and
     remove it: ``discard``). The number damaged."""
-    checks = KeptFiles(reader_dir(store) / DERIVED_DIRNAME).check_all(recheck=recheck)
+    checks = [
+        c
+        for folder in (reader_dir(store) / DERIVED_DIRNAME, cache_root() / CONSTANTS_DIRNAME)  # every kept folder
+        for c in KeptFiles(folder).check_all(recheck=recheck)
+    ]
     damaged = [c for c in checks if c.problem is not None]
     for c in damaged:
         print(f"DAMAGED {c.path} [kept file]: {c.problem}", file=out)

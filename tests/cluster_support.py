@@ -4,6 +4,7 @@ tightened; Ray's default is ~15 s, which only makes the wait longer)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,3 +35,26 @@ def local_cluster(workers: int) -> Iterator[Any]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def same_summary(root: str, address: str) -> None:
+    """The Ray replay of the store at ``root`` (on the cluster at ``address``) equals the single-node replay: the same
+    policy_summary row for row, floats up to the order of their additions."""
+    import analysis
+    from analysis import sql
+
+    summary = sql.query("bench_ray_summary", columns="* EXCLUDE (scores)")  # the per-score map is not combined
+    single = analysis.connect(root).sql(summary)
+    columns, expected = single.columns, single.fetchall()
+    on_ray = analysis.connect(root, ray_address=address)
+    got = on_ray.sql(sql.query("bench_ray_summary", columns="*"))
+    assert got.columns == columns
+    rows = got.fetchall()
+    assert len(rows) == len(expected) > 0
+    for want, have in zip(expected, rows, strict=True):
+        for column, a, b in zip(columns, want, have, strict=True):
+            if isinstance(a, float) and isinstance(b, float):
+                assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (want[:3], column, a, b)
+            else:
+                assert a == b, (want[:3], column, a, b)
+    assert analysis.setup_of(on_ray).inputs == "ray"

@@ -15,10 +15,11 @@ import analysis
 import analysis.replay.derived as derived
 from analysis.query import main as shp_query
 from analysis.replay.db import AnalysisError, setup_of
+from storage.kept import CONSTANTS_DIRNAME
 from storage.parts import Store
 from storage.schemas import METRIC_COLUMNS
 from storage.synthetic import SyntheticSpec, write_synthetic_store
-from storage.user_cache import reader_dir
+from storage.user_cache import cache_root, reader_dir
 
 REPLAY = "SELECT * FROM replay ORDER BY policy, gen_id, scenario_id"
 INPUTS = "SELECT * FROM replay_inputs ORDER BY gen_id, scenario_id"
@@ -184,7 +185,7 @@ def test_a_tampered_kept_inputs_file_is_named_discarded_and_built_again(store, c
     with duckdb.connect(str(kept)) as con:  # every trajectory's loop tokens, as the issue's probe did
         con.execute("UPDATE replay_inputs SET lt = list_transform(lt, lambda x: x + 250000)")
     code, out = _verify(store, capsys)
-    assert code == 1 and f"DAMAGED {kept} [kept file]: sha256" in out
+    assert code == 1 and f"DAMAGED {kept} [kept file]: keyed hash" in out
     with caplog.at_level(logging.WARNING):
         con = analysis.connect(store)
         try:
@@ -196,7 +197,8 @@ def test_a_tampered_kept_inputs_file_is_named_discarded_and_built_again(store, c
     assert str(kept) in said and "\n" not in said
     assert not kept.exists() and len(_kept(store)) == 1
     code, out = _verify(store, capsys, "--recheck")
-    assert code == 0 and "2 kept files checked" in out and "0 damaged" in out
+    constants = len(list((cache_root() / CONSTANTS_DIRNAME).glob("*.json")))  # this machine's, checked too
+    assert code == 0 and f"{2 + constants} kept files checked" in out and "0 damaged" in out
 
 
 def test_a_tampered_facts_file_is_named_discarded_and_computed_again(store, capsys, caplog) -> None:
@@ -206,7 +208,7 @@ def test_a_tampered_facts_file_is_named_discarded_and_computed_again(store, caps
     kept["payload"]["rounds"] = 2  # was 4: the deeper rounds' tokens would be NULL
     facts.write_text(json.dumps(kept))
     code, out = _verify(store, capsys)
-    assert code == 1 and f"DAMAGED {facts} [kept file]: content sha256" in out
+    assert code == 1 and f"DAMAGED {facts} [kept file]: its keyed hash does not match" in out
     with caplog.at_level(logging.WARNING):
         assert _summary(store) == right
     (said,) = _failed_checks(caplog)

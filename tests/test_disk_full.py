@@ -8,9 +8,11 @@ the simulated OpenAI-compatible server on 127.0.0.1 counting the calls it answer
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,15 +76,43 @@ def test_a_part_that_does_not_fit_is_one_error_naming_its_folder_and_leaves_no_t
     assert len(store.parts("failures")) == 1  # what was written before is whole and still there
 
 
-def test_a_cache_on_a_full_disk_refuses_the_record_with_one_error_naming_the_file(small_disk):
+def test_a_cache_on_a_full_disk_refuses_the_record_with_one_error_naming_the_file(small_disk, caplog):
     cache = ResponseCache(small_disk / "cache" / "responses.sqlite")
+    cache.space_wait_s = 0  # no space comes back here: the put fails at once
     fill(small_disk, leave_kb=0)
-    with pytest.raises(WriteFailed) as err:
+    with pytest.raises(WriteFailed) as err, caplog.at_level(logging.WARNING):
         for i in range(200):  # SQLite fills its free pages first: the disk is full within a few records
             cache.put(f"k{i}", {"content": "x" * 4096})
     assert err.value.path == str(small_disk / "cache" / "responses.sqlite")
     assert err.value.reason == "no space left on device"
+    (lost,) = [r.getMessage() for r in caplog.records if "could not be kept" in r.getMessage()]
+    assert (
+        lost
+        == "1 paid record of responses.sqlite could not be kept (no space left on device): a rerun pays for it again"
+    )
     cache.close()
+
+
+def test_a_reply_that_finds_the_disk_full_waits_in_memory_and_is_written_when_space_returns(small_disk):
+    cache = ResponseCache(small_disk / "cache" / "responses.sqlite")
+    cache.space_wait_s = 600  # bounded by the event below, not by this
+    fill(small_disk, leave_kb=0)
+    stored = 0
+    while not cache.unkept:  # until one record finds no room (SQLite fills its free pages first)
+        done = threading.Thread(target=cache.put, args=(f"k{stored}", {"content": os.urandom(2048).hex()}))
+        done.start()
+        while done.is_alive() and not cache.unkept:
+            done.join(0.01)
+        stored += not cache.unkept
+    waiting = f"k{stored}"
+    assert cache.get(waiting) is not None  # answered from memory meanwhile: a retry would not pay again
+    (small_disk / "filler").unlink()  # space returns
+    done.join(60)
+    assert not done.is_alive() and cache.unkept == {}
+    cache.close()
+    with contextlib.closing(sqlite3.connect(str(small_disk / "cache" / "responses.sqlite"))) as conn:
+        keys = {k for (k,) in conn.execute("SELECT key FROM responses")}
+    assert keys == {f"k{i}" for i in range(stored + 1)}  # every record, the one that waited too
 
 
 def test_a_cache_that_cannot_be_opened_on_a_full_disk_says_the_disk_is_full(small_disk):

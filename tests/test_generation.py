@@ -25,6 +25,7 @@ from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
+from tests.cluster_support import same_summary
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,7 +201,7 @@ def _replied(rounds: list[dict], tasks: int, epochs: int) -> None:
     assert firsts and all(a != b for a, b in firsts)
 
 
-def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
+def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path, ray_session) -> None:
     """A sampled (temperature 0.7), 2-epoch run killed mid-way and resumed pays exactly the calls it had not
     completed, and its drafts are byte for byte what their seeds give (the same as an uninterrupted run's)."""
     tasks, epochs = 5, 2
@@ -251,6 +252,8 @@ def test_kill_minus_9_then_resume_repeats_no_paid_call(tmp_path) -> None:
     leftovers = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".parquet")]
     assert leftovers == []  # the killed writer's temp file (if any) was swept
     assert [p.name for p in folder.iterdir()] == [f"gen_id={summary['gen_id']}"]  # one generation, one folder
+    # The store as the kill and the resume left it (never bucketed) replays on Ray as on one node.
+    same_summary(str(store_dir), ray_session.get_runtime_context().gcs_address)
     # The kill may have fallen between a flush's rounds and their signals: what is missing is rebuilt, and
     # every stored signal equals what its rounds give.
     signals_store.build(store)

@@ -211,6 +211,16 @@ def test_a_malformed_line_names_file_and_line_and_writes_nothing(tmp_path, capsy
         (lambda r: r["rounds"][0].update(embedding=[1.0, 2.0]), ":2: rounds' embeddings have different sizes [2, 16]"),
         (lambda r: r.update(id="task-00"), ":2: duplicate id 'task-00' (first on line 1)"),
         (lambda r: r["rounds"][0].update(feedbak="x"), ":2: rounds[0] has unknown key(s) ['feedbak']"),
+        # a count no call has, which no reader's INT64 sum could hold (2^64 is not even an INT64)
+        (lambda r: r["rounds"][0]["tokens"].update(writer_prompt=2**64), "tokens.writer_prompt must be at most"),
+        (
+            lambda r: r["rounds"][-1]["tokens"].update(critic_completion=2**62),
+            "tokens.critic_completion must be at most",
+        ),
+        (
+            lambda r: r["rounds"][0].update(draft="x \ud800 y"),
+            ":2: text UTF-8 cannot encode (a lone surrogate) in rounds[0].draft",
+        ),
     ],
 )
 def test_a_bad_trajectory_is_one_line_naming_where(tmp_path, capsys, change, says) -> None:
@@ -221,6 +231,17 @@ def test_a_bad_trajectory_is_one_line_naming_where(tmp_path, capsys, change, say
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
     assert not (tmp_path / "store").exists() or not _parts(tmp_path / "store")
+
+
+def test_valid_json_lines_holding_line_separators_in_strings_import(tmp_path, capsys) -> None:
+    """U+2028 and U+0085 inside a JSON string are the string's: the file is split on newlines only."""
+    rows = _trajectories()[:2]
+    rows[0]["rounds"][0]["draft"] += " \u2028 and \x85 end"
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert main([str(path), "--store", str(tmp_path / "store")]) == 0, capsys.readouterr().err
+    drafts = Store(tmp_path / "store").read("rounds", columns=["draft"])["draft"].to_pylist()
+    assert rows[0]["rounds"][0]["draft"] in drafts
 
 
 def test_a_write_that_fails_leaves_no_part_behind(tmp_path, monkeypatch, capsys) -> None:

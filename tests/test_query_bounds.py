@@ -86,3 +86,26 @@ def test_the_connection_has_the_memory_bound_by_default(store, capsys) -> None:
     assert code == 0 and out == f"m\n{expected}\n"
     one_gb = _run(store, capsys, "--memory-limit", "1GB", "--format", "csv", "SELECT current_setting('memory_limit')")
     assert one_gb[1].endswith("953.6 MiB\n")  # 10^9 bytes, as DuckDB shows them
+
+
+def test_a_cut_result_of_an_endless_join_ends_within_the_count_budget(store, capsys, monkeypatch) -> None:
+    """The first rows of a 10^18-row join come at once; its count is given COUNT_S (here 1 s), not the whole
+    --timeout, so the result is "5 of more than 5" without waiting out the deadline."""
+    import analysis.query.bounds as bounds
+
+    monkeypatch.setattr(bounds, "COUNT_S", 1.0)
+    endless = "SELECT a.range FROM range(1000000) a, range(1000000) b, range(1000000) c"
+    code, out, _ = _run(store, capsys, "--max-rows", "5", "--timeout", "600", endless)
+    assert code == 0 and out.endswith("(5 of more than 5 rows shown)\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "-inf", "0", "1", "x"])
+def test_a_margin_that_is_no_margin_on_is_is_refused_in_one_line(store, capsys, value) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["--store", str(store), f"--delta={value}", "SELECT 1"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    said = err.splitlines()[-1]  # after argparse's usage lines
+    assert said.startswith("shp-query: error: ") and said.endswith(
+        f"argument --delta: {value!r}: a margin on IS strictly between 0 and 1 (e.g. 0.05)"
+    )

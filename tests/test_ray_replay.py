@@ -11,25 +11,21 @@ their raylet was started with, never from the driver.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 
 import pytest
 
 import analysis
-from analysis import sql
-from analysis.errors import AnalysisError
 from analysis.replay import ray_replay, signals_store
 from storage import buckets, compact
 from storage.parts import Store
 from storage.synthetic import SyntheticSpec, write_synthetic_store
-from tests.cluster_support import local_cluster
+from tests.cluster_support import local_cluster, same_summary
 from tests.s3_support import aws, moto
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("ray-clusters")]  # see conftest.SHARED_FIXTURE_GROUPS
 __all__ = ["aws", "moto"]
 SPEC = SyntheticSpec(n_trajectories=48, rounds=3, dim=8, seed=11, chunk=16, batch_rate=0.2)
-SUMMARY = sql.query("bench_ray_summary", columns="* EXCLUDE (scores)")  # the per-score map is not combined
 
 
 @pytest.fixture(scope="module")
@@ -47,23 +43,6 @@ def _bucketed(root: str, capsys: pytest.CaptureFixture[str], count: int = 5) -> 
     assert signals_store.build(root).built == SPEC.n_trajectories  # written into the buckets
 
 
-def _same_summary(root: str, address: str) -> None:
-    single = analysis.connect(root).sql(SUMMARY)
-    columns, expected = single.columns, single.fetchall()
-    on_ray = analysis.connect(root, ray_address=address)
-    got = on_ray.sql(sql.query("bench_ray_summary", columns="*"))
-    assert got.columns == columns
-    rows = got.fetchall()
-    assert len(rows) == len(expected) > 0
-    for want, have in zip(expected, rows, strict=True):
-        for column, a, b in zip(columns, want, have, strict=True):
-            if isinstance(a, float) and isinstance(b, float):
-                assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (want[:3], column, a, b)
-            else:
-                assert a == b, (want[:3], column, a, b)
-    assert analysis.setup_of(on_ray).inputs == "ray"
-
-
 def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, tmp_path, capsys) -> None:
     root = str(tmp_path / "store")
     _bucketed(root, capsys)
@@ -75,7 +54,7 @@ def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, 
             assert {f"bucket={buckets.bucket_of(s, 5):02d}" for s in rows} == {path.split("/")[-2]}
     assert analysis.setup_of(analysis.connect(root)).inputs in ("written", "stored")  # the bucketed inputs believed
 
-    _same_summary(root, cluster.address)
+    same_summary(root, cluster.address)
 
     plan = ray_replay.plan(analysis.ReplayScope(store).resolved(), {}, (analysis.connect, analysis.setup_of))
     assert plan.buckets == (0, 1, 2, 3, 4)
@@ -89,12 +68,22 @@ def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, 
 def test_the_ray_replay_of_an_s3_store_equals_the_single_node_replay(aws, cluster, capsys) -> None:
     uri = f"s3://{aws}/replay-store"
     _bucketed(uri, capsys, count=4)
-    _same_summary(uri, cluster.address)
+    same_summary(uri, cluster.address)
 
 
-def test_a_store_with_parts_outside_buckets_is_refused_in_one_line(cluster, tmp_path) -> None:
+def test_a_store_never_bucketed_and_killed_mid_write_replays_on_ray_as_on_one_node(cluster, tmp_path) -> None:
+    """The default layout (no buckets) in the shape a kill -9 between a flush's rounds and its signals leaves (one
+    rounds part with no signals or stored inputs; the rest with both): replayed in sets of parts that share no
+    scenario, equal to the single-node replay."""
     root = str(tmp_path / "flat")
-    write_synthetic_store(root, SyntheticSpec(n_trajectories=6, rounds=2, dim=8, seed=2))
-    with pytest.raises(AnalysisError, match=r"outside scenario-hash buckets .* --buckets$") as err:
-        analysis.connect(root, ray_address=cluster.address)
-    assert "\n" not in str(err.value)
+    write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, dim=8, seed=2, chunk=4))
+    assert signals_store.build(root).built == 12
+    store = Store(root)
+    for table in ("signals", "trajectory_inputs"):  # what the killed flush did not write
+        store.fs.delete_file(store.parts(table)[0])
+    assert store.buckets == 0 and len(store.parts("rounds")) == 3
+    same_summary(root, cluster.address)
+    plan = ray_replay.plan(analysis.ReplayScope(Store(root)).resolved(), {}, (analysis.connect, analysis.setup_of))
+    assert len(plan.views) == 3  # one set per flush: no scenario in two of them
+    held = [sorted({p for t in buckets.BUCKETED for p in v.parts(t)}) for v in plan.views]
+    assert sorted(p for h in held for p in h) == sorted(p for t in buckets.BUCKETED for p in store.parts(t))

@@ -99,7 +99,7 @@ def test_reading_the_shipped_store_changes_nothing_in_it(cache, capsys) -> None:
     assert _tree(SHIPPED) == before
     mine = reader_dir(Store(SHIPPED))
     assert mine.is_relative_to(cache) and (mine / "verified-parts.jsonl").is_file()
-    assert len(list((mine / "derived").glob("replay_inputs-*.sha256-*.duckdb"))) == 1
+    assert len(list((mine / "derived").glob("replay_inputs-*.hmac-*.duckdb"))) == 1
     if shutil.which("git") and (ROOT / ".git").exists():
         status = subprocess.run(
             ["git", "status", "--porcelain", "--", str(SHIPPED)],

@@ -85,7 +85,23 @@ BAD_JSONL = {
         r"field 'qid' should be a non-empty string or an integer",
     ),
     "duplicate id": (_bad(ROWS, 3, {"qid": "a1"}), 3, r"field 'qid': duplicate id 'a1' \(first at line 1\)"),
+    # JSON may escape a lone surrogate; no prompt, request or Parquet part can encode it: refused before any call
+    "a lone surrogate": (
+        _bad(ROWS, 2, raw='{"qid": "a2", "prompt_text": "Capital of \\ud800 Japan?"}'),
+        2,
+        r"text UTF-8 cannot encode \(a lone surrogate\) in prompt_text: '\\ud800' at character 11",
+    ),
 }
+
+
+def test_jsonl_is_split_on_newlines_only(tmp_path):
+    """U+2028, U+2029, U+0085 and a form feed are valid inside a JSON string (str.splitlines would cut there)."""
+    odd = "Line\u2028sep\u2029par\x85nel\x0cff"
+    rows = [{**ROWS[0], "prompt_text": odd}, ROWS[1]]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
+    first, second = tasks(path).scenarios
+    assert first.question == odd and second.scenario_id == "a2"
 
 
 @pytest.mark.parametrize("name", list(BAD_JSONL))

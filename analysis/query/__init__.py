@@ -150,6 +150,17 @@ def interactive(con: duckdb.DuckDBPyConnection, fmt: str, bounds: query_bounds.B
             print(f"error: {engine_error(exc)}", file=sys.stderr)
 
 
+def _margin(text: str) -> float:
+    """``--delta``: a margin on IS, which lies in [0, 1] -- so strictly between 0 and 1 (NaN, inf, -1 refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:  # NaN fails both
+        raise argparse.ArgumentTypeError(f"{text!r}: a margin on IS strictly between 0 and 1 (e.g. 0.05)")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="shp-query", description="Read-only SQL over a store's views.")
     ap.add_argument("--store", required=True, help="store root (<root>/<table>/part-*.parquet)")
@@ -157,7 +168,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--format", choices=("table", "csv", "json"), default="table")
     ap.add_argument("--judge", default=None, help="judge whose scores give IS (if the store holds several)")
     ap.add_argument("--weights", default=None, help='IS weights as JSON, e.g. {"faithfulness": 1.0}')
-    ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="non-inferiority margin in policy_summary")
+    ap.add_argument(
+        "--delta", type=_margin, default=DEFAULT_DELTA, help="non-inferiority margin on IS in policy_summary, in (0, 1)"
+    )
     query_bounds.add_arguments(ap)  # --max-rows, --timeout, --memory-limit
     policies = "rows of `policies` (and so of `replay`): comma-separated names, `standard` (default: every SHP "
     policies += "policy and ablation cell) and/or `families` (the other stopping systems), e.g. standard,families"

@@ -6,8 +6,10 @@
 
 - Rows: DuckDB streams a result (``execute`` computes nothing ahead of the fetch), so fetching ``max_rows + 1``
   rows (the one more tells that there are more) is all the query computes; the rest is never produced. The total
-  of a cut result comes from ``SELECT count(*)`` of the same query (query_count.sql), within the same time.
-- Time: a timer thread calls ``con.interrupt()`` at the deadline (the query and its count share one deadline).
+  of a cut result comes from ``SELECT count(*)`` of the same query (query_count.sql), given at most
+  :data:`COUNT_S` seconds (a count of a 10^18-row join would run to the deadline): past them "more than N".
+- Time: a timer thread calls ``con.interrupt()`` at the deadline (the query and its count share one deadline),
+  :data:`DEFAULT_TIMEOUT_S` unless ``--timeout`` says otherwise: a runaway query ends within a minute.
 - Memory: the connection's ``memory_limit`` (:func:`analysis.connect`'s), by default :data:`MEMORY_SHARE` of this
   machine's memory -- DuckDB's own default, 80%, leaves too little to everything else. Past it DuckDB spills what
   it can; what it cannot ends the query.
@@ -29,7 +31,8 @@ import duckdb
 from analysis import sql
 from analysis.replay.scope import ReplayScope
 
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = 50.0  # a runaway query ends in under a minute unless the user raises --timeout
+COUNT_S = 10.0  # what counting a cut result's rows may take, at most
 MEMORY_SHARE = 0.25
 
 
@@ -117,7 +120,10 @@ def fetch(con: duckdb.DuckDBPyConnection, statement: str, bounds: Bounds) -> Fet
             raise BoundExceeded(out_of_memory(exc, bounds.memory_limit)) from None
     if bounds.max_rows is None or len(rows) <= bounds.max_rows:
         return Fetched(names, rows, len(rows))
-    return Fetched(names, rows[: bounds.max_rows], _count(con, statement, at))
+    count_by = time.monotonic() + COUNT_S
+    return Fetched(
+        names, rows[: bounds.max_rows], _count(con, statement, count_by if at is None else min(at, count_by))
+    )
 
 
 def _count(con: duckdb.DuckDBPyConnection, statement: str, at: float | None) -> int | None:

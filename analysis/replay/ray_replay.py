@@ -6,7 +6,10 @@
 A bucketed store (:mod:`storage.buckets`; ``python -m storage.compact ROOT --buckets`` makes one) holds each
 trajectory's rounds, signals and replay inputs in one bucket folder per generation, so a bucket replays alone:
 each task opens :func:`analysis.connect` over a :func:`storage.rebucket.bucket_view` of the store (that bucket's
-parts of the bucketed tables, all of the judgments, scenarios and generations), replays every policy and returns
+parts of the bucketed tables, all of the judgments, scenarios and generations). A store with parts outside the
+buckets -- every store a generation writes unless it was made bucketed, a run killed and resumed included -- is
+replayed in sets of parts that share no scenario (:func:`storage.rebucket.replay_groups`, from the scenario ids of
+its unbucketed parts, read once by the driver), each as a bucket. Each task replays every policy and returns
 its share of ``policy_summary`` (``ray_bucket_summary.sql``: sums and counts, and the paired IS difference's sum
 and M2). The driver adds the shares up (``ray_policy_summary.sql``) into the ``policy_summary`` the single-node
 replay computes, up to the order of floating-point additions (tests/test_ray_replay.py). Nothing in
@@ -37,7 +40,7 @@ from analysis.replay.sandbox import lock_down, new_connection
 from analysis.replay.scope import ReplayScope
 from analysis.sql.tost_table import detectable_margins
 from storage.parts import Store
-from storage.rebucket import bucket_view, outside, store_buckets
+from storage.rebucket import bucket_view, outside, parts_view, replay_groups, store_buckets
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,8 @@ class RayReplay:
     """The store's buckets and where each is replayed, with the options every task opens its bucket with."""
 
     scope: ReplayScope  # its store listed once
-    buckets: tuple[int, ...]
+    buckets: tuple[int, ...]  # the bucket numbers (or, for a store with parts outside buckets, the sets' numbers)
+    views: tuple[Store, ...]  # what each task opens: its bucket's (or set's) parts and all of the other tables'
     nodes: tuple[str, ...]  # the node each bucket is pinned to, in bucket order
     options: dict[str, Any]  # analysis.connect's read_only, materialize, validate
     opener: tuple[Callable[..., Any], Callable[..., Any]]  # analysis.replay.db's connect and setup_of (db imports this)
@@ -57,9 +61,9 @@ class RayReplay:
         remote = ray.remote(num_cpus=1, max_retries=1)(job)
         refs = [
             remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote(
-                replace(self.scope, store=bucket_view(self.scope.store, b)), self.options, self.opener, *args
+                replace(self.scope, store=view), self.options, self.opener, *args
             )
-            for b, node in zip(self.buckets, self.nodes, strict=True)
+            for view, node in zip(self.views, self.nodes, strict=True)
         ]
         return ray.get(refs)
 
@@ -135,22 +139,27 @@ def readers(store: Store) -> list[str]:
     return found
 
 
+TASKS_PER_NODE = 2  # sets of an unbucketed store per node that reads it (a task per set)
+
+
 def plan(scope: ReplayScope, options: dict[str, Any], opener: tuple) -> RayReplay:
     """The buckets of ``store`` (listed once) dealt out over the nodes that can read it; a store with parts outside
-    buckets is refused in one line (they would be replayed by no task)."""
+    buckets in sets of parts that share no scenario (:func:`storage.rebucket.replay_groups`), each replayed as a
+    bucket."""
     store = scope.store
     listed = store if store._listing is not None else store.snapshot()
-    stray = outside(listed)
-    if stray:
-        raise AnalysisError(
-            f"{store.uri} has {len(stray)} part(s) outside scenario-hash buckets (e.g. {stray[0]}): move them first "
-            f"with: python -m storage.compact {store.uri} --buckets"
-        )
-    found = tuple(store_buckets(listed))
-    if not found:
+    if not listed.parts("rounds"):
         raise AnalysisError(f"{store.uri} holds no rounds: nothing to replay on Ray")
-    nodes = tuple(node for _, node in zip(found, cycle(readers(listed)), strict=False))
-    return RayReplay(replace(scope, store=listed), found, nodes, options, opener)
+    nodes_found = readers(listed)
+    if outside(listed):
+        groups = replay_groups(listed, TASKS_PER_NODE * len(nodes_found))
+        found = tuple(range(len(groups)))
+        views = tuple(parts_view(listed, g) for g in groups)
+    else:
+        found = tuple(store_buckets(listed))
+        views = tuple(bucket_view(listed, b) for b in found)
+    nodes = tuple(node for _, node in zip(found, cycle(nodes_found), strict=False))
+    return RayReplay(replace(scope, store=listed), found, views, nodes, options, opener)
 
 
 def connect(scope: ReplayScope, ray_address: str, options: dict[str, Any], opener: tuple) -> tuple[Connection, Any]:

@@ -81,8 +81,39 @@ def split_of(item_id: str, dev_fraction: float = DEV_FRACTION) -> str:
     return "dev" if _stable_int(f"split:{item_id}") % 10_000 < dev_fraction * 10_000 else "test"
 
 
+def unencodable(value: object, path: str = "") -> str | None:
+    """Where ``value`` holds text that UTF-8 cannot encode (a lone surrogate such as JSON's ``"\\ud800"``), said
+    as ``key[i].key: '\\ud800' at character N``; None when every string in it can be encoded (as every prompt,
+    request and Parquet part will encode it)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{path or 'value'}: {exc.object[exc.start : exc.end]!r} at character {exc.start}"
+        return None
+    if isinstance(value, dict):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        label = f"{path}{key}" if str(key).startswith("[") else f"{path}.{key}" if path else str(key)
+        found = unencodable(key, f"{label} (the key)") or unencodable(item, label)
+        if found:
+            return found
+    return None
+
+
+def split_lines(text: str) -> list[str]:
+    """JSON Lines split on ``\\n`` only (a ``\\r`` before it dropped): U+2028, U+0085 or a form feed inside a
+    string are the string's (``str.splitlines`` would cut the record there)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def json_records(lines: Iterable[str], shown: object) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank JSON line; a line that is no JSON object names ``shown:line``."""
+    """(line number, object) of each non-blank JSON line; a line that is no JSON object, or holds text UTF-8
+    cannot encode, names ``shown:line``."""
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -92,6 +123,9 @@ def json_records(lines: Iterable[str], shown: object) -> Iterator[tuple[int, dic
             raise DatasetError(f"{shown}:{lineno}: not valid JSON ({exc.msg}, column {exc.colno})") from None
         if not isinstance(record, dict):
             raise DatasetError(f"{shown}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        bad = unencodable(record)
+        if bad:
+            raise DatasetError(f"{shown}:{lineno}: text UTF-8 cannot encode (a lone surrogate) in {bad}")
         yield lineno, record
 
 

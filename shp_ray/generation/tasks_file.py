@@ -29,7 +29,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shp_ray.generation.datasets import DEV_FRACTION, SPLITS, DatasetError, Scenario, json_records, split_of
+from shp_ray.generation.datasets import (
+    DEV_FRACTION,
+    SPLITS,
+    DatasetError,
+    Scenario,
+    json_records,
+    split_lines,
+    split_of,
+)
 from storage import objectstore
 
 FILE_DATASET = "file"
@@ -84,7 +92,7 @@ def read_bytes(path: str) -> bytes:
 
 
 def _jsonl_rows(data: bytes, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    return json_records(_text(data, shown).splitlines(), shown)
+    return json_records(split_lines(_text(data, shown)), shown)
 
 
 def _csv_rows(data: bytes, shown: str) -> Iterator[tuple[int, dict[str, Any]]]:

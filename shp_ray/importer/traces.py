@@ -25,7 +25,9 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from shp_ray.generation.datasets import split_lines, unencodable
 from shp_ray.policy.checks import check_int
+from storage.schemas import MAX_TOKENS
 
 TOKEN_KEYS = ("writer_prompt", "writer_completion", "critic_prompt", "critic_completion")
 ROUND_KEYS = ("draft", "feedback", "tokens", "scores", "embedding")
@@ -61,7 +63,10 @@ def _where(path: str, line: int) -> str:
 
 
 def _count(value: object, where: str, key: str) -> int:
-    return check_int(f"{where}: {key}", value, 0, TraceError)
+    count = check_int(f"{where}: {key}", value, 0, TraceError)
+    if count > MAX_TOKENS:  # no call's usage is this large; a sum of such counts could overflow a reader's INT64
+        raise TraceError(f"{where}: {key} must be at most {MAX_TOKENS:,} (one call's tokens), got {count!r}")
+    return count
 
 
 def _number(value: object, where: str, key: str) -> float:
@@ -167,13 +172,17 @@ def json_lines(path: str, data: bytes) -> Iterator[tuple[int, object]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for n, line in enumerate(text.split("\n"), start=1):
+    for n, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TraceError(f"{_where(path, n)}: not JSON ({exc.msg} at column {exc.colno})") from None
+        bad = unencodable(obj)
+        if bad:
+            raise TraceError(f"{_where(path, n)}: text UTF-8 cannot encode (a lone surrogate) in {bad}")
+        yield n, obj
 
 
 def read_jsonl(path: str, data: bytes) -> list[Trace]:
