@@ -160,6 +160,7 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.n_threads", *integer(1, plan.MAX_PARALLEL)),  # llama
     Rule("provider.n_ctx", *integer(MIN_N_CTX, plan.MAX_TOKENS)),  # llama
     Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
+    Rule("provider.parallel", *integer(1, plan.MAX_PARALLEL)),  # llama: slots decoded together
     Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0, plan.LATENCY_S)),  # sim

@@ -51,12 +51,16 @@ AMX = ("tilezero", "ldtilecfg", "sttilecfg", "tileloadd", "tileloaddt1", "tilest
 
 
 def _llama_libraries():
+    """The wheel's native libraries and llama.cpp's own binaries (static: the same ggml-cpu code inside)."""
     import importlib.util
     from pathlib import Path
+
+    from shp_ray.providers.llama import server_binary
 
     root = Path(importlib.util.find_spec("llama_cpp").origin).parent
     libs = sorted(p for p in root.rglob("*.so*") if p.is_file())
     assert any("ggml-cpu" in p.name for p in libs), f"no libggml-cpu in {root}: {libs}"
+    libs += [server_binary("llama-server"), server_binary("llama-bench")]
     unique: dict[tuple[int, int], Path] = {}  # the wheel holds each library under three names
     for p in libs:
         unique.setdefault((p.stat().st_size, hash(p.read_bytes())), p)
@@ -65,7 +69,8 @@ def _llama_libraries():
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the x86-64 ISA check")
 def test_the_built_library_is_portable_x86_64():
-    """Disassemble every native library of llama_cpp: no AMX, no AVX-512, and AVX2 really in use."""
+    """Disassemble every native library of llama_cpp and the llama-server / llama-bench binaries: no AMX,
+    no AVX-512, and AVX2 really in use."""
     import re
     import subprocess
 
@@ -80,6 +85,8 @@ def test_the_built_library_is_portable_x86_64():
         wide = zmm.search(out)
         assert wide is None, f"{lib.name} uses AVX-512 registers: {out[max(0, wide.start() - 80) : wide.end()]!r}"
         seen_ymm |= bool(ymm.search(out))
+        if lib.name.startswith("llama-"):  # a static binary carries the matrix kernels itself
+            assert ymm.search(out), f"{lib.name} has no AVX2 (ymm) code: not the portable build"
     assert seen_ymm, "no AVX2 (ymm) code at all: the build lost its SIMD baseline"
 
 
@@ -136,3 +143,33 @@ def test_the_server_dies_with_its_parent_and_leaves_no_log(tmp_path):
         assert list(tmp_path.iterdir()) == []  # its log was never a file anyone has to delete
     finally:
         parent.kill()
+
+
+def test_temperature_0_and_a_seeded_sample_give_the_same_draft_alone_or_batched(embedded_llm):
+    """llama-server decodes its slots in one batch: a reply must not depend on what else is decoded.
+
+    Each request is answered alone, then again while other requests occupy the other slot (the
+    server batches them), then alone once more; at temperature 0 and with a seeded sample at 0.8.
+    """
+    server = embedded_llm()
+    assert server.parallel >= 2
+
+    def ask(text: str, temperature: float, slot: str) -> ChatRequest:
+        msgs = (("user", text),)
+        return ChatRequest(server.alias, msgs, max_tokens=24, temperature=temperature, seed=7, affinity=slot)
+
+    async def run() -> list[tuple[str, ...]]:
+        async with make_provider(server.spec()) as provider:  # type: ignore[attr-defined]
+            asks = [ask("Write one sentence about rivers.", t, "a") for t in (0.0, 0.8)]
+            others = [ask(f"Count from {n} to {n + 9}.", 0.0, "") for n in (1, 2, 3)]  # any free slot
+            alone = [(await provider.complete(r)).content for r in asks]
+            batched = []
+            for r in asks:  # the other slot busy with a longer reply while this one decodes
+                done = await asyncio.gather(provider.complete(r), *(provider.complete(o) for o in others))
+                batched.append(done[0].content)
+            again = [(await provider.complete(r)).content for r in asks]
+            return [tuple(alone), tuple(batched), tuple(again)]
+
+    alone, batched, again = asyncio.run(run())
+    assert all(alone) and alone == again
+    assert batched == alone

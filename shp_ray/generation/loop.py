@@ -109,8 +109,9 @@ def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
 def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:
     msgs = writer_messages(scn.question, scn.contexts, t, prev, feedback, cfg.prompts, scn.meta)
     return ChatRequest(
-        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
-    )
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed,
+        affinity=f"{scn.scenario_id}/writer",
+    )  # fmt: skip
 
 
 def critic_request(
@@ -118,8 +119,9 @@ def critic_request(
 ) -> ChatRequest:
     msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta, test_report)
     return ChatRequest(
-        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed
-    )
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=cfg.seed,
+        affinity=f"{scn.scenario_id}/critic",
+    )  # fmt: skip
 
 
 async def critique(
