@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -73,6 +74,14 @@ def _speeds(row: dict) -> dict[str, float]:
 
 def sweep(a: argparse.Namespace) -> dict:
     """The HumanEval code loop through the embedded server, as shp-sweep runs it, in a fresh store."""
+    root = Path(tempfile.mkdtemp(prefix="shp-bench-generate-"))
+    try:
+        return _sweep_into(a, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # a benchmark leaves nothing behind
+
+
+def _sweep_into(a: argparse.Namespace, root: Path) -> dict:
     from hydra import compose, initialize_config_module
 
     from conf.resolve import to_job
@@ -80,7 +89,6 @@ def sweep(a: argparse.Namespace) -> dict:
     from storage.parts import Store
     from sweeps.job import ensure_generation, with_tasks
 
-    root = Path(tempfile.mkdtemp(prefix="shp-bench-generate-"))
     overrides = [
         "dataset=humaneval", f"dataset.limit={a.tasks}", f"generation.max_rounds={a.rounds}",
         f"provider.model={a.model}", "report.enabled=false",
@@ -95,7 +103,7 @@ def sweep(a: argparse.Namespace) -> dict:
     scenarios = select(tasks, job.split, job.limit)
     summary = ensure_generation(job, Store(job.store), scenarios, "bench-generate", "shp-bench generate")
     if summary is None or summary.generated == 0:
-        raise SystemExit(f"shp-bench generate: the sweep generated nothing (store {root})")
+        raise SystemExit("shp-bench generate: the sweep generated nothing (see its log above)")
     rounds = Store(job.store).read("rounds")
     tokens = {c: sum(v or 0 for v in rounds[c].to_pylist()) for c in rounds.column_names if c.endswith("_tokens")}
     prompt = tokens.get("writer_prompt_tokens", 0) + tokens.get("critic_prompt_tokens", 0)
@@ -117,7 +125,6 @@ def sweep(a: argparse.Namespace) -> dict:
         "gen_tokens": gen,
         "threads": opts.n_threads,
         "parallel": getattr(opts, "parallel", 1),  # the server's slots (1: a server without slots)
-        "store": str(root / "store"),
     }
 
 

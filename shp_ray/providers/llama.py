@@ -50,7 +50,9 @@ MACHINE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") 
 # when a thread loses its core to the embedder or a test run: measured on 2 loaded cores, 2 spinning
 # threads generated 1.2 tokens/s, 2 sleeping ones 15, 1 thread 21 (SmolLM2, llama-bench).
 SERVER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-# Slots decoded together. Measured on 2 cores (1.5B and 0.5B, the HumanEval loop, BENCHMARKS.md): 2.
+# Slots decoded together. On 2 loaded cores (0.5B, HumanEval loop, 1 thread) 1, 2 and 4 slots gave
+# 160-305 calls/hour with the load's noise larger than their difference; llama.cpp's own benchmark
+# there generated more tokens/s the more sequences it decoded together (6.5, 7.5, 7.8, 14.7 at 1-8), so 2.
 PARALLEL = 2
 # How a client calls the embedded server: no key, no known limit, a long timeout (a reply on a shared
 # CPU is slow). LlamaServer.spec() keeps twice its slots in flight: a request waiting for its own
@@ -151,14 +153,13 @@ class LlamaServer:
         n_ctx: int = LlamaOptions.n_ctx,
         prompt_cache: bool = LlamaOptions.prompt_cache,
         parallel: int = LlamaOptions.parallel,
-        host: str = "127.0.0.1",
         port: int = 0,
         startup_timeout_s: float = 120.0,
     ) -> None:
         self.model = Path(model) if model is not None else None
         self.alias, self.n_threads, self.n_ctx, self.prompt_cache = alias, n_threads, n_ctx, prompt_cache
         self.parallel = parallel
-        self.host, self.port, self.startup_timeout_s = host, port, startup_timeout_s
+        self.host, self.port, self.startup_timeout_s = "127.0.0.1", port, startup_timeout_s  # local only
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: int | None = None  # fd of the unlinked log file (the server writes to its own fd)
         self.returncode: int | None = None  # set once the server has exited
