@@ -183,3 +183,25 @@ def test_the_reference_is_llama_cpps_own_benchmark_on_the_embedded_model():
     assert set(ref["batched"]) == {"1", "2"}
     for speeds in [*ref["batched"].values(), ref["single"]]:
         assert speeds["pp_tokens_per_s"] > 0 and speeds["tg_tokens_per_s"] > 0
+
+
+def test_a_trajectorys_next_round_resumes_from_its_prefix_in_its_slot(embedded_llm):
+    """The id_slot the client derives from a request's affinity: round 2 evaluates only what round 1 lacked."""
+    import json
+    import urllib.request
+
+    server = embedded_llm()
+    system = "You are the Writer. Question: " + "What is a river? " * 30
+
+    def round_(t: int) -> dict:
+        request = ChatRequest(server.alias, (("system", system), ("user", f"Round {t}")), max_tokens=4, affinity="q/w")
+        body = {**request.openai_body(), "id_slot": request.slot()}
+        post = urllib.request.Request(
+            server.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(post, timeout=120) as r:
+            return json.loads(r.read())["usage"]
+
+    first, second = round_(1), round_(2)
+    assert first["prompt_tokens"] == second["prompt_tokens"] > 100
+    assert second["prompt_tokens_details"]["cached_tokens"] >= first["prompt_tokens"] - 10
