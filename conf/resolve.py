@@ -5,8 +5,8 @@ server's options, GenerationConfig, HaltConfig, weights, policies and report set
 fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an unknown policy, ...) are raised here,
 before any server starts or any paid call is made, naming the config key at fault.
 
-The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in :func:`to_job`. The
-folders the job writes are checked on disk by the sweep (``sweeps.job.check_folders``): conf reads no filesystem.
+The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in :func:`to_job`.
+The folders the job writes are checked on disk by the sweep (``sweeps.job.check_folders``): conf reads none.
 """
 
 from __future__ import annotations
@@ -159,6 +159,7 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.n_threads", *integer(1, plan.MAX_PARALLEL)),  # llama
     Rule("provider.n_ctx", *integer(MIN_N_CTX, plan.MAX_TOKENS)),  # llama
     Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
+    Rule("provider.parallel", *integer(1, plan.MAX_PARALLEL)),  # llama: slots decoded together
     Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
     Rule("provider.sim_latency_s", *number(0, plan.LATENCY_S)),  # sim

@@ -1,31 +1,15 @@
 #!/usr/bin/env bash
 # Installs llama-cpp-python built for a portable x86-64 target into the venv whose python is $1.
 #
-# Why: a default source build compiles for the build machine's native instruction set. On a VM whose
-# CPU advertises AMX but cannot run it, that library dies with SIGILL on the first prompt; on an older
-# CPU, AVX-512 code does the same. We build with native detection off and an explicit baseline that
-# every x86-64 server of the last decade runs (SSE4.2, AVX, AVX2, BMI2, FMA, F16C), nothing wider.
+# The portable flags (and why) are in llama_flags.sh, shared with build_llama_bin.sh.
 #
 # pip's wheel cache is keyed on the package version, not on CMAKE_ARGS, so a natively built wheel would
 # be reused. We build with --no-cache-dir into our own cache folder keyed on version + flags + platform,
 # and install that wheel; a rebuilt venv reuses it (the compile takes ~8 min on 2 cores).
 set -euo pipefail
 PY=${1:?usage: install_llama.sh VENV_PYTHON}
-VERSION=0.3.36
-
-ARCH=$(uname -m)
-case "$ARCH" in
-  x86_64)
-    FLAGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF \
--DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
--DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
--DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_CCACHE=OFF" ;;
-  aarch64)
-    # armv8.2-a with dotprod/fp16 is what current arm64 servers share; never -mcpu=native.
-    FLAGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod+fp16 -DGGML_CCACHE=OFF" ;;
-  *)
-    echo "install_llama.sh: no portable flag set for architecture '$ARCH'; add one here" >&2; exit 2 ;;
-esac
+. "$(dirname "$0")/llama_flags.sh"
+VERSION=$LLAMA_VERSION
 
 PYTAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 KEY=$(printf '%s|%s|%s|%s' "$VERSION" "$FLAGS" "$ARCH" "$PYTAG" | sha256sum | cut -c1-16)

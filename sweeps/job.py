@@ -91,7 +91,9 @@ def endpoint(job: JobSpec) -> Iterator[Endpoint]:
 
         with LlamaServer(alias=spec.model, **asdict(opts)) as llm:
             log.info("%s at %s", describe_provider("llama", spec.model), llm.base_url)
-            yield Endpoint(replace(spec, base_url=llm.base_url), llm.check, ephemeral=True)
+            # twice its slots in flight: a request waiting for its own slot leaves no other slot idle
+            busy = max(spec.max_concurrency, 2 * opts.parallel)
+            yield Endpoint(replace(spec, base_url=llm.base_url, max_concurrency=busy), llm.check, ephemeral=True)
     elif isinstance(opts, SimOptions) and not spec.base_url:
         from shp_ray.providers.sim.server import SimServer
 

@@ -18,6 +18,7 @@ from conf.resolve import MAX_RETRIES, RULES, ConfigError, to_job
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.prompts import TEMPLATE_KEYS
 from shp_ray.policy.cascade import HaltConfig
+from shp_ray.providers.llama import MACHINE_CPUS
 from sweeps.job import check_folders, snapshot
 
 
@@ -40,7 +41,7 @@ def test_defaults_are_the_embedded_model_on_hotpotqa_with_the_lexical_judge(hydr
     assert job.dataset == "hotpotqa" and job.generation.judge == "lexical"
     assert (job.halt.eps, job.halt.k, job.halt.warmup, job.halt.max_rounds) == (0.06, 2, 2, 6)
     assert {p.name for p in job.policies} >= {"shp", "entropy_only", "fixed_k6", "oracle_is", "abl_gain_only"}
-    assert job.provider_options.n_threads == 1
+    assert job.provider_options.n_threads == max(1, MACHINE_CPUS - 1)  # the server's threads follow the machine
 
 
 def test_halting_max_rounds_follows_generation(hydra_ctx):
@@ -103,6 +104,7 @@ BAD_SETTINGS = [
     (["provider=openai", "provider.model="], "provider.model"),
     (["provider.n_threads=0"], "provider.n_threads"),
     (["provider.n_ctx=128"], "provider.n_ctx"),
+    (["provider.parallel=0"], "provider.parallel"),
     (["provider.n_ctx=512", "generation.max_tokens=512"], "provider.n_ctx"),  # no room left for the prompt
     (["provider=sim", "provider.sim_rpm=0"], "provider.sim_rpm"),
     (["provider=sim", "provider.sim_rpm=-60"], "provider.sim_rpm"),

@@ -88,6 +88,7 @@ FLOWS: dict[str, Flow] = {
     ),
     "provider.n_threads": flow("provider.n_threads=2", where=lambda j: j.provider_options.n_threads, expected=2),
     "provider.n_ctx": flow("provider.n_ctx=2048", where=lambda j: j.provider_options.n_ctx, expected=2048),
+    "provider.parallel": flow("provider.parallel=4", where=lambda j: j.provider_options.parallel, expected=4),
     "provider.sim_rpm": flow("provider.sim_rpm=120", where=lambda j: j.provider_options.rpm, expected=120.0, base=SIM),
     "provider.sim_fault_rate": flow(
         "provider.sim_fault_rate=0.1", where=lambda j: j.provider_options.fault_rate, expected=0.1, base=SIM
@@ -315,9 +316,11 @@ def test_server_options_reach_the_server_the_job_starts(hydra_ctx, monkeypatch):
 
     monkeypatch.setattr(llama, "LlamaServer", _FakeServer)
     monkeypatch.setattr(sim_server, "SimServer", _FakeServer)
-    with sweep_job.endpoint(job_of("provider.n_threads=2", "provider.n_ctx=2048", "provider.prompt_cache=false")) as ep:
+    options = ("provider.n_threads=2", "provider.n_ctx=2048", "provider.prompt_cache=false", "provider.parallel=3")
+    with sweep_job.endpoint(job_of(*options)) as ep:
         assert ep.spec.base_url == "http://127.0.0.1:9/v1" and ep.ephemeral
-    assert _FakeServer.started == {"alias": LLAMA_SPEC.model, "n_threads": 2, "n_ctx": 2048, "prompt_cache": False}
+    started = {"alias": LLAMA_SPEC.model, "n_threads": 2, "n_ctx": 2048, "prompt_cache": False, "parallel": 3}
+    assert _FakeServer.started == started
     sim = ("provider=sim", "provider.sim_rpm=120", "provider.sim_fault_rate=0.1", "provider.sim_latency_s=0.5")
     with sweep_job.endpoint(job_of(*sim, "provider.sim_seed=7")):
         pass

@@ -51,12 +51,16 @@ AMX = ("tilezero", "ldtilecfg", "sttilecfg", "tileloadd", "tileloaddt1", "tilest
 
 
 def _llama_libraries():
+    """The wheel's native libraries and llama.cpp's own binaries (static: the same ggml-cpu code inside)."""
     import importlib.util
     from pathlib import Path
+
+    from shp_ray.providers.llama import server_binary
 
     root = Path(importlib.util.find_spec("llama_cpp").origin).parent
     libs = sorted(p for p in root.rglob("*.so*") if p.is_file())
     assert any("ggml-cpu" in p.name for p in libs), f"no libggml-cpu in {root}: {libs}"
+    libs += [server_binary("llama-server"), server_binary("llama-bench")]
     unique: dict[tuple[int, int], Path] = {}  # the wheel holds each library under three names
     for p in libs:
         unique.setdefault((p.stat().st_size, hash(p.read_bytes())), p)
@@ -65,7 +69,8 @@ def _llama_libraries():
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the x86-64 ISA check")
 def test_the_built_library_is_portable_x86_64():
-    """Disassemble every native library of llama_cpp: no AMX, no AVX-512, and AVX2 really in use."""
+    """Disassemble every native library of llama_cpp and the llama-server / llama-bench binaries: no AMX,
+    no AVX-512, and AVX2 really in use."""
     import re
     import subprocess
 
@@ -80,6 +85,8 @@ def test_the_built_library_is_portable_x86_64():
         wide = zmm.search(out)
         assert wide is None, f"{lib.name} uses AVX-512 registers: {out[max(0, wide.start() - 80) : wide.end()]!r}"
         seen_ymm |= bool(ymm.search(out))
+        if lib.name.startswith("llama-"):  # a static binary carries the matrix kernels itself
+            assert ymm.search(out), f"{lib.name} has no AVX2 (ymm) code: not the portable build"
     assert seen_ymm, "no AVX2 (ymm) code at all: the build lost its SIMD baseline"
 
 
@@ -136,3 +143,65 @@ def test_the_server_dies_with_its_parent_and_leaves_no_log(tmp_path):
         assert list(tmp_path.iterdir()) == []  # its log was never a file anyone has to delete
     finally:
         parent.kill()
+
+
+def test_temperature_0_and_a_seeded_sample_give_the_same_draft_alone_or_batched(embedded_llm):
+    """llama-server decodes its slots in one batch: a reply must not depend on what else is decoded.
+
+    Each request is answered alone, then again while other requests occupy the other slot (the
+    server batches them), then alone once more; at temperature 0 and with a seeded sample at 0.8.
+    """
+    server = embedded_llm()
+    assert server.parallel >= 2
+
+    def ask(text: str, temperature: float, slot: str) -> ChatRequest:
+        msgs = (("user", text),)
+        return ChatRequest(server.alias, msgs, max_tokens=24, temperature=temperature, seed=7, affinity=slot)
+
+    async def run() -> list[tuple[str, ...]]:
+        async with make_provider(server.spec()) as provider:  # type: ignore[attr-defined]
+            asks = [ask("Write one sentence about rivers.", t, "a") for t in (0.0, 0.8)]
+            others = [ask(f"Count from {n} to {n + 9}.", 0.0, "") for n in (1, 2, 3)]  # any free slot
+            alone = [(await provider.complete(r)).content for r in asks]
+            batched = []
+            for r in asks:  # the other slot busy with a longer reply while this one decodes
+                done = await asyncio.gather(provider.complete(r), *(provider.complete(o) for o in others))
+                batched.append(done[0].content)
+            again = [(await provider.complete(r)).content for r in asks]
+            return [tuple(alone), tuple(batched), tuple(again)]
+
+    alone, batched, again = asyncio.run(run())
+    assert all(alone) and alone == again
+    assert batched == alone
+
+
+def test_the_reference_is_llama_cpps_own_benchmark_on_the_embedded_model():
+    """shp-bench generate --reference: llama-batched-bench at each batch size and llama-bench for one sequence."""
+    from shp_ray.bench.generate import reference
+
+    ref = reference("smollm2-135m-instruct", threads=1, prompt=8, gen=4, batches=(1, 2))
+    assert set(ref["batched"]) == {"1", "2"}
+    for speeds in [*ref["batched"].values(), ref["single"]]:
+        assert speeds["pp_tokens_per_s"] > 0 and speeds["tg_tokens_per_s"] > 0
+
+
+def test_a_trajectorys_next_round_resumes_from_its_prefix_in_its_slot(embedded_llm):
+    """The id_slot the client derives from a request's affinity: round 2 evaluates only what round 1 lacked."""
+    import json
+    import urllib.request
+
+    server = embedded_llm()
+    system = "You are the Writer. Question: " + "What is a river? " * 30
+
+    def round_(t: int) -> dict:
+        request = ChatRequest(server.alias, (("system", system), ("user", f"Round {t}")), max_tokens=4, affinity="q/w")
+        body = {**request.openai_body(), "id_slot": request.slot()}
+        post = urllib.request.Request(
+            server.base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(post, timeout=120) as r:
+            return json.loads(r.read())["usage"]
+
+    first, second = round_(1), round_(2)
+    assert first["prompt_tokens"] == second["prompt_tokens"] > 100
+    assert second["prompt_tokens_details"]["cached_tokens"] >= first["prompt_tokens"] - 10

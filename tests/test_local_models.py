@@ -254,7 +254,7 @@ def test_the_real_qwen_0_5b_is_verified_and_serves_a_chat_completion(embedded_ll
     assert digest.hexdigest() == model.sha256 and path.stat().st_size == model.size
 
     server = embedded_llm(alias)  # the suite's server for this model (conftest), one thread
-    assert server.running and server.model == path and "--model_alias" in server.command()
+    assert server.running and server.model == path and "--alias" in server.command()
 
     async def one_call():
         async with make_provider(server.spec()) as provider:  # type: ignore[attr-defined]

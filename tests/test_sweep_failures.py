@@ -143,11 +143,7 @@ def test_killing_the_embedded_server_mid_run_fails_clearly_and_a_rerun_completes
             _count(store / "_cache" / "responses.sqlite") < 4 and sweep.poll() is None and time.monotonic() < deadline
         ):
             time.sleep(0.05)
-        servers = [
-            p
-            for p in psutil.Process(sweep.pid).children(recursive=True)
-            if "shp_ray.providers.llama_main" in " ".join(p.cmdline())
-        ]
+        servers = [p for p in psutil.Process(sweep.pid).children(recursive=True) if p.name() == "llama-server"]
         assert len(servers) == 1, "the embedded server was not found while the sweep ran"
         servers[0].kill()
         stdout, stderr = sweep.communicate(timeout=300)

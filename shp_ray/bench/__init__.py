@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = {
     "ratelimit": "the rate-limit-aware client against an OpenAI-compatible server",
     "replay": "DuckDB replay of every policy vs the per-trajectory Python loop",
+    "generate": "the embedded model's real sweep (calls/hour, tokens/s) vs llama.cpp's own benchmark (--reference)",
     "generation": "generation on Ray into the store (throughput, embedding, memory)",
     "batch": "the same generation live and through the Batch API (requests, batches, wall time, dollars)",
     "objectstore": "the store on S3 (moto on 127.0.0.1): DuckDB via registered datasets vs fsspec vs local disk",

@@ -109,11 +109,14 @@ def _failure(scn: Scenario, t: int, stage: str, exc: BaseException) -> Failure:
 
 def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, prev: str, feedback: str) -> ChatRequest:
     """Round t's Writer call: with ``critic=none`` the first prompt again (no draft, no feedback), its own seed
-    (:meth:`GenerationConfig.writer_seed`) making it a fresh sample."""
+    (:meth:`GenerationConfig.writer_seed`) making it a fresh sample; its rounds go to one server slot (affinity)."""
     shown = 1 if cfg.critic == "none" else t
     msgs = writer_messages(scn.question, scn.contexts, shown, prev, feedback, cfg.prompts, scn.meta)
     seed = cfg.writer_seed(scn.task, scn.epoch, t)
-    return ChatRequest(model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=seed)
+    return ChatRequest(
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=seed,
+        affinity=f"{scn.scenario_id}/writer",
+    )  # fmt: skip
 
 
 def critic_request(
@@ -121,8 +124,9 @@ def critic_request(
 ) -> ChatRequest:
     msgs = critic_messages(scn.question, scn.contexts, t, draft, cfg.prompts, scn.meta, test_report)
     return ChatRequest(
-        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.critic_temperature, seed=cfg.seed
-    )
+        model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.critic_temperature, seed=cfg.seed,
+        affinity=f"{scn.scenario_id}/critic",
+    )  # fmt: skip
 
 
 async def critique(

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Protocol, runtime_checkable
 
+SLOT_SPACE = 720720  # the least common multiple of 1..16
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -20,6 +22,17 @@ class ChatRequest:
     max_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
+    # Which conversation this call continues (a trajectory's role): a server with slots (the embedded
+    # llama-server) serves one affinity from one slot, so the call resumes from its evaluated prefix.
+    # It changes where the call runs, not what it asks: not in the cache key.
+    affinity: str = field(default="", compare=False)
+
+    def slot(self) -> int | None:
+        """llama-server's ``id_slot`` for this call, None without an affinity. The server wraps it around
+        its slot count; SLOT_SPACE divides evenly by every count up to 16, so the slots share alike."""
+        if not self.affinity:
+            return None
+        return int.from_bytes(hashlib.sha256(self.affinity.encode()).digest()[:8], "big") % SLOT_SPACE
 
     def key_parts(self) -> dict[str, object]:
         """The readable parts of the cache key (for debugging a cache hit or miss)."""

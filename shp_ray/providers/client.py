@@ -360,6 +360,8 @@ class OpenAICompatProvider:
 
     async def _post(self, session: aiohttp.ClientSession, request: ChatRequest, mark: object) -> _Attempt:
         payload = request.openai_body(self.spec.model)
+        if self.spec.kind == "llama" and (slot := request.slot()) is not None:
+            payload["id_slot"] = slot  # the embedded llama-server: this trajectory's slot (its prefix)
         headers = {"Content-Type": "application/json"}
         if self._key or self._auth:
             headers["Authorization"] = f"Bearer {self._key}" if self._key else self._auth

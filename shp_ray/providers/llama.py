@@ -1,10 +1,14 @@
-"""The embedded real LLM (the no-key default): llama.cpp's OpenAI-compatible server running a GGUF
-model of the catalogue (:mod:`shp_ray.providers.local_models`: SmolLM2-135M-Instruct by default,
-Qwen2.5-Coder 0.5B / 1.5B), chosen by its alias, on 127.0.0.1, started and stopped here.
+"""The embedded real LLM (the no-key default): llama.cpp's own ``llama-server`` running a GGUF model
+of the catalogue (:mod:`shp_ray.providers.local_models`: SmolLM2-135M-Instruct by default, Qwen2.5-Coder
+0.5B / 1.5B), chosen by its alias, on 127.0.0.1, started and stopped here.
 
 The default model is TINY and often wrong: it proves the pipeline end to end on a real model, not the
-science. ``--interrupt_requests False`` because the default lets a second request cut off a
-running one. One thread by default: these machines share two cores.
+science. The server decodes ``parallel`` sequences at once (continuous batching over its slots) and
+keeps each slot's evaluated prompt: a request names a slot (``id_slot``, from the trajectory it
+continues: :mod:`shp_ray.providers.client`), so a trajectory's rounds resume from its shared prefix,
+and idle slots' prompts move to a RAM cache bounded by ``--cache-ram``. The binary is built from the
+same llama.cpp source and portable flags as the llama-cpp-python library (scripts/build_llama_bin.sh)
+and installed into the venv's ``bin/``.
 
 The server is watched for its whole life: :meth:`LlamaServer.check` raises an error naming its
 exit status and the tail of its log once it has died, so a run stops instead of retrying a dead
@@ -18,9 +22,9 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
-import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,26 +40,40 @@ from pathlib import Path
 from shp_ray.providers import local_models
 from shp_ray.providers.base import ProviderSpec
 
-# A few questions' prefixes per role (an entry of the 1.5B model: ~0.4 GB of state + logits).
+# The RAM cache of idle slots' prompts (llama-server's --cache-ram, which counts what it holds): a few
+# trajectories' prefixes of the 1.5B model. Peak memory = model + KV of n_ctx x parallel tokens + this.
 PROMPT_CACHE_BYTES = 3 << 30
 MODEL_ALIAS = "smollm2-135m-instruct"  # the default embedded model (local_models.MODELS has the others)
-# How a client calls the embedded server: no key, no known limit, two requests in flight (the
-# server takes them in turn) and a long timeout (a reply on one shared CPU core is slow).
-LLAMA_SPEC = ProviderSpec(kind="llama", model=MODEL_ALIAS, max_concurrency=2, timeout_s=300.0)
-_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings", "starlette_context")
+# The CPUs this process may run on: the server's threads follow the machine.
+MACHINE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+# The server's threads wait for each other at every step; spinning there (OpenMP's default) collapses
+# when a thread loses its core to the embedder or a test run: measured on 2 loaded cores, 2 spinning
+# threads generated 1.2 tokens/s, 2 sleeping ones 15, 1 thread 21 (SmolLM2, llama-bench).
+SERVER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+# Slots decoded together. On 2 loaded cores (0.5B, HumanEval loop, 1 thread) 1, 2 and 4 slots gave
+# 160-305 calls/hour with the load's noise larger than their difference; llama.cpp's own benchmark
+# there generated more tokens/s the more sequences it decoded together (6.5, 7.5, 7.8, 14.7 at 1-8), so 2.
+PARALLEL = 2
+# How a client calls the embedded server: no key, no known limit, a long timeout (a reply on a shared
+# CPU is slow). LlamaServer.spec() keeps twice its slots in flight: a request waiting for its own
+# slot (id_slot) must not leave another slot idle.
+LLAMA_SPEC = ProviderSpec(kind="llama", model=MODEL_ALIAS, max_concurrency=2 * PARALLEL, timeout_s=300.0)
+SERVER_BINARY = "llama-server"
 
 
 @dataclass(frozen=True)
 class LlamaOptions:
     """How the embedded server runs (shp-sweep's provider.n_threads, provider.n_ctx)."""
 
-    n_threads: int = 1  # one: the CPU is shared with the embedder
-    n_ctx: int = 4096  # tokens of prompt + reply
-    # llama.cpp's prompt cache (RAM, LRU, PROMPT_CACHE_BYTES counted by what it holds: llama_main): a
-    # request that starts like an earlier one resumes from that one's evaluated state. Every call of one
-    # question and role shares the question + contexts (prompt shp-wc-v3 puts them first), so rounds >= 2
-    # skip most of the prompt.
+    # Every CPU but one, which the embedder, the tests of the code loop and the driver share: the
+    # slots (continuous batching), not more threads, are what keeps the server's cores busy.
+    n_threads: int = max(1, MACHINE_CPUS - 1)
+    n_ctx: int = 4096  # tokens of prompt + reply, per slot
+    # Prompt reuse: a request that starts like its slot's (or a cached) earlier one resumes from that
+    # one's evaluated state. Every call of one question and role shares the question + contexts (prompt
+    # shp-wc-v3 puts them first), so rounds >= 2 skip most of the prompt.
     prompt_cache: bool = True
+    parallel: int = PARALLEL  # slots: sequences decoded together (continuous batching)
 
 
 class EmbeddedLLMError(RuntimeError):
@@ -74,13 +92,16 @@ def model_path(alias: str = MODEL_ALIAS) -> Path:
         ) from exc
 
 
-def check_server_installed() -> None:
-    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
-    if missing:
+def server_binary(name: str = SERVER_BINARY) -> Path:
+    """llama.cpp's ``name`` (llama-server, llama-bench): the venv's own build first, then the PATH."""
+    beside = Path(sys.executable).parent / name
+    found = beside if os.access(beside, os.X_OK) else (Path(p) if (p := shutil.which(name)) else None)
+    if found is None:
         raise EmbeddedLLMError(
-            f"the embedded LLM needs llama-cpp-python[server] (missing modules: {', '.join(missing)}); "
-            "pip install 'llama-cpp-python[server]==0.3.36' (compiles from source, ~8 min on 2 cores)"
+            f"the embedded LLM needs llama.cpp's {name}, built portably into the venv: run "
+            "`scripts/build_llama_bin.sh .venv/bin/python` (or `make demo`; ~6 min once, then cached)"
         )
+    return found
 
 
 def _lifeline() -> Callable[[], None] | None:
@@ -131,13 +152,14 @@ class LlamaServer:
         n_threads: int = LlamaOptions.n_threads,
         n_ctx: int = LlamaOptions.n_ctx,
         prompt_cache: bool = LlamaOptions.prompt_cache,
-        host: str = "127.0.0.1",
+        parallel: int = LlamaOptions.parallel,
         port: int = 0,
         startup_timeout_s: float = 120.0,
     ) -> None:
         self.model = Path(model) if model is not None else None
         self.alias, self.n_threads, self.n_ctx, self.prompt_cache = alias, n_threads, n_ctx, prompt_cache
-        self.host, self.port, self.startup_timeout_s = host, port, startup_timeout_s
+        self.parallel = parallel
+        self.host, self.port, self.startup_timeout_s = "127.0.0.1", port, startup_timeout_s  # local only
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: int | None = None  # fd of the unlinked log file (the server writes to its own fd)
         self.returncode: int | None = None  # set once the server has exited
@@ -148,21 +170,27 @@ class LlamaServer:
 
     def spec(self, **overrides: object) -> ProviderSpec:
         """A ProviderSpec for this server (:data:`LLAMA_SPEC` at its address)."""
-        fields: dict[str, object] = {"base_url": self.base_url, "model": self.alias, **overrides}
+        fields: dict[str, object] = {
+            "base_url": self.base_url, "model": self.alias, "max_concurrency": 2 * self.parallel, **overrides,
+        }  # fmt: skip
         return replace(LLAMA_SPEC, **fields)  # type: ignore[arg-type]
 
     def command(self) -> list[str]:
+        cache_mib = (PROMPT_CACHE_BYTES >> 20) if self.prompt_cache else 0
         return [
-            sys.executable, "-m", "shp_ray.providers.llama_main",
-            "--model", str(self.model), "--model_alias", self.alias,
-            "--host", self.host, "--port", str(self.port),
-            "--n_threads", str(self.n_threads), "--n_ctx", str(self.n_ctx),
-            "--interrupt_requests", "False",
-            "--cache", str(self.prompt_cache), "--cache_size", str(PROMPT_CACHE_BYTES),
+            str(server_binary()),
+            "--model", str(self.model), "--alias", self.alias,
+            "--host", str(self.host), "--port", str(self.port),
+            "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads),
+            # n_ctx tokens for each slot, each in its own KV range (no unified buffer): the KV memory is
+            # fixed at start, and one slot's long prompt never evicts another's.
+            "--parallel", str(self.parallel), "--ctx-size", str(self.n_ctx * self.parallel), "--no-kv-unified",
+            "--cache-prompt" if self.prompt_cache else "--no-cache-prompt", "--cache-ram", str(cache_mib),
+            "--no-webui", "--no-warmup", "--jinja",
         ]  # fmt: skip
 
     def start(self) -> LlamaServer:
-        check_server_installed()
+        server_binary()  # a clear error before anything else when it is missing
         if self.model is None:
             self.model = model_path(self.alias)  # the catalogue's verified file for this alias
         elif not self.model.is_file():
@@ -173,7 +201,7 @@ class LlamaServer:
         fd, log = tempfile.mkstemp(prefix="shp-llama-", suffix=".log")
         os.unlink(log)
         self._log, self.returncode = fd, None
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.n_threads)}
+        env = {**os.environ, **SERVER_ENV, "OMP_NUM_THREADS": str(self.n_threads)}
         self._proc = subprocess.Popen(
             self.command(),
             stdout=fd,
@@ -194,14 +222,21 @@ class LlamaServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             self.check()
-            try:
-                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
-                    if r.status == 200 and json.loads(r.read()).get("data") is not None:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
-                pass
+            if self._answers():
+                return
             time.sleep(0.2)
         raise EmbeddedLLMError(f"llama.cpp server not ready after {self.startup_timeout_s} s: {self.log_tail()}")
+
+    def _answers(self) -> bool:
+        """Whether the server serves the model: /health is 200 only once it has loaded (503 before)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.host}:{self.port}/health", timeout=2) as r:
+                if r.status != 200:
+                    return False
+            with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                return r.status == 200 and json.loads(r.read()).get("data") is not None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            return False
 
     def log_tail(self, n: int = 800) -> str:
         """The last ``n`` characters of the server's output."""
@@ -225,9 +260,9 @@ class LlamaServer:
         advice = "rerun the same command: completed trajectories are kept and only the rest is generated"
         if code == -signal.SIGILL:
             advice = (
-                "the llama.cpp library was compiled for another CPU (e.g. AMX or AVX-512 code on a CPU "
-                "without it): rebuild it portably with `rm -f .venv/.llama-build-key && make demo` "
-                "(scripts/install_llama.sh), then " + advice
+                "llama-server was compiled for another CPU (e.g. AMX or AVX-512 code on a CPU without "
+                "it): rebuild it portably with `rm -f .venv/.llama-bin-key && make demo` "
+                "(scripts/build_llama_bin.sh), then " + advice
             )
         raise EmbeddedLLMError(
             f"the embedded llama.cpp server ({self.alias}, {self.base_url}) died: {describe_exit(code)}. "
