@@ -3,10 +3,9 @@
 Core code never sees the whole tree: the job gets a :class:`~conf.spec.JobSpec` of ProviderSpec, the local
 server's options, GenerationConfig, HaltConfig, weights, policies and report settings, each built from the
 fields :mod:`conf.schema` exposes. Domain errors (eps out of range, an unknown policy, ...) are raised here,
-before any server starts or any paid call is made, naming the config key at fault.
-
-The rules of single keys are one table (:data:`RULES`); rules that relate keys follow in :func:`to_job`.
-The folders the job writes are checked on disk by the sweep (``sweeps.job.check_folders``): conf reads none.
+before any server starts or any paid call is made, naming the config key at fault. The rules of single keys are
+one table (:data:`RULES`); rules that relate keys follow in :func:`to_job`. The folders the job writes are
+checked on disk by the sweep (``sweeps.job.check_folders``): conf reads none.
 """
 
 from __future__ import annotations
