@@ -56,6 +56,7 @@ class Rule:
 
 
 Check = tuple[Callable[[Any], bool], str]  # (is the value fine, what it must be)
+BOOLEAN: Check = (lambda v: isinstance(v, bool)), "true or false"  # 1 and 0 are no booleans here
 
 
 def _is_num(v: Any) -> bool:
@@ -151,13 +152,11 @@ RULES: tuple[Rule, ...] = (
     Rule("provider.max_concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("provider.max_retries", *integer(0, MAX_RETRIES)),
     Rule("provider.timeout_s", *number(*plan.TIMEOUT_S)),
-    Rule("provider.batch", lambda v: isinstance(v, bool), "true or false"),
-    Rule("provider.hedge", lambda v: isinstance(v, bool), "true or false"),
+    *(Rule(f"provider.{k}", *BOOLEAN) for k in ("batch", "hedge", "prompt_cache")),
     Rule("provider.batch_poll_s", *number(0, plan.POLL_S, lo_open=True)),
     Rule("provider.batch_max_tries", *integer(1, plan.MAX_TRIES)),
     Rule("provider.n_threads", *integer(1, plan.MAX_PARALLEL)),  # llama
     Rule("provider.n_ctx", *integer(MIN_N_CTX, plan.MAX_TOKENS)),  # llama
-    Rule("provider.prompt_cache", lambda v: isinstance(v, bool), "true or false"),  # llama
     Rule("provider.parallel", *integer(1, plan.MAX_PARALLEL)),  # llama: slots decoded together
     Rule("provider.sim_rpm", *number(*plan.RPM, null="no limit")),  # sim
     Rule("provider.sim_fault_rate", *number(0, 1)),  # sim
@@ -177,7 +176,7 @@ RULES: tuple[Rule, ...] = (
     Rule("generation.workers", *integer(1, plan.MAX_PARALLEL)),
     Rule("generation.concurrency", *integer(1, plan.MAX_PARALLEL)),
     Rule("judge.kind", *one_of(JUDGES)),
-    Rule("judge.batch", lambda v: isinstance(v, bool), "true or false"),
+    Rule("judge.batch", *BOOLEAN),
     Rule("score.kind", *one_of(SCORES)),  # its name, pattern, target: checked by building it (resolve_scores)
     Rule("weights.strategy", *one_of(WEIGHT_STRATEGIES)),
     Rule(
