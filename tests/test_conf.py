@@ -288,6 +288,7 @@ FREE_KEYS = {
     "score.pattern",
     "score.target",
     "score.timeout_s",  # a number (Hydra's type check); above 0 and finite: checked by building the scorer
+    "dataset.tests",  # docstring | split, with the dataset it needs: checked with the code loop's keys (conf.code_loop)
 }
 
 

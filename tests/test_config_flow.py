@@ -79,6 +79,7 @@ FLOWS: dict[str, Flow] = {
     "provider.max_retries": flow("provider.max_retries=3", where=lambda j: j.provider.max_retries, expected=3),
     "provider.timeout_s": flow("provider.timeout_s=9.5", where=lambda j: j.provider.timeout_s, expected=9.5),
     "provider.batch": flow("provider.batch=true", where=lambda j: j.provider.batch, expected=True, base=SIM),
+    "provider.hedge": flow("provider.hedge=true", where=lambda j: j.provider.hedge, expected=True, base=SIM),
     "provider.batch_poll_s": flow("provider.batch_poll_s=2.5", where=lambda j: j.provider.batch_poll_s, expected=2.5),
     "provider.batch_max_tries": flow(
         "provider.batch_max_tries=4", where=lambda j: j.provider.batch_max_tries, expected=4
@@ -139,6 +140,12 @@ FLOWS: dict[str, Flow] = {
         "score.target=shp_ray.policy.scorers:contains",
         where=lambda j: j.generation.scores[0].target,
         expected="shp_ray.policy.scorers:contains",
+        base=("score=python", "score.target=shp_ray.policy.scorers:hotpot"),
+    ),
+    "score.timeout_s": flow(
+        "score.timeout_s=2.5",
+        where=lambda j: j.generation.scores[0].timeout_s,
+        expected=2.5,
         base=("score=python", "score.target=shp_ray.policy.scorers:hotpot"),
     ),
     # generation: GenerationConfig
@@ -241,6 +248,7 @@ FLOWS: dict[str, Flow] = {
     # report: ReportSpec
     "report.enabled": flow("report.enabled=false", where=lambda j: j.report.enabled, expected=False),
     "report.delta": flow("report.delta=0.05", where=lambda j: j.report.delta, expected=0.05),
+    "report.primary": flow("report.primary=is", where=lambda j: j.report.primary, expected="is"),
     "report.out": flow("report.out=elsewhere/report", where=lambda j: j.report.out, expected="elsewhere/report"),
     # where the job stores and runs
     "store.path": flow("store.path=elsewhere/store", where=lambda j: j.store, expected="elsewhere/store"),
