@@ -40,7 +40,7 @@ def _cluster(nodes: int, cpus: int):  # noqa: ANN202 - ray.cluster_utils.Cluster
 
 
 def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, object]:
-    from shp_ray.bench.sim_process import SimProcess, stream
+    from shp_ray.bench.sim_process import SIM, ServerProcess, stream
     from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
 
@@ -54,7 +54,7 @@ def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, o
     )  # fmt: skip
     root = tempfile.mkdtemp(prefix="shp-bench-cluster-")
     try:
-        with SimProcess(opts) as sim:
+        with ServerProcess(SIM, opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=a.rpm if limited else None)
             s = generate(stream(n), cfg, root, spec, RunOptions(total=n, progress=False))
             stats = sim.finish()

@@ -27,7 +27,7 @@ import threading
 import time
 
 from shp_ray.bench import cluster
-from shp_ray.bench.sim_process import SimProcess, stream
+from shp_ray.bench.sim_process import SIM, ServerProcess, stream
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -136,7 +136,7 @@ def _run(
             max_rounds=a.rounds, embedder=embedder, judge="lexical", workers=a.workers, concurrency=a.concurrency,
             flush_every=a.flush_every,
         )  # fmt: skip
-        with SimProcess(sim_opts) as sim:
+        with ServerProcess(SIM, sim_opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
             peak = _PeakRss(exclude=sim.proc.pid)
             with peak:

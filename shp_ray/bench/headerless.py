@@ -16,7 +16,7 @@ one says nothing it does not have to:
 
 It counts what a bill would: ``ok`` replies sent, per request body (``paid_twice``: the bodies
 answered more than once). In tests: ``with HeaderlessServer(latency_s=0.05) as srv: srv.base_url``;
-the bench runs it in a process of its own (:class:`HeaderlessProcess`).
+the bench runs it in a process of its own (``shp_ray.bench.sim_process.ServerProcess``).
 """
 
 from __future__ import annotations
@@ -221,35 +221,3 @@ class HeaderlessServer:
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10.0)
-
-
-def _serve(conn, options: dict[str, Any]) -> None:  # noqa: ANN001 - runs in a child process
-    with HeaderlessServer(**options) as srv:
-        conn.send(srv.base_url)
-        conn.recv()  # until the parent asks for the counts
-        conn.send(srv.stats)
-
-
-class HeaderlessProcess:
-    """The double in a process of its own: its CPU neither slows the client measured nor times its arrivals."""
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, options), daemon=True)
-
-    def __enter__(self) -> HeaderlessProcess:
-        self.proc.start()
-        self.base_url = self._conn.recv()
-        return self
-
-    def finish(self) -> dict[str, Any]:
-        self._conn.send("stats")
-        return self._conn.recv()
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()

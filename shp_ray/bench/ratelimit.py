@@ -201,11 +201,11 @@ def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
         return asyncio.run(runner(args, args.base_url))
     if args.server == "headerless":
         return _measure_headerless(args, runner)
-    from shp_ray.bench.sim_process import SimProcess
+    from shp_ray.bench.sim_process import SIM, ServerProcess
 
     options = server_options(args)
     # The server in its own process: its CPU does not slow the client measured (or time its arrivals).
-    with SimProcess(options) as sim:
+    with ServerProcess(SIM, options) as sim:
         result = asyncio.run(runner(args, sim.base_url))
         stats = sim.finish()
     stats.pop("timeline")  # per second; the generation bench reads it, this line stays short
@@ -230,10 +230,10 @@ def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
 
 
 def _measure_headerless(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
-    from shp_ray.bench.headerless import HeaderlessProcess
+    from shp_ray.bench.sim_process import ServerProcess
 
     options = {"latency_s": (args.latency_ms or 0.0) / 1000.0, "seed": args.seed}
-    with HeaderlessProcess(options) as srv:
+    with ServerProcess("shp_ray.bench.headerless:HeaderlessServer", options) as srv:
         result = asyncio.run(runner(args, srv.base_url))
         stats = srv.finish()
     events = stats.pop("events")  # every arrival; the line keeps the run's last ones
