@@ -29,6 +29,15 @@ def column_values(store: Store, table: str, column: str, where: tuple[str, str] 
     return out
 
 
+def judged_pairs(store: Store) -> set[object]:
+    """(judge_key, scenario_id) of every stored judgment: what a writer must not store again."""
+    out: set[object] = set()
+    for path in store.parts("judgments"):
+        t = pq.read_table(path, columns=["judge_key", "scenario_id"], filesystem=store.fs)
+        out.update(zip(t["judge_key"].to_pylist(), t["scenario_id"].to_pylist(), strict=True))
+    return out
+
+
 def done_scenarios(store: Store, gen_id: str) -> set[str]:
     """Scenario ids whose whole trajectory for ``gen_id`` is in the store."""
     return column_values(store, "rounds", "scenario_id", ("gen_id", gen_id))

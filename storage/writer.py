@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from storage import partitions
 from storage.parts import Store
-from storage.resume import column_values
+from storage.resume import column_values, judged_pairs
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
@@ -53,12 +53,18 @@ class StoreWriter:
         self.flush_every = flush_every
         self.buffers: dict[str, list[dict[str, object]]] = {name: [] for name in _ORDER}
         self.pending = 0
-        self.seen = {
-            "scenarios": column_values(store, "scenarios", "scenario_id"),
-            "judgments": column_values(store, "judgments", "judge_key"),
-            "generations": column_values(store, "generations", "gen_id"),
+        self.seen: dict[str, set[object]] = {
+            "scenarios": set(column_values(store, "scenarios", "scenario_id")),
+            "judgments": judged_pairs(store),
+            "generations": set(column_values(store, "generations", "gen_id")),
         }
-        self._keys = {"scenarios": "scenario_id", "judgments": "judge_key", "generations": "gen_id"}
+        # A judgment is one judge's verdict on a draft *of a scenario*: two epochs of a task that wrote the same
+        # draft share its judge_key (the same request, one cached call) but each needs its own row to join.
+        self._keys: dict[str, tuple[str, ...]] = {
+            "scenarios": ("scenario_id",),
+            "judgments": ("judge_key", "scenario_id"),
+            "generations": ("gen_id",),
+        }
         self.written = {name: 0 for name in _ORDER}
         self.parts_written = 0
 
@@ -66,9 +72,10 @@ class StoreWriter:
         key = self._keys.get(name)
         for row in rows:
             if key is not None:
-                if row[key] in self.seen[name]:
+                value = row[key[0]] if len(key) == 1 else tuple(row[k] for k in key)
+                if value in self.seen[name]:
                     continue
-                self.seen[name].add(row[key])  # type: ignore[arg-type]
+                self.seen[name].add(value)
             self.buffers[name].append(row)
 
     def add_trajectory(self, rows: dict[str, list[dict[str, object]]]) -> None:

@@ -151,3 +151,20 @@ def test_signals_regenerated_with_float_noise_in_d_t_are_one_row(base, store) ->
     again = st.write("signals", rows.set_column(rows.schema.get_field_index("distance"), "distance", noisy))
     _same(_summary(store), base[1])
     assert _name(again) not in _view(store, "signals_raw")[0]  # nothing but copies: left out
+
+
+def test_two_epochs_that_wrote_the_same_draft_each_keep_their_judgment(store) -> None:
+    """The same request (one judge_key: task, draft) judged for two scenarios -- two epochs of a task that wrote
+    the same draft -- is two rows, one per scenario, each joined to its rounds; the writer stores each pair once."""
+    from storage.writer import StoreWriter
+
+    st = Store(store)
+    judgments = st.read("judgments")
+    row = judgments.slice(0, 1).to_pylist()[0]
+    twin = {**row, "scenario_id": row["scenario_id"] + "#e2"}  # epoch 2's row: same key, its own scenario
+    writer = StoreWriter(st, dim=8)
+    writer.add("judgments", [row, twin, twin])  # the stored row again, and epoch 2's twice
+    assert writer.buffers["judgments"] == [twin]
+    st.write("judgments", pa.Table.from_pylist([twin], schema=judgments.schema))
+    assert _view(store, "judgments_raw", "SELECT count(*) FROM judgments_raw")[1] == [(judgments.num_rows + 1,)]
+    _summary(store)  # no contradiction: the key is one per scenario

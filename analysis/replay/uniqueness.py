@@ -6,13 +6,14 @@ judgments part with the same keys and every metric 0 -- valid, correctly hash-na
 the first and change every ``mean_is``. The keys:
 
     rounds      gen_id, scenario_id, round                    (a trajectory's round)
-    judgments   judge, judge_key                              (one judge's verdict on one request)
+    judgments   judge, judge_key, scenario_id                 (one judge's verdict on one request, for a scenario)
     signals     gen_id, scenario_id, round, signals_version   (a round's stored signals, per way of computing them)
 
 A judgment's ``judge_key`` is the judge's cache key: a hash of the judge, its prompt version, the metric set, the
 question and the draft. One draft may be judged under two metric sets, and the views pick one of those
-(judgment_pick.sql); the same key twice is one request answered twice (a different scenario or draft under it
-is a contradiction too).
+(judgment_pick.sql); the same key twice for one scenario is one request answered twice (a different draft under it
+is a contradiction too). Two epochs of one task that wrote the same draft share the key (the same request, judged
+once through the cache): each has its own row.
 
 The check reads the key columns of the views (one GROUP BY of their hash each: 0.35 CPU-s at 100k trajectories,
 600k rows a table) and, only for a key it finds twice, the whole rows of the parts that hold it. It runs with the
@@ -42,7 +43,7 @@ from storage.schemas import TABLES
 
 KEYS: dict[str, tuple[str, ...]] = {
     "rounds": ("gen_id", "scenario_id", "round"),
-    "judgments": ("judge", "judge_key"),
+    "judgments": ("judge", "judge_key", "scenario_id"),  # one judge's verdict on a draft of a scenario
     "signals": ("gen_id", "scenario_id", "round", "signals_version"),
 }
 # Columns two copies may differ in and still be one row: a round's d_t is recomputed from the embeddings when a
