@@ -23,9 +23,7 @@ from shp_ray.generation.loop import critic_request, generate_trajectory, writer_
 from shp_ray.generation.prompts import PRESETS, critic_messages, preset, writer_messages
 from shp_ray.generation.records import scenario_row
 from shp_ray.providers.sim.scripted import ScriptedProvider
-from storage import Store
-from sweeps import job as sweep_job
-from sweeps.job import snapshot
+from tests.test_code_loop import sweep  # one sweep-in-process helper for the code-loop tests
 
 REVISE = GenerationConfig(prompts=preset("code-v1"), critic="tests", max_rounds=3, temperature=0.7, tests="split")
 
@@ -188,13 +186,6 @@ def test_the_clustered_statistics_resample_tasks_and_flip_task_signs():
     assert -1.0 <= got["ci95_low"] <= got["diff"] <= got["ci95_high"] <= 1.0
     assert clustered.sign_flip_p(np.zeros(4)) == 1.0 and clustered.clustered_test(pairs) == got  # seeded
     assert clustered.mde(100, 0.5) == pytest.approx((1.959964 + 0.841621) * np.sqrt(0.005), rel=1e-5)
-
-
-def sweep(tmp_path, *overrides: str):
-    cfg = compose(config_name="config", overrides=[f"store.path={tmp_path / 'store'}", *overrides])
-    job = to_job(cfg)
-    done = sweep_job.run(job, output_dir=tmp_path / "out", job_tag="t", config_snapshot=snapshot(cfg), command="t")
-    return done, Store(tmp_path / "store")
 
 
 @pytest.mark.integration
