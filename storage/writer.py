@@ -54,9 +54,9 @@ class StoreWriter:
         self.buffers: dict[str, list[dict[str, object]]] = {name: [] for name in _ORDER}
         self.pending = 0
         self.seen: dict[str, set[object]] = {
-            "scenarios": set(column_values(store, "scenarios", "scenario_id")),
+            "scenarios": column_values(store, "scenarios", "scenario_id"),
             "judgments": judged_pairs(store),
-            "generations": set(column_values(store, "generations", "gen_id")),
+            "generations": column_values(store, "generations", "gen_id"),
         }
         # A judgment is one judge's verdict on a draft *of a scenario*: two epochs of a task that wrote the same
         # draft share its judge_key (the same request, one cached call) but each needs its own row to join.
