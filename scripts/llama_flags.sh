@@ -1,6 +1,7 @@
-# Sourced by install_llama.sh (the llama-cpp-python wheel) and build_llama_bin.sh (llama-server,
-# llama-bench): ONE set of portable CMake flags, so the library and the binaries are the same build.
-# Sets LLAMA_VERSION (the llama-cpp-python sdist, which vendors llama.cpp), ARCH and FLAGS.
+# Sourced by build_llama_bin.sh (llama-server, llama-bench, llama-batched-bench): the source pin and the
+# portable CMake flags, both part of the binaries' cache key. Sets LLAMA_VERSION, ARCH and FLAGS.
+# LLAMA_VERSION pins the source: the llama-cpp-python sdist of that version, downloaded only for the
+# llama.cpp it vendors (no Python binding is built or installed).
 #
 # Why: a default source build compiles for the build machine's native instruction set. On a VM whose
 # CPU advertises AMX but cannot run it, that code dies with SIGILL on the first prompt; on an older

@@ -4,7 +4,7 @@ A reader -- ``analysis.connect``, ``shp-query`` (``--verify`` too), a report, a 
 nothing into the store it reads: the store may be a git checkout (``results/paper-local/store``), a read-only
 mount, someone else's folder. What reading records (the parts it verified, the files it derived and keeps)
 lives in ``<root>/stores/<identity>/``, where ``<root>`` is ``$SHP_RAY_CACHE``, else ``$XDG_CACHE_HOME/shp-ray``,
-else ``~/.cache/shp-ray`` (the root ``scripts/install_llama.sh`` keeps its wheels under). Only the generation
+else ``~/.cache/shp-ray`` (the root ``scripts/build_llama_bin.sh`` keeps its binaries under). Only the generation
 writer writes into a store's own ``_cache`` (:func:`storage.cache.default_cache_dir`: its response and judge
 caches, the record of the parts it wrote, its locks).
 

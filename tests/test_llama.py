@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -50,33 +51,34 @@ AMX = ("tilezero", "ldtilecfg", "sttilecfg", "tileloadd", "tileloaddt1", "tilest
        "tdpbssd", "tdpbsud", "tdpbusd", "tdpbuud", "tdpbf16ps", "tdpfp16ps")  # fmt: skip
 
 
-def _llama_libraries():
-    """The wheel's native libraries and llama.cpp's own binaries (static: the same ggml-cpu code inside)."""
-    import importlib.util
-    from pathlib import Path
+BINARIES = ("llama-server", "llama-bench", "llama-batched-bench")  # scripts/build_llama_bin.sh's targets
+
+
+def _llama_code():
+    """llama.cpp's binaries in the venv and any ggml / llama library they load (none when linked statically,
+    as scripts/build_llama_bin.sh builds them: the matrix kernels are then inside each binary)."""
+    import re
+    import subprocess
 
     from shp_ray.providers.llama import server_binary
 
-    root = Path(importlib.util.find_spec("llama_cpp").origin).parent
-    libs = sorted(p for p in root.rglob("*.so*") if p.is_file())
-    assert any("ggml-cpu" in p.name for p in libs), f"no libggml-cpu in {root}: {libs}"
-    libs += [server_binary("llama-server"), server_binary("llama-bench")]
-    unique: dict[tuple[int, int], Path] = {}  # the wheel holds each library under three names
-    for p in libs:
-        unique.setdefault((p.stat().st_size, hash(p.read_bytes())), p)
-    return list(unique.values())
+    code = [server_binary(name) for name in BINARIES]
+    for binary in list(code):
+        linked = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+        code += [Path(p) for p in re.findall(r"=>\s*(\S*lib(?:ggml|llama|mtmd)\S*\.so\S*)", linked)]
+    return list(dict.fromkeys(p.resolve() for p in code))
 
 
 @pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the x86-64 ISA check")
-def test_the_built_library_is_portable_x86_64():
-    """Disassemble every native library of llama_cpp and the llama-server / llama-bench binaries: no AMX,
+def test_the_built_binaries_are_portable_x86_64():
+    """Disassemble llama-server, llama-bench, llama-batched-bench (and any llama.cpp library they load): no AMX,
     no AVX-512, and AVX2 really in use."""
     import re
     import subprocess
 
     zmm, ymm = re.compile(r"%zmm\d|%k[1-7]\b"), re.compile(r"%ymm\d")
-    seen_ymm = False
-    for lib in _llama_libraries():
+    kernels = 0
+    for lib in _llama_code():
         out = subprocess.run(
             ["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True, text=True, check=True
         ).stdout
@@ -84,10 +86,10 @@ def test_the_built_library_is_portable_x86_64():
         assert not words & set(AMX), f"{lib.name} holds AMX instructions {sorted(words & set(AMX))}"
         wide = zmm.search(out)
         assert wide is None, f"{lib.name} uses AVX-512 registers: {out[max(0, wide.start() - 80) : wide.end()]!r}"
-        seen_ymm |= bool(ymm.search(out))
-        if lib.name.startswith("llama-"):  # a static binary carries the matrix kernels itself
+        if "<ggml_vec_dot_q4_0_q8_0>:" in out:  # ggml's CPU kernels are here (in a static binary, or the library)
+            kernels += 1
             assert ymm.search(out), f"{lib.name} has no AVX2 (ymm) code: not the portable build"
-    assert seen_ymm, "no AVX2 (ymm) code at all: the build lost its SIMD baseline"
+    assert kernels, "no ggml CPU kernels in the binaries or their libraries: nothing checked"
 
 
 def test_a_killed_server_is_noticed_with_its_exit_status_and_log():
@@ -105,7 +107,7 @@ def test_a_killed_server_is_noticed_with_its_exit_status_and_log():
         with pytest.raises(EmbeddedLLMError, match=r"embedded llama\.cpp server .* died: killed by SIGKILL") as err:
             server.check()
         assert "rerun the same command" in str(err.value)
-        assert "llama" in server.log_tail().lower() or "uvicorn" in server.log_tail().lower()
+        assert "llama" in server.log_tail().lower()
     finally:
         server.stop()
 

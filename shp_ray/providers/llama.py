@@ -6,9 +6,8 @@ The default model is TINY and often wrong: it proves the pipeline end to end on 
 science. The server decodes ``parallel`` sequences at once (continuous batching over its slots) and
 keeps each slot's evaluated prompt: a request names a slot (``id_slot``, from the trajectory it
 continues: :mod:`shp_ray.providers.client`), so a trajectory's rounds resume from its shared prefix,
-and idle slots' prompts move to a RAM cache bounded by ``--cache-ram``. The binary is built from the
-same llama.cpp source and portable flags as the llama-cpp-python library (scripts/build_llama_bin.sh)
-and installed into the venv's ``bin/``.
+and idle slots' prompts move to a RAM cache bounded by ``--cache-ram``. The binary is built for a portable
+x86-64 / arm64 target (scripts/build_llama_bin.sh) and installed into the venv's ``bin/``.
 
 The server is watched for its whole life: :meth:`LlamaServer.check` raises an error naming its
 exit status and the tail of its log once it has died, so a run stops instead of retrying a dead
