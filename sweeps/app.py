@@ -208,6 +208,10 @@ def _planned(job: JobSpec, confirm: bool) -> bool:
         planned = make_plan(job)
     except DatasetError as exc:  # a tasks file that fails its checks: nothing runs
         raise SystemExit(f"shp-sweep: invalid tasks: {redact_text(str(exc))}") from None
+    if planned.refused:  # a report.primary the job cannot have: said before any call, not after the replay
+        said = redact_text(planned.refused)
+        _to_log_file(f"invalid config: {said}")
+        raise SystemExit(f"shp-sweep: invalid config: {said}")
     block = describe(planned, job)
     if job.dry_run:
         print(block)

@@ -43,6 +43,7 @@ from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
 from storage.verify import DamagedStore, require_sound
 from storage.write_fault import write_failure
+from sweeps import primary_check
 from sweeps.prepare_families import prepare_families
 
 log = logging.getLogger("shp_ray.sweep")
@@ -304,6 +305,8 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     judge = None if job.generation.judge == "none" else label
     ids = [s.scenario_id for s in scenarios]
     check_complete(job, store, gen_id, ids)
+    if why := primary_check.refusal(job, scenarios, store, gen_id, generated=True):  # a python scorer's: known now
+        raise JobFailed(f"{why} (the generation is stored; nothing was replayed)")
     if judge is not None:
         ensure_judgments(job, store, gen_id, scenarios, judge)
     weights = strategy_weights(job, store, judge, gen_id, ids)
