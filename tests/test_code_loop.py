@@ -225,6 +225,14 @@ def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hyd
     assert "F1" not in head and any("F1: left out" in line for line in out)
     shp = next(line.split() for line in out if line.startswith("shp "))
     assert shp[7:9] == ["0.000", "+0.000"]  # every draft fails its hidden tests
+    # the code section: the test split as the generation's config records it; the lexical judge cannot score code
+    # (no contexts), so no draft has an IS and there is no oracle_is row (it would be fixed_k1 under another name)
+    from sweeps.code_results import render
+
+    text = render(str(tmp_path / "store"))
+    assert "critic `tests`; test split `docstring` (visible tests: the docstring's examples, the whole check" in text
+    assert "scored none of these drafts (IS –; no oracle_is row)" in text and "| oracle_is |" not in text
+    assert "| oracle_hidden_pass | oracle |" in text and "| fixed_k1 | cascade |" in text
 
 
 @pytest.mark.integration
