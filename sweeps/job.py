@@ -195,6 +195,14 @@ def check_complete(job: JobSpec, store: Store, gen_id: str, ids: list[str]) -> N
     )
 
 
+def check_replayable(job: JobSpec, store: Store, gen_id: str, scenarios: list[Scenario]) -> None:
+    """Refuse a replay whose scenarios are not all stored (:func:`check_complete`), or whose report.primary names no
+    outcome the stored generation has (a python scorer's scores are known only now: sweeps.primary_check)."""
+    check_complete(job, store, gen_id, [s.scenario_id for s in scenarios])
+    if why := primary_check.refusal(job, scenarios, store, gen_id, generated=True):
+        raise JobFailed(f"{why} (the generation is stored; nothing was replayed)")
+
+
 def result_rows(
     table: pa.Table, job: JobSpec, run_id: str, job_tag: str, judge: str, weights: dict[str, float]
 ) -> pa.Table:
@@ -304,9 +312,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     label = judge_label(job.generation, job.provider)
     judge = None if job.generation.judge == "none" else label
     ids = [s.scenario_id for s in scenarios]
-    check_complete(job, store, gen_id, ids)
-    if why := primary_check.refusal(job, scenarios, store, gen_id, generated=True):  # a python scorer's: known now
-        raise JobFailed(f"{why} (the generation is stored; nothing was replayed)")
+    check_replayable(job, store, gen_id, scenarios)
     if judge is not None:
         ensure_judgments(job, store, gen_id, scenarios, judge)
     weights = strategy_weights(job, store, judge, gen_id, ids)
