@@ -88,6 +88,7 @@ def _outcomes(row: dict, scores: list[str], has_is: bool, has_f1: bool) -> str:
 
 def _print_table(result: sweep_job.JobResult) -> None:
     from analysis.report.costs import usd  # analysis is loaded by the job already ("-": unpriced, never $0)
+    from analysis.report.data import answers_known
     from analysis.report.power import warning
 
     # Every outcome the store has: the scores (a code run's hidden tests, a user's scorer, an import's), the judge's
@@ -95,7 +96,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
     # judged by correctness where it exists, never by the judge's IS alone.
     primary, summary = result.primary, result.summary
     scores = _scores(summary, primary)
-    has_is, has_f1 = any(r.get("n_is") for r in summary), any(r.get("mean_f1") is not None for r in summary)
+    has_is, has_f1 = any(r.get("n_is") for r in summary), answers_known(summary)  # F1: as the report decides
     outcome = "".join(f"{n:>{max(7, len(n) + 1)}}{'d' + n:>{max(8, len(n) + 2)}}" for n in scores)
     outcome += f"{'IS':>7}{'dIS':>8}" * has_is + f"{'F1':>7}" * has_f1
     head = (
@@ -117,7 +118,8 @@ def _print_table(result: sweep_job.JobResult) -> None:
             )
     said = [f"{n}: its mean at the stop (d{n} paired against fixed_k{{depth}})" for n in scores]
     said += [f"IS by the judge {result.judge!r}"] if has_is else ["IS: left out (no judge scored these drafts)"]
-    said += ["F1: HotpotQA answer F1 (strict reading)"] if has_f1 else ["F1: left out (no gold answers)"]
+    no_f1 = "F1: left out (no reference answers, or no returned draft states an Answer: line)"
+    said += ["F1: HotpotQA answer F1 (strict reading)"] if has_f1 else [no_f1]
     print(f"saving{' and dIS are' if has_is else ' is'} against fixed_k{{depth}}; " + "; ".join(said))
     if primary != "is":  # (on IS, as ever: a QA run's table reads as it always has)
         print(f"non-inferior, power/N_needed: the paired TOST (margin δ) on {primary}, the primary outcome")
@@ -206,6 +208,10 @@ def _planned(job: JobSpec, confirm: bool) -> bool:
         planned = make_plan(job)
     except DatasetError as exc:  # a tasks file that fails its checks: nothing runs
         raise SystemExit(f"shp-sweep: invalid tasks: {redact_text(str(exc))}") from None
+    if planned.refused:  # a report.primary the job cannot have: said before any call, not after the replay
+        said = redact_text(planned.refused)
+        _to_log_file(f"invalid config: {said}")
+        raise SystemExit(f"shp-sweep: invalid config: {said}")
     block = describe(planned, job)
     if job.dry_run:
         print(block)

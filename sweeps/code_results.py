@@ -26,9 +26,11 @@ from analysis.errors import AnalysisError
 from analysis.report.correctness import policy_lines, round_lines
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
+from conf.code_loop import CODE_DATASETS
 from shp_ray.providers.registry import describe_provider
 from storage.parts import StoreUnusable, open_store
 
+ORACLE_IS = "oracle_is"
 HEADING = "## Code: does the stop keep the draft that passes the hidden tests?"  # where RESULTS.md's code part starts
 HUMANEVAL = (
     "HumanEval (Chen et al., 2021: 164 hand-written Python problems, MIT license), read from the pinned "
@@ -76,23 +78,37 @@ def _correctness_said(score: str) -> str:
     return f"`{score}` (1 = the round's draft is right)"
 
 
-def _sampling(gen: dict, epochs: int) -> str:
-    """Temperature, epochs and the test split of the generation, as its config records them."""
+def _recorded(config: dict, key: str) -> object:
+    """A generation setting as the stored config records it: the generation's own (every setting, in a store written
+    since it existed), else gen_id's parts (a setting away from its default); None when neither does."""
+    return (config.get("generation") or {}).get(key) or (config.get("gen_id_parts") or {}).get(key)
+
+
+def _sampling(gen: dict, epochs: int, code: bool) -> str:
+    """Temperature, epochs, the Critic and the test split (dataset.tests, of ``code`` tasks: those with hidden tests)
+    of the generation, as its config records them: a setting it does not record is left unsaid."""
     config = json.loads(gen.get("config_json") or "{}")
     if config.get("kind") == "imported":
         return f"epochs {epochs} (trajectories per task); the loop's sampling and tests are not recorded"
-    parts = config.get("gen_id_parts") or {}
     t = float(gen.get("temperature") or 0.0)
-    seeded = "a seed per task, epoch and round" if parts.get("seeding") == "round" else f"seed {gen.get('seed')}"
-    critic = parts.get("critic", "llm")
-    split = parts.get("tests", "docstring")
-    tests = (
-        "visible tests: the docstring's examples and a public half of HumanEval's check, the private half scoring"
-        if split == "split"
-        else "visible tests: the docstring's examples, the whole check scoring"
-    )
-    return (f"Writer temperature {t:g} ({seeded}); epochs {epochs} (trajectories per task); critic `{critic}`; "
-            f"test split `{split}` ({tests})")  # fmt: skip
+    sampled = (config.get("gen_id_parts") or {}).get("seeding") == "round"  # in gen_id only when the Writer samples
+    seeded = "a seed per task, epoch and round" if sampled else f"seed {gen.get('seed')}"
+    said = f"Writer temperature {t:g} ({seeded}); epochs {epochs} (trajectories per task)"
+    critic = _recorded(config, "critic") or ("llm" if config.get("gen_id_parts") else None)  # llm: in no gen_id
+    said += f"; critic `{critic}`" if critic else ""
+    split = _recorded(config, "tests") if code else None  # no tests to split: a scorer of one's own decides
+    if split == "split":
+        said += ("; test split `split` (visible tests: the docstring's examples and a public half of HumanEval's "
+                 "check, the private half scoring)")  # fmt: skip
+    elif split:
+        said += f"; test split `{split}` (visible tests: the docstring's examples, the whole check scoring)"
+    return said
+
+
+def _is_said(judge: str | None, has_is: bool) -> str:
+    if not judge:
+        return "no judge in this store (IS –)."
+    return f"judge `{judge}`." if has_is else f"judge `{judge}` scored none of these drafts (IS –; no {ORACLE_IS} row)."
 
 
 def _tests_said(rows: list[dict]) -> str:
@@ -112,8 +128,11 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         score = correctness.pick_score(con, score)
         if score is None:
             raise AnalysisError(f"store {store} has no pass/fail score (hidden_pass): nothing to judge correctness by")
-        # without a judge IS is unknown everywhere, and the IS oracle would only ever return round 1
-        rows = [r for r in correctness.compare_pass(con, score) if setup_of(con).judge or r["policy"] != "oracle_is"]
+        rows = correctness.compare_pass(con, score)
+        # no draft with an IS (no judge, or one that cannot score these tasks): the IS oracle would only ever return
+        # round 1, fixed_k1 under another name -- a row of values that do not exist
+        has_is = any(r.get("mean_is") is not None for r in rows)
+        rows = [r for r in rows if has_is or r["policy"] != ORACLE_IS]
         rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
         changes = correctness.revision_changes(con, score)
         judge = setup_of(con).judge
@@ -124,17 +143,15 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     splits = sorted({str(r["split"]) for r in rows})
     sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
     simulated = _provider_kind(gen) in ("sim", "scripted")
+    code = bool(set(datasets) & set(CODE_DATASETS))  # tasks with hidden tests (a file's: a scorer of the user's)
     out = [
         HEADING,
         "",
         f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
-        f"{_drafts_by(gen)}; max_rounds {depth}; {_sampling(gen, int(epochs))}. Data: {_dataset(datasets)}; "
+        f"{_drafts_by(gen)}; max_rounds {depth}; {_sampling(gen, int(epochs), code)}. Data: {_dataset(datasets)}; "
         f"trajectories per split: {sizes}. "
         f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
-        f"tokens against fixed_k{depth} (every round run). IS: "
-        + (f"judge `{judge}`." if judge else "no judge in this store (IS –).")
-        + " "
-        + _tests_said(rows),
+        f"tokens against fixed_k{depth} (every round run). IS: " + _is_said(judge, has_is) + " " + _tests_said(rows),
         "",
     ]
     if simulated:

@@ -7,7 +7,6 @@ Both read the config tree as registered (``conf.schema`` in Hydra's ConfigStore)
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -17,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import conf.schema  # noqa: F401  (registers the config tree)
+from shp_ray.policy.checks import nearest
 from sweeps.plan import CONFIRM
 
 GROUPS = {  # one line each; the options are read from the ConfigStore
@@ -135,8 +135,8 @@ def suggestions(argv: Iterable[str]) -> list[str]:
             continue
         if any(key.startswith(f"{m}.") for m in open_maps):
             continue
-        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean `{near[0]}`?" if near else "; `shp-sweep --help` lists the groups and sections"
+        near = nearest(key, known)
+        hint = f"; did you mean `{near}`?" if near else "; `shp-sweep --help` lists the groups and sections"
         said.append(f"shp-sweep: `{key}` is no key of the config{hint}")
     return said
 
@@ -174,8 +174,8 @@ def option_typos(argv: Sequence[str]) -> list[str]:
         for option in (v.strip() for v in value.strip("[]").split(",")):
             if not option or option in known or option == "null":
                 continue
-            near = difflib.get_close_matches(option, sorted(known), n=1, cutoff=0.5)
-            hint = f"did you mean `{key}={near[0]}`?" if near else f"known: {', '.join(sorted(known))}"
+            near = nearest(option, known, cutoff=0.5)
+            hint = f"did you mean `{key}={near}`?" if near else f"known: {', '.join(sorted(known))}"
             said.append(
                 f"shp-sweep: `{key}={option}`: no {group} {'preset' if group == 'sweep' else 'option'} "
                 f"of that name; {hint}"

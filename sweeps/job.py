@@ -43,6 +43,7 @@ from storage.resume import done_scenarios, failure_messages
 from storage.schemas import RESULTS
 from storage.verify import DamagedStore, require_sound
 from storage.write_fault import write_failure
+from sweeps import primary_check
 from sweeps.prepare_families import prepare_families
 
 log = logging.getLogger("shp_ray.sweep")
@@ -194,6 +195,14 @@ def check_complete(job: JobSpec, store: Store, gen_id: str, ids: list[str]) -> N
     )
 
 
+def check_replayable(job: JobSpec, store: Store, gen_id: str, scenarios: list[Scenario]) -> None:
+    """Refuse a replay whose scenarios are not all stored (:func:`check_complete`), or whose report.primary names no
+    outcome the stored generation has (a python scorer's scores are known only now: sweeps.primary_check)."""
+    check_complete(job, store, gen_id, [s.scenario_id for s in scenarios])
+    if why := primary_check.refusal(job, scenarios, store, gen_id, generated=True):
+        raise JobFailed(f"{why} (the generation is stored; nothing was replayed)")
+
+
 def result_rows(
     table: pa.Table, job: JobSpec, run_id: str, job_tag: str, judge: str, weights: dict[str, float]
 ) -> pa.Table:
@@ -303,7 +312,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     label = judge_label(job.generation, job.provider)
     judge = None if job.generation.judge == "none" else label
     ids = [s.scenario_id for s in scenarios]
-    check_complete(job, store, gen_id, ids)
+    check_replayable(job, store, gen_id, scenarios)
     if judge is not None:
         ensure_judgments(job, store, gen_id, scenarios, judge)
     weights = strategy_weights(job, store, judge, gen_id, ids)

@@ -27,6 +27,7 @@ from shp_ray.providers.sim.options import SimOptions
 from shp_ray.providers.tokens import prompt_tokens
 from storage.parts import Store
 from storage.resume import done_scenarios
+from sweeps import primary_check
 from sweeps.job import job_scenarios, with_tasks
 from sweeps.prepare_families import dev_split_needed
 
@@ -50,6 +51,7 @@ class JobPlan:
     seconds: float | None = None  # None: no limit bounds it (no rpm/tpm set on a remote endpoint)
     embedded: bool = False
     notes: list[str] = field(default_factory=list)  # the nearest stored generation and how it differs, ...
+    refused: str | None = None  # why report.primary names no outcome this job can have (sweeps.primary_check)
 
     @property
     def to_generate(self) -> int:
@@ -126,6 +128,7 @@ def make_plan(job: JobSpec) -> JobPlan:
     plan = JobPlan(spec.kind, spec.model, g.gen_id(spec.kind, spec.model), len(scenarios), 0)
     plan.embedded = spec.kind == "llama"
     done, rejudge = _read_store(job, plan, scenarios)
+    plan.refused = primary_check.refusal(job, scenarios, _stored(job.store), plan.gen_id, generated=False)
     todo = [s for s in scenarios if s.scenario_id not in done]
     plan.stored = len(scenarios) - len(todo)
     preflights = 1 if todo else 0  # one real call proves the endpoint before a generation starts

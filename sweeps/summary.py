@@ -140,7 +140,9 @@ def head(summary: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     the tasks have gold answers, the verdict on the primary outcome."""
     said = [h for n in names(summary) for h in ((f"d{'IS' if n == IS else n} [95% CI]",) if n == IS
                                                else (n, f"d{n} [95% CI]"))]  # fmt: skip
-    answers = ("dF1", "dEM") if any(r.get("delta_f1") is not None for r in summary) else ()
+    from analysis.report.data import answers_known  # the report's rule (loaded with the jobs' analysis already)
+
+    answers = ("dF1", "dEM") if answers_known(summary) else ()
     lead = "IS" if not summary or summary[0]["primary"] == IS else summary[0]["primary"]
     return ("job", "policy", "saved", *said, *answers, "N", "power/N", f"non-inferior ({lead})", "report")
 

@@ -218,6 +218,24 @@ def test_policy_summary_means_and_deltas_against_the_baseline(con) -> None:
     assert summary["fixed_k3"][2:4] == (0.0, 0.0)  # the baseline against itself
 
 
+def test_the_sweep_console_shows_answer_f1_where_the_drafts_state_answers(con, capsys) -> None:
+    """The console table decides the F1 column as the report does (analysis.report.data.answers_known)."""
+    from analysis import sql
+    from sweeps import app
+    from sweeps.job import JobResult
+
+    summary = con.sql(sql.query("sweep_summary")).to_arrow_table().to_pylist(maps_as_pydicts="strict")
+    assert any(r["share_answer_line"] > 0 for r in summary)
+    app._print_table(JobResult(run_id="r", gen_id="g", judge="j", store="s", scenarios=7, trajectories=7,
+                               summary=summary))  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    head = out[2].split()
+    assert head[-3] == "F1" and not any("F1: left out" in line for line in out)
+    for r in summary:
+        cells = next(line.split() for line in out if line.startswith(f"{r['policy']} "))
+        assert cells[-3] == f"{r['mean_f1']:.3f}"
+
+
 def test_the_sql_lenient_answers_equal_the_python_ones(con) -> None:
     rows = con.sql(
         "SELECT a.scenario_id, a.round, r.draft, a.answer, a.has_inline_answer, a.answer_em, a.answer_f1 "

@@ -187,6 +187,24 @@ def test_a_config_error_is_printed_once_and_a_set_scorer_blames_no_key(tmp_path)
     assert suggestions(["score.target=my.py:fn", "score.name=x", "prompts.file=p.yaml", "dataset.split_map={}"]) == []
 
 
+def test_a_primary_outcome_the_job_cannot_have_is_refused_before_any_call(tmp_path) -> None:
+    """report.primary is checked against the outcomes the config and the store give, before generation (a dry run
+    too): one line naming them and the nearest, exit 1, nothing generated."""
+    store = tmp_path / "store"
+    for args, said in [
+        (["dataset=humaneval", "report.primary=hiden_pass"],  # the lexical judge cannot score code: no IS
+         "it has: hidden_pass, visible_pass; did you mean `hidden_pass`?"),
+        (["report.primary=IS", "dry_run=true"], "it has: is; did you mean `is`?"),
+    ]:  # fmt: skip
+        out = _sweep("provider=sim", "dataset.limit=2", *args, f"store.path={store}", cwd=tmp_path)
+        name = args[1 if args[0].startswith("dataset") else 0].split("=")[1]
+        want = f"shp-sweep: invalid config: report.primary={name}: this job has no such outcome; {said}"
+        assert out.returncode == 1 and out.stderr.strip() == want and out.stdout == "", out.stdout + out.stderr
+    assert not store.exists()  # no call, no part: refused before generation
+    ok = _sweep("provider=sim", "dataset=humaneval", "report.primary=visible_pass", "dry_run=true", cwd=tmp_path)
+    assert ok.returncode == 0 and ok.stdout.startswith("plan: "), ok.stderr
+
+
 def test_hydras_hint_for_a_forgotten_multirun_flag_reaches_the_user_intact(tmp_path) -> None:
     out = _sweep("provider=sim", "halting.eps=0.02,0.04", cwd=tmp_path)
     assert out.returncode == 1

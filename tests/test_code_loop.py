@@ -27,6 +27,7 @@ from shp_ray.policy.table import policy_by_name
 from shp_ray.providers.sim.scripted import ScriptedProvider
 from shp_ray.sandbox import ERROR_CLASSES
 from storage import Store
+from sweeps import app
 from sweeps import job as sweep_job
 from sweeps.job import snapshot
 
@@ -204,7 +205,7 @@ def sweep(tmp_path, *overrides: str):
 
 
 @pytest.mark.integration
-def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hydra_ctx, tmp_path, ray_session):
+def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hydra_ctx, tmp_path, ray_session, capsys):
     done, store = sweep(tmp_path, "provider=sim", "dataset=humaneval", "dataset.limit=5", "report.enabled=false")
     assert (done.generated, done.failed) == (5, 0)
     rounds = store.read("rounds").to_pylist()
@@ -214,6 +215,24 @@ def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hyd
     assert len(scores) == 5 * 6 * 2 and {r["score"] for r in scores} == {"hidden_pass", "visible_pass"}
     # the simulated server writes prose, not Python: every draft fails to compile, and says so
     assert {(r["value"], r["label"]) for r in scores} == {(0.0, "syntax")}
+    # the console table speaks the task's own score, and no answer F1 (code has no Answer: line: F1 0 by rule)
+    assert all(r["mean_f1"] == 0.0 and r["share_answer_line"] == 0.0 for r in done.summary)
+    capsys.readouterr()
+    app._print_table(done)
+    out = capsys.readouterr().out.splitlines()
+    head = out[2].split()
+    assert done.primary == "hidden_pass" and head[7:9] == ["hidden_pass", "dhidden_pass"], head
+    assert "F1" not in head and any("F1: left out" in line for line in out)
+    shp = next(line.split() for line in out if line.startswith("shp "))
+    assert shp[7:9] == ["0.000", "+0.000"]  # every draft fails its hidden tests
+    # the code section: the test split as the generation's config records it; the lexical judge cannot score code
+    # (no contexts), so no draft has an IS and there is no oracle_is row (it would be fixed_k1 under another name)
+    from sweeps.code_results import render
+
+    text = render(str(tmp_path / "store"))
+    assert "critic `tests`; test split `docstring` (visible tests: the docstring's examples, the whole check" in text
+    assert "scored none of these drafts (IS –; no oracle_is row)" in text and "| oracle_is |" not in text
+    assert "| oracle_hidden_pass | oracle |" in text and "| fixed_k1 | cascade |" in text
 
 
 @pytest.mark.integration

@@ -98,5 +98,11 @@ def test_the_primary_outcome_is_chosen_or_refused_with_what_there_is() -> None:
     assert outcomes.primary(None, ["a", "b"], ["a", "b"], True) == "is"  # two pass/fail scores: IS unless named
     assert outcomes.primary(None, [], [], True) == "is"
     assert outcomes.primary("quality", ["correct", "quality"], ["correct"], True) == "quality"
-    with pytest.raises(AnalysisError, match=r"report.primary=is: .* it has: correct, quality"):
+    with pytest.raises(AnalysisError, match=r"report.primary=is: .* it has: correct, quality$"):
         outcomes.primary("is", ["correct", "quality"], ["correct"], False)
+    with pytest.raises(
+        AnalysisError,
+        match=r"report.primary=Corect: this run .* it has: is, correct, quality; did you mean `correct`\?$",
+    ):
+        outcomes.check_requested("Corect", ["quality", "correct"], True, "this run")  # the nearest, the case aside
+    outcomes.check_requested("quality", ["quality"], False)  # there: no error

@@ -62,3 +62,15 @@ def test_a_python_scorer_in_a_sweep_reaches_the_summary_with_paired_differences(
         em, f1 = means[(cells[0], "em")], means[(cells[0], "f1")]
         assert cells[7:11] == [f"{em[0]:.3f}", f"{em[1]:+.3f}", f"{f1[0]:.3f}", f"{f1[1]:+.3f}"], cells
     assert any(line.startswith("em: its mean at the stop") or "; em: its mean at the stop" in line for line in out)
+
+    # a report.primary the run has no values of: a python scorer names its scores only in its results, so the plan
+    # cannot tell; the job refuses it once the generation is stored, before any replay row or report is written
+    from sweeps.plan import make_plan
+
+    with initialize_config_module(config_module="conf", version_base="1.3"):
+        bad = to_job(compose(config_name="config", overrides=[*overrides, "report.primary=emm"]))
+    assert make_plan(bad).refused is None
+    before = Store(store).read("results").num_rows
+    with pytest.raises(sweep_job.JobFailed, match=r"^report.primary=emm: .* it has: is, em, f1; did you mean `em`\?"):
+        sweep_job.run(bad, output_dir=tmp_path / "b", job_tag="t", config_snapshot=snapshot(cfg), command="t")
+    assert Store(store).read("results").num_rows == before and not (tmp_path / "b" / "report").exists()

@@ -17,7 +17,8 @@ from tests.page_support import page_table
 def _row(policy: str, saving: float, delta: float, lower: float, ok: bool, n: int = 30) -> dict:
     return {"policy": policy, "n": n, "n_is": n, "token_saving": saving, "delta_is": delta,
             "delta_is_lower95": lower, "non_inferior": ok, "tost_power": 0.9, "n_needed": 20,
-            "degenerate": False, "underpowered": False, "delta_f1": 0.0, "delta_em": 0.0}  # fmt: skip
+            "degenerate": False, "underpowered": False, "mean_f1": 0.4, "share_answer_line": 0.9, "delta_f1": 0.0,
+            "delta_em": 0.0}  # fmt: skip
 
 
 def _sweep(tmp_path: Path) -> Path:
@@ -76,6 +77,7 @@ def test_the_sweep_page_holds_the_combined_table_a_heatmap_per_split_and_outcome
     text = (multi / PAGE).read_text()
     combined = rows(load_jobs(multi))
     assert page_table(text) == [list(head(combined)[:-1]), *(cells(r, combined) for r in combined)]
+    assert {"dF1", "dEM"} <= set(head(combined))  # drafts that state answers: answer F1 and EM stay
     assert text.count('<table class="heatmap" data-outcome="is">') == 1  # one split, one outcome: IS
     assert 'href="3/report/index.html"' in text and 'href="0/report/report.md"' in text  # relative to the page
     assert "shp\n30%, dIS -0.010" in text  # the best cell (eps 0.06, k 2): shp, its saving and its dIS
@@ -92,6 +94,7 @@ def test_a_scores_primary_outcome_leads_the_summary_per_split(tmp_path):
             for policy, saving, delta, ok in cases:
                 summary.append({"split": split, "policy": policy, "n": 20, "n_is": 0, "token_saving": saving,
                                 "delta_is": None, "delta_is_lower95": None, "non_inferior": None,
+                                "mean_f1": 0.0, "delta_f1": 0.0, "delta_em": 0.0, "share_answer_line": 0.0,
                                 "scores": {"hidden_pass": {"mean": 0.5 + delta, "delta": delta,
                                                            "delta_lower95": delta - 0.05, "n_paired": 20,
                                                            "non_inferior": ok, "tost_power": 0.5, "n_needed": 40,
@@ -102,6 +105,7 @@ def test_a_scores_primary_outcome_leads_the_summary_per_split(tmp_path):
     first = text.splitlines()
     assert first[0].split()[:5] == ["job", "policy", "saved", "hidden_pass", "dhidden_pass"]
     assert "dIS" not in first[0] and "non-inferior (hidden_pass)" in first[0]
+    assert "dF1" not in first[0] and "dEM" not in first[0]  # code: F1 0 by rule (no Answer: line), as the report
     assert first[2].split()[:2] == ["halting.k=2", "shp"] and BEST in first[2]  # non-inferior on hidden_pass
     assert sum(" (dev)" in line for line in first[2:]) == sum(" (test)" in line for line in first[2:]) == 4
     page = (tmp_path / "m" / PAGE).read_text()

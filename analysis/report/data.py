@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +40,14 @@ class Options:
     n_resamples: int = 2000
     trajectories: int = 20_000  # per split, the most the HTML report's browser holds (every round's draft ...)
     primary: str | None = None  # the outcome the report leads with (report.primary; None: outcomes.primary's pick)
+
+
+def answers_known(summary: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether EM / F1 say anything in these policy_summary rows (the report's, the console table's): the tasks carry
+    reference answers and some returned draft states an ``Answer:`` line (else every draft scores 0 by rule, as code
+    does: no EM / F1 columns)."""
+    known = [r for r in summary if r.get("mean_f1") is not None]
+    return any(r.get("share_answer_line") is None or r["share_answer_line"] > 0 for r in known)
 
 
 @dataclass
@@ -77,10 +85,7 @@ class SplitData:
 
     @property
     def has_answers(self) -> bool:
-        """Whether EM / F1 say anything here: the tasks carry reference answers and some returned draft states an
-        ``Answer:`` line (else every draft scores 0 by rule, as code does: no EM / F1 columns)."""
-        known = [r for r in self.summary if r.get("mean_f1") is not None]
-        return any(r.get("share_answer_line") is None or r["share_answer_line"] > 0 for r in known)
+        return answers_known(self.summary)
 
     def outcomes_by_key(self) -> dict[tuple[str, str, str], dict]:
         """The outcome rows by (gen_id, policy, score)."""

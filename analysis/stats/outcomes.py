@@ -15,7 +15,7 @@ correctness score (``hidden_pass``, or the store's only pass/fail score), else I
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import duckdb
 
@@ -23,6 +23,7 @@ from analysis import sql
 from analysis.errors import AnalysisError
 from analysis.stats import correctness
 from analysis.stats.scores import compare_scores
+from shp_ray.policy.checks import nearest
 
 IS = "is"  # the judge's IS as an outcome's name (report.primary=is)
 
@@ -55,17 +56,26 @@ def compare_outcomes(
     return rows
 
 
+def check_requested(requested: str, scores: Iterable[str], has_is: bool, holder: str = "this store") -> None:
+    """Refuse a ``report.primary`` that names no outcome of ``holder`` (its ``scores``, and ``is`` where a judge
+    scores the drafts): AnalysisError, one line naming the outcomes there are and the nearest of them."""
+    have = [*([IS] if has_is else []), *sorted(scores)]
+    if requested in have:
+        return
+    near = nearest(requested, have)
+    raise AnalysisError(
+        f"report.primary={requested}: {holder} has no such outcome; it has: {', '.join(have) or 'none'}"
+        + (f"; did you mean `{near}`?" if near else "")
+    )
+
+
 def primary(requested: str | None, scores: Sequence[str], pass_fail: Sequence[str], has_is: bool) -> str:
     """The outcome to lead with: ``requested`` (a score of the store, or ``is`` where there is IS), else
     ``hidden_pass``, else the only pass/fail score, else IS where there is IS, else the first score; ``is`` when the
     store has neither (the report then says IS is unknown)."""
     if requested:
-        if requested == IS and has_is or requested in scores:
-            return requested
-        have = [*([IS] if has_is else []), *scores]
-        raise AnalysisError(
-            f"report.primary={requested}: this store has no such outcome; it has: {', '.join(have) or 'none'}"
-        )
+        check_requested(requested, scores, has_is)
+        return requested
     if correctness.DEFAULT_SCORE in pass_fail:
         return correctness.DEFAULT_SCORE
     if len(pass_fail) == 1:

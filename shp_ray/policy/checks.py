@@ -1,12 +1,15 @@
 """The one integer check of the project: a setting, a parameter or a count read from a file that must be
-a whole number of at least some minimum.
+a whole number of at least some minimum; and the one did-you-mean: the known name nearest to a refused one.
 
-It lives in the policy package because that is the floor every room that checks integers may import
-(the config, generation, the importers, the policy's own parameters). A bool is refused though Python
-counts it as an int: ``True`` given for ``k`` is a mistake in the config, not k = 1.
+It lives in the policy package because that is the floor every room that checks integers or names may import
+(the config, generation, the importers, analysis, the apps, the policy's own parameters). A bool is refused though
+Python counts it as an int: ``True`` given for ``k`` is a mistake in the config, not k = 1.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 
 def is_int(value: object) -> bool:
@@ -19,3 +22,11 @@ def check_int(what: str, value: object, minimum: int, error: type[Exception] = V
     if not is_int(value) or value < minimum:  # type: ignore[operator]
         raise error(f"{what} must be an integer >= {minimum}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def nearest(name: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The known name closest to a refused ``name`` (a typo's likely meaning, the case aside: ``IS`` -> ``is``), or
+    None when none is close."""
+    folded = {k.casefold(): k for k in sorted(known)}
+    found = difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=cutoff)
+    return folded[found[0]] if found else None

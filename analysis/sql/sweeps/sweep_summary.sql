@@ -5,6 +5,7 @@
 -- judged by where it exists), picked as analysis.stats.correctness.pick_score picks it: hidden_pass where there is one,
 -- else the only one; several and no hidden_pass, none (the user names one in shp-query). scores: every score of the
 -- store at the stop, policy_summary's map (mean, delta, delta_lower95, n_paired, non_inferior, tost_power, ...).
+-- share_answer_line: with mean_f1, whether answer F1 says anything (analysis.report.data.answers_known).
 WITH pass AS (
     SELECT gen_id, split, policy, score AS pass_score, pass_at_stop, delta_pass, p_mcnemar
     FROM correctness_summary
@@ -13,7 +14,7 @@ WITH pass AS (
 )
 SELECT s.split, s.policy, n, mean_rounds, mean_operational_tokens, mean_operational_cost_live_usd,
        mean_operational_cost_batch_usd, mean_operational_cost_usd, token_saving, mean_is, delta_is, non_inferior,
-       mean_f1, n_is, margin, tost_power, n_needed, degenerate,
+       mean_f1, share_answer_line, n_is, margin, tost_power, n_needed, degenerate,
        delta_is_lower95, delta_f1, delta_em, underpowered,  -- the sweep's combined table (sweeps.summary)
        pass_score, pass_at_stop, delta_pass, p_mcnemar, s.scores
 FROM policy_summary s
