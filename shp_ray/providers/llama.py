@@ -5,9 +5,11 @@ of the catalogue (:mod:`shp_ray.providers.local_models`: SmolLM2-135M-Instruct b
 The default model is TINY and often wrong: it proves the pipeline end to end on a real model, not the
 science. The server decodes ``parallel`` sequences at once (continuous batching over its slots) and
 keeps each slot's evaluated prompt: a request names a slot (``id_slot``, from the trajectory it
-continues: :mod:`shp_ray.providers.client`), so a trajectory's rounds resume from its shared prefix,
-and idle slots' prompts move to a RAM cache bounded by ``--cache-ram``. The binary is built for a portable
-x86-64 / arm64 target (scripts/build_llama_bin.sh) and installed into the venv's ``bin/``.
+continues: :mod:`shp_ray.providers.client`), so a trajectory's rounds resume from its shared prefix.
+The server's RAM prompt cache (``--cache-ram``) stays off: under concurrent requests it restored another
+conversation's state into a slot, and drafts continued a different task (tests/test_llama_isolation.py).
+The binary is built for a portable x86-64 / arm64 target (scripts/build_llama_bin.sh) and installed into
+the venv's ``bin/``.
 
 The server is watched for its whole life: :meth:`LlamaServer.check` raises an error naming its
 exit status and the tail of its log once it has died, so a run stops instead of retrying a dead
@@ -39,9 +41,6 @@ from pathlib import Path
 from shp_ray.providers import local_models
 from shp_ray.providers.base import ProviderSpec
 
-# The RAM cache of idle slots' prompts (llama-server's --cache-ram, which counts what it holds): a few
-# trajectories' prefixes of the 1.5B model. Peak memory = model + KV of n_ctx x parallel tokens + this.
-PROMPT_CACHE_BYTES = 3 << 30
 MODEL_ALIAS = "smollm2-135m-instruct"  # the default embedded model (local_models.MODELS has the others)
 # The CPUs this process may run on: the server's threads follow the machine.
 MACHINE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -175,7 +174,6 @@ class LlamaServer:
         return replace(LLAMA_SPEC, **fields)  # type: ignore[arg-type]
 
     def command(self) -> list[str]:
-        cache_mib = (PROMPT_CACHE_BYTES >> 20) if self.prompt_cache else 0
         return [
             str(server_binary()),
             "--model", str(self.model), "--alias", self.alias,
@@ -184,7 +182,8 @@ class LlamaServer:
             # n_ctx tokens for each slot, each in its own KV range (no unified buffer): the KV memory is
             # fixed at start, and one slot's long prompt never evicts another's.
             "--parallel", str(self.parallel), "--ctx-size", str(self.n_ctx * self.parallel), "--no-kv-unified",
-            "--cache-prompt" if self.prompt_cache else "--no-cache-prompt", "--cache-ram", str(cache_mib),
+            # Each slot's own prefix only: the cross-slot RAM cache spliced other conversations into replies.
+            "--cache-prompt" if self.prompt_cache else "--no-cache-prompt", "--cache-ram", "0", "--no-cache-idle-slots",
             "--no-webui", "--no-warmup", "--jinja",
         ]  # fmt: skip
 
