@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,8 @@ def test_the_built_binaries_are_portable_x86_64():
     assert kernels, "no ggml CPU kernels in the binaries or their libraries: nothing checked"
 
 
-def test_a_killed_server_is_noticed_with_its_exit_status_and_log():
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGILL"])
+def test_a_killed_server_is_noticed_with_its_exit_status_and_log(sig):
     import os
     import signal
 
@@ -101,12 +103,16 @@ def test_a_killed_server_is_noticed_with_its_exit_status_and_log():
     server = LlamaServer(n_threads=1).start()
     try:
         server.check()  # alive: no error
-        os.kill(server._proc.pid, signal.SIGKILL)
+        limits = Path(f"/proc/{server._proc.pid}/limits").read_text()
+        assert re.search(r"Max core file size\s+0\s+0", limits)  # a crash leaves no core file of the model
+        os.kill(server._proc.pid, getattr(signal, sig))
         server._proc.wait(10)
         assert not server.running
-        with pytest.raises(EmbeddedLLMError, match=r"embedded llama\.cpp server .* died: killed by SIGKILL") as err:
+        with pytest.raises(EmbeddedLLMError, match=rf"embedded llama\.cpp server .* died: killed by {sig}") as err:
             server.check()
         assert "rerun the same command" in str(err.value)
+        # An illegal instruction: the cached build is removed, not only the venv's mark (which rebuilds nothing).
+        assert ("shp-ray}/llama-bin .venv/.llama-bin-key && make demo" in str(err.value)) == (sig == "SIGILL")
         assert "llama" in server.log_tail().lower()
     finally:
         server.stop()

@@ -25,6 +25,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -103,17 +104,20 @@ def server_binary(name: str = SERVER_BINARY) -> Path:
 
 
 def _lifeline() -> Callable[[], None] | None:
-    """A pre-exec hook that makes the child die with SIGKILL when its parent dies (Linux only).
+    """A pre-exec hook that makes the child die with SIGKILL when its parent dies (Linux only), and
+    without a core file: a crashed server would otherwise leave its whole model in the working folder.
 
-    libc and prctl are looked up here, in the parent: the hook itself only makes the C call.
+    libc and prctl are looked up here, in the parent: the hook itself only makes the C calls.
     """
     if not sys.platform.startswith("linux"):
         return None
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     prctl, pr_set_pdeathsig, sigkill = libc.prctl, 1, int(signal.SIGKILL)
+    no_core = (0, 0)
 
     def hook() -> None:
         prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+        resource.setrlimit(resource.RLIMIT_CORE, no_core)
 
     return hook
 
@@ -258,9 +262,11 @@ class LlamaServer:
         advice = "rerun the same command: completed trajectories are kept and only the rest is generated"
         if code == -signal.SIGILL:
             advice = (
-                "llama-server was compiled for another CPU (e.g. AMX or AVX-512 code on a CPU without "
-                "it): rebuild it portably with `rm -f .venv/.llama-bin-key && make demo` "
-                "(scripts/build_llama_bin.sh), then " + advice
+                "llama-server holds code this CPU cannot run (e.g. AMX or AVX-512): the build is portable, so "
+                "the binary came from elsewhere, such as a shared cache. Remove the cached build and the venv's "
+                "copy and build again: `rm -rf ${SHP_RAY_CACHE:-${XDG_CACHE_HOME:-~/.cache}/shp-ray}/llama-bin "
+                ".venv/.llama-bin-key && make demo` (scripts/build_llama_bin.sh); if it dies again, report the "
+                "CPU's flags (/proc/cpuinfo). Then " + advice
             )
         raise EmbeddedLLMError(
             f"the embedded llama.cpp server ({self.alias}, {self.base_url}) died: {describe_exit(code)}. "
