@@ -213,3 +213,23 @@ def test_a_trajectorys_next_round_resumes_from_its_prefix_in_its_slot(embedded_l
     first, second = round_(1), round_(2)
     assert first["prompt_tokens"] == second["prompt_tokens"] > 100
     assert second["prompt_tokens_details"]["cached_tokens"] >= first["prompt_tokens"] - 10
+
+
+def test_the_sweep_is_set_beside_the_engine_for_its_prompts_and_its_replies():
+    """ratio compares generated tokens/s alone; work_ratio charges the engine the sweep's prompts too."""
+    from shp_ray.bench.generate import against_engine
+
+    run = {"parallel": 2, "prompt_tokens": 4000, "gen_tokens": 2000, "gen_tokens_per_s": 10.0, "generation_s": 200.0}
+    ref = {
+        "batched": {
+            "1": {"pp_tokens_per_s": 1.0, "tg_tokens_per_s": 1.0},
+            "2": {"pp_tokens_per_s": 50.0, "tg_tokens_per_s": 20.0},
+        }
+    }
+    # The engine: 4000 / 50 = 80 s of prompts + 2000 / 20 = 100 s of replies = 180 s, against the sweep's 200 s.
+    assert against_engine(run, ref) == {"reference_gen_tokens_per_s": 20.0, "ratio": 0.5, "work_ratio": 0.9}
+    assert against_engine({**run, "parallel": 4}, ref) == {
+        "reference_gen_tokens_per_s": None,
+        "ratio": None,
+        "work_ratio": None,
+    }
