@@ -344,9 +344,10 @@ def test_no_import_cycles() -> None:
 def package_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """The import graph of the top-level packages (shp_ray, analysis, bench ...).
 
-    The module graph has no cycle while a package holds modules of rooms both below and above
-    another package (shp_ray.bench imported analysis, analysis imports shp_ray.providers): each
-    arrow points down, yet the two packages import each other. A room that may import nothing of
+    The module graph can have no cycle while a package holds modules of rooms both below and above
+    another package (an app inside shp_ray importing analysis, which imports shp_ray.providers):
+    each arrow points down, yet the two packages import each other, and neither can be read,
+    tested or shipped without the other. A room that may import nothing of
     ours (redaction, policy, sandbox) closes no circle wherever it lives, so an import of it is
     no arrow between packages (storage imports shp_ray.redaction, shp_ray.generation imports storage).
     """
