@@ -256,8 +256,8 @@ def test_every_command_and_benchmark_prints_its_help(capsys) -> None:
     """``--help`` of each console script and of each ``shp-bench`` benchmark prints its usage: argparse formats
     every help string with ``%``, so a literal percent sign in one breaks the whole page."""
     from analysis.query import main as query
-    from shp_ray.bench import BENCHMARKS
-    from shp_ray.bench import main as bench
+    from bench import BENCHMARKS
+    from bench import main as bench
     from shp_ray.importer.cli import main as importer
     from shp_ray.providers.sim.server import main as serve
 

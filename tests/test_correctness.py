@@ -327,7 +327,7 @@ def test_a_trace_whose_split_is_not_a_string_is_one_line_naming_file_and_line(tm
 
 
 def test_the_benchmark_prints_one_json_line(tmp_path, capsys) -> None:
-    from shp_ray.bench.correctness import main
+    from bench.correctness import main
 
     assert main(["--trajectories", "12", "--rounds", "3", "--keep", str(tmp_path)]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -185,7 +185,7 @@ def test_temperature_0_and_a_seeded_sample_give_the_same_draft_alone_or_batched(
 
 def test_the_reference_is_llama_cpps_own_benchmark_on_the_embedded_model():
     """shp-bench generate --reference: llama-batched-bench at each batch size and llama-bench for one sequence."""
-    from shp_ray.bench.generate import reference
+    from bench.generate import reference
 
     ref = reference("smollm2-135m-instruct", threads=1, prompt=8, gen=4, batches=(1, 2))
     assert set(ref["batched"]) == {"1", "2"}

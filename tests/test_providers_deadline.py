@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from shp_ray.bench import ratelimit as bench_ratelimit
+from bench import ratelimit as bench_ratelimit
 from shp_ray.providers.base import ChatRequest, Completion, ProviderError, ProviderSpec
 from shp_ray.providers.client import OpenAICompatProvider
 from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy

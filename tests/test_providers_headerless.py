@@ -13,7 +13,7 @@ import json
 import aiohttp
 import pytest
 
-from shp_ray.bench.headerless import HeaderlessServer
+from bench.headerless import HeaderlessServer
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from shp_ray.providers.client import OpenAICompatProvider
 from shp_ray.providers.retry_policy import Backoff
@@ -80,7 +80,7 @@ def test_the_double_says_nothing_but_its_hints():
 
 
 def test_the_bench_runs_against_the_double_at_a_latency(capsys):
-    from shp_ray.bench import ratelimit as bench_ratelimit
+    from bench import ratelimit as bench_ratelimit
 
     assert bench_ratelimit.main(["--server", "headerless", "--latency-ms", "20", "--requests", "12"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

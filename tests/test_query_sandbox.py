@@ -368,7 +368,7 @@ def test_python_variables_are_not_scanned(places) -> None:
 
 
 def test_views_and_udfs_answer_the_same_under_the_lock_down(places) -> None:
-    """Lazy views, the cascade UDF and the family UDF all run AFTER the lock-down here: same rows as unlocked."""
+    """Lazy views, the cascade UDF and the families' column-wise replay run AFTER the lock-down: rows as unlocked."""
     pols = standard_policies() + family_policies()
     q = "SELECT * FROM replay ORDER BY ALL"
     rows = {}
@@ -385,7 +385,7 @@ def test_views_and_udfs_answer_the_same_under_the_lock_down(places) -> None:
             con.close()
         assert locked is read_only
     assert rows[True] == rows[False]
-    assert rows[True][0] and rows[True][2]  # the family rows are there, computed by shp_family
+    assert rows[True][0] and rows[True][2]  # the family rows are there, computed by family_replay
 
 
 @pytest.mark.parametrize(

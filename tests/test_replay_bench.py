@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from shp_ray.bench import main
+from bench import main
 
 
 def test_bench_replay_prints_one_json_line(capsys) -> None:

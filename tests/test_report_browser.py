@@ -16,7 +16,7 @@ import analysis
 from analysis.report import write_report
 from analysis.report.html_report import INDEX
 from analysis.sql.rows import fetch_dicts
-from shp_ray.bench.browser import Chromium, find_chromium
+from bench.browser import Chromium, find_chromium
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shp_ray.bench import main
+from bench import main
 
 
 def test_bench_sandbox_prints_one_json_line(capsys) -> None:

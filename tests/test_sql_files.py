@@ -12,7 +12,7 @@ import pytest
 from analysis import sql
 
 ROOT = Path(__file__).resolve().parents[1]
-CALLERS = ("analysis", "shp_ray", "sweeps", "storage", "conf", "hydra_plugins")
+CALLERS = ("analysis", "shp_ray", "sweeps", "bench", "storage", "conf", "hydra_plugins")
 
 
 def test_an_unknown_name_is_refused_and_the_known_ones_are_listed() -> None:
@@ -93,7 +93,7 @@ OWNER_CODE = {
     "report": (("analysis/report",), 2),
     "query": (("analysis/query",), 2),
     "sweeps": (("sweeps",), 3),
-    "bench": (("shp_ray/bench",), 3),
+    "bench": (("bench",), 3),
 }
 
 

@@ -1,10 +1,10 @@
-"""The per-node services of a run on Ray: each node that takes work gets its own embedding actor
-and (for the LLM judge) judge actor, and the workers placed there call those (never across the cluster for
-each draft).
+"""The per-node services of a run on Ray: each node that takes work gets its own embedding actor (unless
+each node runs one worker, which then holds the model itself) and (for the LLM judge) judge actor, and the
+workers placed there call those (never across the cluster for each draft).
 
-On one machine: one embedding actor (both cores), one judge actor with the LLM judge, the SQLite caches
-opened in place. On a cluster every node with CPUs gets the same, sized to that node; the nodes other than
-the driver's reach the caches through the cache actor.
+On one machine: one embedding actor (both cores; none for one worker), one judge actor with the LLM judge,
+the SQLite caches opened in place. On a cluster every node with CPUs gets the same, sized to that node; the
+nodes other than the driver's reach the caches through the cache actor.
 """
 
 from __future__ import annotations

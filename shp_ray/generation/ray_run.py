@@ -1,8 +1,9 @@
 """``generate``'s Ray backend: the run's actors placed over the cluster's nodes, the driver's loop.
 
-On one machine: one embedding actor, one judge actor (the LLM judge's), ``workers`` trajectory workers,
-all opening the caches in place. On a cluster (:mod:`shp_ray.generation.cluster` says where each actor
-goes): every node with CPUs gets an embedding and a judge actor and at least one worker; the cache actor and
+On one machine: one embedding actor (none when one worker runs: it holds the model), one judge actor (the LLM
+judge's), ``workers`` trajectory workers, all opening the caches in place. On a cluster
+(:mod:`shp_ray.generation.cluster` says where each actor goes): every node with CPUs gets a judge actor, at least
+one worker, and an embedding actor unless every node has one worker; the cache actor and
 the batch lockstep sit on the driver's node; the rate limiter of the endpoint on the head node. The driver
 writes the store: each worker answers a trajectory with its rows, so the rows cross the cluster once, and
 no writer actor is started. It counts the progress of every worker, and when a worker dies (its node lost),

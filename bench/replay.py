@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from shp_ray.bench.measure import peak_rss_mb, replay_policies
+from bench.measure import peak_rss_mb, replay_policies
 
 # Rows per Arrow record batch the timed query streams (DuckDB converts a streamed result to Arrow on the
 # consuming thread). Measured side by side (BENCHMARKS.md): at 100k trajectories 256k-row batches stream as fast
@@ -235,9 +235,7 @@ def _measured(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, object
         drawn = Path(tmp) / "sample.pickle"
         cold, out = _fresh_process([*cmd, "--sample-file", str(drawn)], drop_caches)
         n = str(out["trajectories"])
-        _, loop = _fresh_process(
-            [sys.executable, "-m", "shp_ray.bench.replay", "--compare", str(drawn), "-n", n], False
-        )
+        _, loop = _fresh_process([sys.executable, "-m", "bench.replay", "--compare", str(drawn), "-n", n], False)
     python_s = float(loop["python_s"])
     ratios = {
         "speedup": round(python_s / out["sql_s"], 1),
@@ -276,7 +274,7 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
         signals_store.build(store)  # what the generation writes beside its rounds
         made["signals_build_s"] = round(time.perf_counter() - t0, 1)
         made["dim"] = settings.dim
-    cmd = [sys.executable, "-m", "shp_ray.bench.replay", "--measure", str(store)]
+    cmd = [sys.executable, "-m", "bench.replay", "--measure", str(store)]
     cmd += ["--rounds", str(settings.rounds), "--python-sample", str(settings.sample)]
     cmd += ["--memory-limit", settings.memory_limit] if settings.memory_limit else []
     cmd += ["--slices", str(settings.slices), "--batch-rows", str(settings.batch_rows)]
@@ -350,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _on_ray(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
-    from shp_ray.bench import replay_ray
+    from bench import replay_ray
     from storage.synthetic import SyntheticSpec
 
     nodes = [int(k) for k in args.ray_nodes.split(",") if k.strip().isdigit() and int(k) >= 1]

@@ -16,7 +16,7 @@ one says nothing it does not have to:
 
 It counts what a bill would: ``ok`` replies sent, per request body (``paid_twice``: the bodies
 answered more than once). In tests: ``with HeaderlessServer(latency_s=0.05) as srv: srv.base_url``;
-the bench runs it in a process of its own (``shp_ray.bench.sim_process.ServerProcess``).
+the bench runs it in a process of its own (``bench.sim_process.ServerProcess``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from shp_ray.bench.ratelimit_calls import bench_request, fire, summary
+from bench.ratelimit_calls import bench_request, fire, summary
 
 PINS = {"litellm_router": "litellm==1.110.2", "openai_aiolimiter": "aiolimiter==1.3.0"}
 

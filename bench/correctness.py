@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         store = args.store or write_store(folder, args.trajectories, args.rounds)
         written = round(time.perf_counter() - t0, 3)
-        cmd = [sys.executable, "-m", "shp_ray.bench.correctness", "--measure", str(store), "--rounds", str(args.rounds)]
+        cmd = [sys.executable, "-m", "bench.correctness", "--measure", str(store), "--rounds", str(args.rounds)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(

@@ -81,7 +81,7 @@ def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
     import analysis
     import analysis.replay.db
     from analysis import sql
-    from shp_ray.bench.measure import replay_policies
+    from bench.measure import replay_policies
 
     if reader == "fsspec":
         analysis.replay.db.TableSources = _fsspec_sources()  # this process only: connect() reads the name here
@@ -142,7 +142,7 @@ def _moto(port: int) -> subprocess.Popen:
 
 
 def _run(reader: str, root: str, gen: str, rounds: int, env: dict[str, str]) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "shp_ray.bench.objectstore", "--measure", reader, root, "--gen", gen]
+    cmd = [sys.executable, "-m", "bench.objectstore", "--measure", reader, root, "--gen", gen]
     proc = subprocess.run([*cmd, "--rounds", str(rounds)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"measuring {reader} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")

@@ -1,6 +1,6 @@
-"""Time the family replay (the ``shp_family`` Arrow UDF) against the SHP replay on a synthetic store.
+"""Time the family replay (decisions computed column-wise in numpy) against the SHP replay on a synthetic store.
 
-python -m shp_ray.bench.families --trajectories 100000 --rounds 6 [--keep DIR | --store DIR]
+python -m bench.families --trajectories 100000 --rounds 6 [--keep DIR | --store DIR]
 
 Writes a SYNTHETIC store with its stored signals (as a generation writes them), or takes one
 (``--store``; ``--keep`` writes it there and keeps it), then measures each connection in a FRESH
@@ -9,7 +9,7 @@ process, as a new ``shp-query`` or sweep job would open it:
 - ``standard.connect_s``: analysis.connect with the 15 standard policies;
 - ``standard+families.connect_s``: the same with the 12 family policies added;
 - ``family_rebuild_s``: in that second process, the family part alone again
-  (:func:`analysis.replay.family_replay.refresh`: family_inputs read, every family row through the UDF,
+  (:func:`analysis.replay.family_replay.refresh`: family_inputs read, every family's decisions computed,
   materialised) -- the figure ``family_rows_per_s`` divides by.
 
 ``family_rows_per_s_by_difference`` is the old figure (the two connects' difference). Prints ONE JSON
@@ -52,7 +52,7 @@ def measure(store: Path, families: bool) -> dict[str, object]:
 
 
 def _fresh(store: Path, families: bool) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "shp_ray.bench.families", "--measure", str(store)]
+    cmd = [sys.executable, "-m", "bench.families", "--measure", str(store)]
     cmd += ["--with-families"] if families else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -92,7 +92,7 @@ def _write(store: Path, n: int, rounds: int) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m shp_ray.bench.families", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.families", description=__doc__.split("\n\n")[0])
     ap.add_argument("--trajectories", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--keep", type=Path, default=None, help="write the synthetic store here and keep it")

@@ -33,7 +33,7 @@ SHOW_LAST_MS = (
 
 
 async def _open(index: Path, profile: Path) -> dict[str, float]:
-    from shp_ray.bench.browser import Chromium
+    from bench.browser import Chromium
 
     async with Chromium.start(profile) as page:
         t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if min(args.trajectories, args.rounds, args.opens) < 1 or args.draft_words < 0:
         ap.error("--trajectories, --rounds and --opens must be >= 1, --draft-words >= 0")
-    from shp_ray.bench.browser import find_chromium
+    from bench.browser import find_chromium
 
     if find_chromium() is None:
         ap.error("no Chromium on PATH (apt-get install -y chromium)")

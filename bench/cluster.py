@@ -40,7 +40,7 @@ def _cluster(nodes: int, cpus: int):  # noqa: ANN202 - ray.cluster_utils.Cluster
 
 
 def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, object]:
-    from shp_ray.bench.sim_process import SIM, ServerProcess, stream
+    from bench.sim_process import SIM, ServerProcess, stream
     from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
 

@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from shp_ray.bench.ratelimit_calls import bench_request, fire, summary
+from bench.ratelimit_calls import bench_request, fire, summary
 from shp_ray.providers.base import ProviderError, ProviderSpec
 from shp_ray.providers.sim.faults import parse_range, parse_share
 
@@ -201,7 +201,7 @@ def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
         return asyncio.run(runner(args, args.base_url))
     if args.server == "headerless":
         return _measure_headerless(args, runner)
-    from shp_ray.bench.sim_process import SIM, ServerProcess
+    from bench.sim_process import SIM, ServerProcess
 
     options = server_options(args)
     # The server in its own process: its CPU does not slow the client measured (or time its arrivals).
@@ -230,10 +230,10 @@ def _measure(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
 
 
 def _measure_headerless(args: argparse.Namespace, runner: Any) -> dict[str, Any]:
-    from shp_ray.bench.sim_process import ServerProcess
+    from bench.sim_process import ServerProcess
 
     options = {"latency_s": (args.latency_ms or 0.0) / 1000.0, "seed": args.seed}
-    with ServerProcess("shp_ray.bench.headerless:HeaderlessServer", options) as srv:
+    with ServerProcess("bench.headerless:HeaderlessServer", options) as srv:
         result = asyncio.run(runner(args, srv.base_url))
         stats = srv.finish()
     events = stats.pop("events")  # every arrival; the line keeps the run's last ones
@@ -252,7 +252,7 @@ def _measure_headerless(args: argparse.Namespace, runner: Any) -> dict[str, Any]
 
 def _peers(args: argparse.Namespace) -> dict[str, Any]:
     """Told, untold and the peers against identical fresh servers, one after the other: one line."""
-    from shp_ray.bench import ratelimit_peers
+    from bench import ratelimit_peers
 
     told_rpm, told_window = args.rpm or args.serve_rpm, args.rate_window or args.serve_window
     told = argparse.Namespace(**{**vars(args), "rpm": told_rpm, "rate_window": told_window})

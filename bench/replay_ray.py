@@ -24,7 +24,7 @@ from pathlib import Path
 
 def measure(store: Path, rounds: int, address: str | None) -> dict[str, object]:
     """In a fresh process: open the store (on Ray when ``address``) and read policy_summary."""
-    from shp_ray.bench.measure import peak_rss_mb, replay_policies
+    from bench.measure import peak_rss_mb, replay_policies
 
     t0 = time.perf_counter()
     import analysis
@@ -53,7 +53,7 @@ def _same(a: list, b: list) -> bool:
 
 
 def _fresh(store: Path, rounds: int, address: str | None) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "shp_ray.bench.replay_ray", str(store), str(rounds), address or ""]
+    cmd = [sys.executable, "-m", "bench.replay_ray", str(store), str(rounds), address or ""]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"measuring process failed: {out.stderr.strip().splitlines()[-1:]}")

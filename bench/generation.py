@@ -12,7 +12,7 @@
   generating N streamed scenarios (sim server, lexical judge, and by default
   the ``fake-hash`` embedder -- NOT a language model, so that the run measures
   the pipeline's memory, not the model's). Target: no growth with N.
-- ``cluster``: 1 vs 2 vs 3 nodes of a local Ray cluster (:mod:`shp_ray.bench.cluster`).
+- ``cluster``: 1 vs 2 vs 3 nodes of a local Ray cluster (:mod:`bench.cluster`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import tempfile
 import threading
 import time
 
-from shp_ray.bench import cluster
-from shp_ray.bench.sim_process import SIM, ServerProcess, stream
+from bench import cluster
+from bench.sim_process import SIM, ServerProcess, stream
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -1,6 +1,6 @@
 """``shp-bench <name> [args]``: benchmarks that print ONE JSON line last.
 
-Each benchmark is a module ``shp_ray.bench.<name>`` with ``main(argv) -> int``,
+Each benchmark is a module ``bench.<name>`` with ``main(argv) -> int``,
 imported only when asked for (torch, Ray and DuckDB are slow to import).
 """
 
@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: shp-bench {" + "|".join(BENCHMARKS) + "} [args]\n" + "\n".join(lines), file=sys.stderr)
         return 0 if args and args[0] in ("-h", "--help") else 2
     try:
-        module = importlib.import_module(f"shp_ray.bench.{args[0]}")
+        module = importlib.import_module(f"bench.{args[0]}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"shp_ray.bench.{args[0]}":
+        if exc.name != f"bench.{args[0]}":
             raise
         print(f"shp-bench {args[0]}: not built yet.", file=sys.stderr)
         return 2
