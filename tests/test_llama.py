@@ -217,7 +217,7 @@ def test_a_trajectorys_next_round_resumes_from_its_prefix_in_its_slot(embedded_l
 
 def test_the_sweep_is_set_beside_the_engine_for_its_prompts_and_its_replies():
     """ratio compares generated tokens/s alone; work_ratio charges the engine the sweep's prompts too."""
-    from shp_ray.bench.generate import against_engine
+    from bench.generate import against_engine
 
     run = {"parallel": 2, "prompt_tokens": 4000, "gen_tokens": 2000, "gen_tokens_per_s": 10.0, "generation_s": 200.0}
     ref = {
