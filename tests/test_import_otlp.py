@@ -180,6 +180,24 @@ def test_a_directory_of_exports_imports_once(exports, tmp_path, capsys) -> None:
     assert len(gens) == 2
 
 
+def test_rules_name_writer_and_critic_by_their_prompt_or_refuse_a_span_they_leave_out(exports, tmp_path, capsys):
+    genai = str(exports / "genai.jsonl")
+    by_default, by_prompt = tmp_path / "default", tmp_path / "prompt"
+    assert main([genai, "--store", str(by_default), "--format", "otlp", "--embedder", "fake-hash"]) == 0
+    roles = ["--otlp-role", "critic=message:the critic", "--otlp-role", "writer=message:the writer"]
+    assert main([genai, "--store", str(by_prompt), "--format", "otlp", "--embedder", "fake-hash", *roles]) == 0
+    assert _rounds(by_prompt) == _rounds(by_default)
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    assert main([genai, "--store", str(bad), "--format", "otlp", "--embedder", "fake-hash", *roles[:2]]) == 2
+    err = capsys.readouterr().err
+    assert f"shp-import: {genai}:" in err and "matches no --otlp-role rule while others of it do" in err
+    assert err.count("\n") == 1 and not bad.exists()
+    with pytest.raises(SystemExit, match="2"):  # a usage error: not --format otlp
+        main([genai, "--store", str(bad), "--otlp-role", "critic=agent:x"])
+    assert "--otlp-role applies to --format otlp only" in capsys.readouterr().err
+
+
 def _a_loop_of_rounds(lines: list[str]) -> int:
     """The index of the first request holding a loop of two rounds or more (spans[0]: its first writer call)."""
     return next(i for i, line in enumerate(lines) if len(_spans(json.loads(line))) >= 4)

@@ -160,7 +160,8 @@ def _span(raw: object, where: str, line: int, resource: Mapping[str, object]) ->
         raise TraceError(f"{where} must be a span object, got {type(raw).__name__}")
     sid = raw.get("spanId")
     if not isinstance(sid, str) or not HEX_ID["spanId"].fullmatch(sid):
-        raise TraceError(f"{where}: spanId must be 16 hex digits, got {sid!r}")
+        hint = " (OTLP/JSON writes ids as hex, not protobuf JSON's base64)" if isinstance(sid, str) else ""
+        raise TraceError(f"{where}: spanId must be 16 hex digits, got {sid!r}{hint}")
     where = f"{where} (span {sid.lower()})"
     attrs = {**resource, **attributes(raw.get("attributes"), f"{where}: attributes")}
     kind = attrs.get("openinference.span.kind")
@@ -174,8 +175,11 @@ def _span(raw: object, where: str, line: int, resource: Mapping[str, object]) ->
         start = int(start)
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise TraceError(f"{where}: startTimeUnixNano must be an integer >= 0, got {start!r}")
-    events = [attributes(e.get("attributes"), f"{where}: events[{i}].attributes")
-              for i, e in enumerate(_list(raw, "events", where)) if isinstance(e, Mapping)]  # fmt: skip
+    events = []
+    for i, event in enumerate(_list(raw, "events", where)):
+        if not isinstance(event, Mapping):
+            raise TraceError(f"{where}: events[{i}] must be an object, got {type(event).__name__}")
+        events.append(attributes(event.get("attributes"), f"{where}: events[{i}].attributes"))
     gin, gout = _inference(attrs, events, where)
     inputs, outputs = (gin, gout) if gin or gout else (_openinference(attrs, "input"), _openinference(attrs, "output"))
     replies = [text for role, text in outputs if role in ("assistant", "model", "")]
