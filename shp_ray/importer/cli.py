@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shp_ray.generation.config import DEFAULT_EMBEDDER
 from shp_ray.generation.score_config import ScoreConfigError, parse
-from shp_ray.importer.ingest import READERS, ImportRequest, ImportResult, import_traces
+from shp_ray.importer.ingest import FORMATS, ImportRequest, ImportResult, import_traces
 from shp_ray.importer.rescore import rescore
 from shp_ray.importer.traces import TraceError
 from storage.parts import StoreError
@@ -28,6 +28,10 @@ one trajectory per line (--format jsonl; --format parquet: the same keys as colu
 --format openai-chat: {"id", "question"?, "answers"?, "calls": [{"agent": "writer"|"critic",
   "request": {"messages": [...]}, "response": <chat.completion with choices and usage>}, ...]}
   (writer and critic calls alternate, writer first; round t = the t-th writer call and the critic after it).
+--format otlp FILE|DIR: OpenTelemetry span exports as OTLP/JSON (the collector's file exporter), GenAI or
+  OpenInference attributes; one trajectory per conversation (gen_ai.conversation.id, else session.id, else
+  the trace id), its LLM spans in start order; Writer or Critic by --otlp-role ROLE=FIELD:REGEX (FIELD agent,
+  span or message; default: names saying critic/review/judge vs writer/author/draft, else alternating).
 
 --score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
 (?P<answer>...)), python:package.module:function or python:path/to/file.py:function (your
@@ -38,12 +42,13 @@ A file that does not validate fails with file:line and writes nothing."""
 
 
 def _report(res: ImportResult, path: str, store: str) -> None:
+    spans = "" if res.skipped is None else f"; {res.skipped} spans that are not LLM calls skipped"
     if not res.added:
-        print(f"{path} is already in {store} as generation {res.gen_id}: nothing added")
+        print(f"{path} is already in {store} as generation {res.gen_id}: nothing added{spans}")
         return
     print(
         f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {store} "
-        f"as generation {res.gen_id} (kind imported; {res.embedded} embeddings computed)"
+        f"as generation {res.gen_id} (kind imported; {res.embedded} embeddings computed{spans})"
     )
     _report_scores(res.failed)
 
@@ -62,15 +67,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=SCHEMA,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("path", nargs="?", help="the file of trajectories")
+    ap.add_argument("path", nargs="?", help="the file of trajectories (--format otlp: or a directory of exports)")
     ap.add_argument("--store", required=True, help="store root (created if absent)")
-    ap.add_argument("--format", choices=tuple(READERS), default="jsonl", help="the file's shape (default: jsonl)")
+    ap.add_argument("--format", choices=FORMATS, default="jsonl", help="the file's shape (default: jsonl)")
     ap.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="embeds drafts given without an embedding")
     ap.add_argument("--score", action="append", default=[], metavar="SPEC", help="a scorer to run on every draft")
     ap.add_argument(
         "--rescore", metavar="GEN_ID", help="instead: run --score on a stored generation's drafts (its id or a prefix)"
     )
+    ap.add_argument(
+        "--otlp-role", action="append", default=[], metavar="ROLE=FIELD:REGEX",
+        help="--format otlp: a span is the writer's or critic's when FIELD (agent, span, message) matches REGEX",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.otlp_role and args.format != "otlp":
+        ap.error("--otlp-role applies to --format otlp only")
     if (args.path is None) == (args.rescore is None):
         ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
     try:
@@ -88,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _report_scores(failed)
             return 0
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
-        request = ImportRequest(args.path, args.store, args.format, args.embedder, specs, command)
+        request = ImportRequest(
+            args.path, args.store, args.format, args.embedder, specs, command, tuple(args.otlp_role)
+        )
         _report(import_traces(request), args.path, args.store)
         return 0
     except (TraceError, ScoreConfigError, StoreError, OSError, TimeoutError) as exc:

@@ -30,6 +30,7 @@ from shp_ray.generation.judge import draft_hash
 from shp_ray.generation.records import signal_rows
 from shp_ray.generation.score_config import ScoreSpec, build
 from shp_ray.importer.openai_chat import read_openai_chat
+from shp_ray.importer.otlp import read_otlp
 from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
 from shp_ray.policy.scorers import Scorer, Task, score_rows
 from storage.cache import default_cache_dir
@@ -48,6 +49,7 @@ READERS: dict[str, Callable[[str, bytes], list[Trace]]] = {
     "parquet": read_parquet,
     "openai-chat": read_openai_chat,
 }
+FORMATS = (*READERS, "otlp")  # otlp: a file or a directory of span exports, rebuilt into rounds by rules
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class ImportRequest:
     embedder: str = DEFAULT_EMBEDDER  # for rounds without an embedding
     scores: tuple[ScoreSpec, ...] = ()  # scorers run on every imported draft (besides the file's own scores)
     command: str = ""
+    otlp_roles: tuple[str, ...] = ()  # --format otlp: the Writer/Critic rules (ROLE=FIELD:REGEX); () = defaults
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class ImportResult:
     rounds: int
     embedded: int = 0  # rounds whose embedding was computed here
     failed: dict[str, tuple[int, int]] = field(default_factory=dict)  # score -> (failed rounds, scored rounds)
+    skipped: int | None = None  # --format otlp: the spans that were not LLM calls (None: not a span format)
 
 
 @functools.lru_cache(maxsize=2)
@@ -76,14 +80,17 @@ def _embedder(model: str) -> Embedder:
     return Embedder(model)
 
 
-def read_traces(path: str, fmt: str) -> tuple[bytes, list[Trace]]:
+def read_traces(path: str, fmt: str, otlp_roles: tuple[str, ...] = ()) -> tuple[bytes, list[Trace], int | None]:
+    """(the bytes the generation id hashes, the trajectories, the skipped spans of a span format)."""
+    if fmt == "otlp":
+        return read_otlp(path, otlp_roles)
     if fmt not in READERS:
-        raise TraceError(f"--format {fmt!r}: expected one of {', '.join(READERS)}")
+        raise TraceError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return data, READERS[fmt](path, data)
+    return data, READERS[fmt](path, data), None
 
 
 def generation_id(fmt: str, data: bytes, embedder: str | None) -> str:
@@ -188,14 +195,14 @@ def _write_all(store: Store, tables: list[tuple[str, pa.Table, pa.Schema]]) -> N
 
 def import_traces(req: ImportRequest) -> ImportResult:
     """Validate, embed, score and store the file's trajectories as one generation (see the module docstring)."""
-    data, traces = read_traces(req.path, req.fmt)
+    data, traces, skipped = read_traces(req.path, req.fmt, req.otlp_roles)
     scorers = [build(s) for s in req.scores]  # a bad scorer fails before any work
     n_rounds = sum(len(t.rounds) for t in traces)
     computes = any(r.embedding is None for t in traces for r in t.rounds)
     gen_id = generation_id(req.fmt, data, req.embedder if computes else None)
     store = Store(req.store)
     if gen_id in column_values(store, "generations", "gen_id"):
-        return ImportResult(gen_id, False, len(traces), n_rounds)
+        return ImportResult(gen_id, False, len(traces), n_rounds, skipped=skipped)
     given = next((len(r.embedding) for t in traces for r in t.rounds if r.embedding is not None), None)
     embedder = _embedder(req.embedder) if computes else None
     dim = embedder.dim if embedder else given
@@ -208,7 +215,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
         raise TraceError(f"{where}: embedding size {dim} differs from the store's {stored_dim} ({store.uri})")
     with generation_lock(default_cache_dir(req.store), gen_id):
         if gen_id in column_values(store, "generations", "gen_id"):  # imported meanwhile by another process
-            return ImportResult(gen_id, False, len(traces), n_rounds)
+            return ImportResult(gen_id, False, len(traces), n_rounds, skipped=skipped)
         known = _check_scenarios(store, req.path, traces)
         rows = _rows(scorers, gen_id, traces, _embeddings(traces, embedder))
         name = (embedder_name(req.embedder) if embedder else GIVEN) + (" + given" if embedder and given else "")
@@ -240,6 +247,5 @@ def import_traces(req: ImportRequest) -> ImportResult:
     for r in rows["scores"]:
         bad, total = failed.get(r["score"], (0, 0))
         failed[r["score"]] = (bad + (r["error"] is not None), total + 1)
-    return ImportResult(
-        gen_id, True, len(traces), n_rounds, sum(r.embedding is None for t in traces for r in t.rounds), failed
-    )
+    embedded = sum(r.embedding is None for t in traces for r in t.rounds)
+    return ImportResult(gen_id, True, len(traces), n_rounds, embedded, failed, skipped)
