@@ -106,3 +106,5 @@ def test_the_primary_outcome_is_chosen_or_refused_with_what_there_is() -> None:
     ):
         outcomes.check_requested("Corect", ["quality", "correct"], True, "this run")  # the nearest, the case aside
     outcomes.check_requested("quality", ["quality"], False)  # there: no error
+    with pytest.raises(AnalysisError, match=r"it has: is; answer EM / F1 are outcomes when the run scores them"):
+        outcomes.check_requested("f1", [], True)  # the report's F1 column is no score of a judge-only QA run

@@ -56,6 +56,9 @@ def compare_outcomes(
     return rows
 
 
+ANSWER_SCORES = ("em", "f1")  # what the hotpot scorer stores
+
+
 def check_requested(requested: str, scores: Iterable[str], has_is: bool, holder: str = "this store") -> None:
     """Refuse a ``report.primary`` that names no outcome of ``holder`` (its ``scores``, and ``is`` where a judge
     scores the drafts): AnalysisError, one line naming the outcomes there are and the nearest of them."""
@@ -63,9 +66,14 @@ def check_requested(requested: str, scores: Iterable[str], has_is: bool, holder:
     if requested in have:
         return
     near = nearest(requested, have)
+    # The report's F1 / EM columns are not scores: they lead only when a scorer stores them.
+    hint = (
+        "; answer EM / F1 are outcomes when the run scores them (`score=hotpot`)" if requested in ANSWER_SCORES else ""
+    )
     raise AnalysisError(
         f"report.primary={requested}: {holder} has no such outcome; it has: {', '.join(have) or 'none'}"
         + (f"; did you mean `{near}`?" if near else "")
+        + hint
     )
 
 
