@@ -107,8 +107,12 @@ def _sampling(gen: dict, epochs: int, code: bool) -> str:
 
 def _is_said(judge: str | None, has_is: bool) -> str:
     if not judge:
-        return "no judge in this store (IS –)."
-    return f"judge `{judge}`." if has_is else f"judge `{judge}` scored none of these drafts (IS –; no {ORACLE_IS} row)."
+        return "no judge in this store (no IS column)."
+    return (
+        f"judge `{judge}`."
+        if has_is
+        else f"judge `{judge}` scored none of these drafts (no IS column, no {ORACLE_IS} row)."
+    )
 
 
 def _tests_said(rows: list[dict]) -> str:

@@ -231,7 +231,8 @@ def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hyd
 
     text = render(str(tmp_path / "store"))
     assert "critic `tests`; test split `docstring` (visible tests: the docstring's examples, the whole check" in text
-    assert "scored none of these drafts (IS –; no oracle_is row)" in text and "| oracle_is |" not in text
+    assert "scored none of these drafts (no IS column, no oracle_is row)" in text and "| oracle_is |" not in text
+    assert "| IS |" not in text
     assert "| oracle_hidden_pass | oracle |" in text and "| fixed_k1 | cascade |" in text
 
 

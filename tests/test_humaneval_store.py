@@ -40,8 +40,9 @@ def test_results_md_code_section_is_exactly_what_the_store_replays(tmp_path, mon
     assert text.count(HEADING) == 1
     assert text[text.index(HEADING) :] == render(STORE) + "\n"
     # written before dataset.tests existed, its config records no test split: the header leaves it unsaid; its
-    # lexical judge scored no code draft: no oracle_is row
-    assert "test split `" not in text[text.index(HEADING) :] and "| oracle_is |" not in text[text.index(HEADING) :]
+    # lexical judge scored no code draft: no oracle_is row and no IS column
+    section = text[text.index(HEADING) :]
+    assert "test split `" not in section and "| oracle_is |" not in section and "| IS |" not in section
 
 
 def test_the_changed_draft_counts_are_what_the_stored_drafts_say() -> None:

@@ -124,15 +124,18 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
     """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
     base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
     test = str(rows[0].get("test", "McNemar"))
+    has_is = any(r.get("mean_is") is not None for r in rows)  # no judge scored a draft: no column of dashes
     lines = [
-        f"| policy | kind | rounds | tokens vs {base} | IS | pass_at_stop | Δ vs {base}, pts [95% CI] (+won/−lost), "
-        f"{test} p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), {test} p | gap to the oracle, pts |",
-        "|" + "---|" * 9,
+        f"| policy | kind | rounds | tokens vs {base} |{' IS |' if has_is else ''} pass_at_stop | Δ vs {base}, "
+        f"pts [95% CI] (+won/−lost), {test} p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), {test} p "
+        "| gap to the oracle, pts |",
+        "|" + "---|" * (9 if has_is else 8),
     ]
     for r in rows:
         lines.append(
             f"| {r['policy']} | {r['kind']} | {cell(r['mean_rounds'], 2)} | {_saving(r['token_saving'])} "
-            f"| {cell(r['mean_is'])} | {_pct(r['pass_at_stop'])} ({round(r['pass_at_stop'] * r['n'])}/{r['n']}) "
+            + (f"| {cell(r['mean_is'])} " if has_is else "")
+            + f"| {_pct(r['pass_at_stop'])} ({round(r['pass_at_stop'] * r['n'])}/{r['n']}) "
             f"| {_vs(r, '')} | {_vs(r, '_k1')} | {_pts(r['gap'])} |"
         )
     oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
