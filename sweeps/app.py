@@ -32,7 +32,7 @@ from conf.spec import JobSpec
 from shp_ray.generation.cluster import RayUnavailable
 from shp_ray.generation.datasets import DatasetError
 from shp_ray.generation.guard import GenerationAborted
-from shp_ray.generation.interrupt import listening, requested
+from shp_ray.generation.interrupt import exit_status, listening, requested
 from shp_ray.providers.llama import EmbeddedLLMError
 from shp_ray.providers.registry import describe_provider
 from shp_ray.redaction import redact_text
@@ -232,7 +232,8 @@ def _fail(tag: str, store: str, exc: Exception) -> None:
 
 
 def _interrupted(job: JobSpec | None) -> None:
-    """Ctrl-C: one line, exit 130. Parts are whole or absent and paid calls are cached, so a rerun resumes."""
+    """Ctrl-C or SIGTERM: one line, exit 130 or 143. Parts are whole or absent and paid calls are cached, so a
+    rerun resumes."""
     kept = "no trajectories stored"
     if job is not None:
         from storage.cache import cached_replies, default_cache_dir  # loaded by the job already
@@ -247,7 +248,7 @@ def _interrupted(job: JobSpec | None) -> None:
         f"\ninterrupted: {kept}; run the same command to resume (a cached reply is not paid for again)",
         file=sys.stderr,
     )
-    raise SystemExit(130)
+    raise SystemExit(exit_status())
 
 
 def entry() -> None:

@@ -51,7 +51,10 @@ def _sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.integration
-def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path, sig, status) -> None:
+    """Ctrl-C, and SIGTERM (how a background run is stopped: ``kill PID``, a scheduler), keep the whole
+    trajectories and say so."""
     store = tmp_path / "store"
     args = [
         SWEEP, "provider=sim", "dataset.limit=8", "generation.max_rounds=3", "provider.sim_latency_s=0.3",
@@ -67,11 +70,11 @@ def test_ctrl_c_keeps_what_is_done_and_says_so_in_one_line(tmp_path) -> None:
         while _responses(store) < 7 and sweep.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sweep.poll() is None, "the sweep ended before it could be interrupted"
-        sweep.send_signal(signal.SIGINT)
+        sweep.send_signal(sig)
         stdout, stderr = sweep.communicate(timeout=120)
     finally:
         sweep.kill()
-    assert sweep.returncode == 130, stdout[-2000:] + stderr[-3000:]
+    assert sweep.returncode == status, stdout[-2000:] + stderr[-3000:]
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
     kept = done_scenarios(Store(store), next(p.name for p in (store / "rounds").iterdir()).split("=", 1)[1])
     assert 1 <= len(kept) < 8

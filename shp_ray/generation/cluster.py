@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from shp_ray.generation import interrupt
 from shp_ray.generation.config import DEFAULT_RAY_CPUS
 
 
@@ -56,6 +57,7 @@ def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> b
         said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"ray.address={address}: could not join the cluster" if joining else "Ray did not start on this machine"
         raise RayUnavailable(f"{where}: {said}") from None
+    interrupt.reclaim()  # Ray's own SIGTERM handler would end the run without keeping its trajectories
     return True
 
 

@@ -7,6 +7,10 @@ prints and drops it. So while :func:`listening`, every SIGINT is also recorded h
 loops ask :func:`check` each time they wake, the app asks :func:`requested` once the job returned,
 and both treat a recorded Ctrl-C as one, swallowed or not. A process started with SIGINT ignored (a
 background job of a script, ``nohup``) keeps ignoring it, as every Unix program does.
+
+SIGTERM (``kill PID``, a scheduler ending a job, a machine shutting down) is heard the same way: it is how a
+long background run is stopped, and it keeps the same whole trajectories; the exit status names the signal
+(130 for SIGINT, 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import threading
 from collections.abc import Iterator
 
 _received = threading.Event()
+HEARD = (signal.SIGINT, signal.SIGTERM)
+_heard: list[int] = [signal.SIGINT]  # the last signal recorded
+_installed: set[int] = set()  # the signals listening() handles now
 
 
 def requested() -> bool:
@@ -30,28 +37,44 @@ def check() -> None:
         raise KeyboardInterrupt
 
 
-def _on_sigint(signum: int, frame: object) -> None:
+def exit_status() -> int:
+    """128 + the signal that stopped the run (130: Ctrl-C, 143: SIGTERM), as a shell reports a killed command."""
+    return 128 + int(_heard[0])
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    _heard[0] = signum
     _received.set()
     raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
 def listening() -> Iterator[None]:
-    """Record every SIGINT in the block (and raise it as Python does); the previous handler after.
+    """Record every SIGINT and SIGTERM in the block (and raise KeyboardInterrupt, as Python does for SIGINT);
+    the previous handlers after.
 
     A no-op off the main thread (a job of a threaded launcher: Python lets only the main thread
-    handle signals) and when SIGINT is ignored (a process started in the background keeps ignoring it).
+    handle signals); a signal the process was started ignoring (SIGINT of a background job) stays ignored.
     """
     _received.clear()
+    _heard[0] = signal.SIGINT
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, _on_sigint)
+    previous = {sig: signal.getsignal(sig) for sig in HEARD}
+    _installed.update(sig for sig, handler in previous.items() if handler is not signal.SIG_IGN)
+    reclaim()
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _installed.clear()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def reclaim() -> None:
+    """Handle the listened-to signals here again: ``ray.init`` installs a SIGTERM handler of its own in the
+    driver (it prints a stack and exits 1, and the trajectories the writer holds are lost)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in _installed:
+            signal.signal(sig, _on_signal)
