@@ -29,12 +29,15 @@ def column_values(store: Store, table: str, column: str, where: tuple[str, str] 
     return out
 
 
-def judged_pairs(store: Store) -> set[object]:
-    """(judge_key, scenario_id) of every stored judgment: what a writer must not store again."""
+def key_values(store: Store, table: str, key: tuple[str, ...]) -> set[object]:
+    """The stored values of a table's key: of one column, its distinct values (:func:`column_values`); of several,
+    their tuples (a judgment's (judge_key, scenario_id)). What a writer must not store again."""
+    if len(key) == 1:
+        return set(column_values(store, table, key[0]))
     out: set[object] = set()
-    for path in store.parts("judgments"):
-        t = pq.read_table(path, columns=["judge_key", "scenario_id"], filesystem=store.fs)
-        out.update(zip(t["judge_key"].to_pylist(), t["scenario_id"].to_pylist(), strict=True))
+    for path in store.parts(table):
+        t = pq.read_table(path, columns=list(key), filesystem=store.fs)
+        out.update(zip(*(t[c].to_pylist() for c in key), strict=True))
     return out
 
 

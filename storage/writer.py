@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from storage import partitions
 from storage.parts import Store
-from storage.resume import column_values, judged_pairs
+from storage.resume import key_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
@@ -53,11 +53,6 @@ class StoreWriter:
         self.flush_every = flush_every
         self.buffers: dict[str, list[dict[str, object]]] = {name: [] for name in _ORDER}
         self.pending = 0
-        self.seen: dict[str, set[object]] = {
-            "scenarios": column_values(store, "scenarios", "scenario_id"),
-            "judgments": judged_pairs(store),
-            "generations": column_values(store, "generations", "gen_id"),
-        }
         # A judgment is one judge's verdict on a draft *of a scenario*: two epochs of a task that wrote the same
         # draft share its judge_key (the same request, one cached call) but each needs its own row to join.
         self._keys: dict[str, tuple[str, ...]] = {
@@ -65,6 +60,7 @@ class StoreWriter:
             "judgments": ("judge_key", "scenario_id"),
             "generations": ("gen_id",),
         }
+        self.seen = {name: key_values(store, name, key) for name, key in self._keys.items()}
         self.written = {name: 0 for name in _ORDER}
         self.parts_written = 0
 
