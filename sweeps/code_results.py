@@ -23,7 +23,7 @@ from pathlib import Path
 
 from analysis import ReplayScope, connect, setup_of, sql
 from analysis.errors import AnalysisError
-from analysis.report.correctness import policy_lines, round_lines
+from analysis.report.correctness import is_known, policy_lines, round_lines
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
 from conf.code_loop import CODE_DATASETS
@@ -135,7 +135,7 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
         rows = correctness.compare_pass(con, score)
         # no draft with an IS (no judge, or one that cannot score these tasks): the IS oracle would only ever return
         # round 1, fixed_k1 under another name -- a row of values that do not exist
-        has_is = any(r.get("mean_is") is not None for r in rows)
+        has_is = is_known(rows)
         rows = [r for r in rows if has_is or r["policy"] != ORACLE_IS]
         rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
         changes = correctness.revision_changes(con, score)

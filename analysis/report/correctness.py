@@ -120,11 +120,17 @@ def round_lines(rounds: Sequence[dict], breaks: Sequence[dict], changes: Sequenc
     return lines + change_lines(changes)
 
 
+def is_known(rows: Sequence[dict]) -> bool:
+    """Whether a judge scored any draft of these policy rows (else no IS column, no IS oracle: values that do not
+    exist)."""
+    return any(r.get("mean_is") is not None for r in rows)
+
+
 def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
     """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
     base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
     test = str(rows[0].get("test", "McNemar"))
-    has_is = any(r.get("mean_is") is not None for r in rows)  # no judge scored a draft: no column of dashes
+    has_is = is_known(rows)  # no judge scored a draft: no column of dashes
     lines = [
         f"| policy | kind | rounds | tokens vs {base} |{' IS |' if has_is else ''} pass_at_stop | Δ vs {base}, "
         f"pts [95% CI] (+won/−lost), {test} p | Δ vs fixed_k1, pts [95% CI] (+won/−lost), {test} p "
