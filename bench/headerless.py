@@ -27,13 +27,14 @@ import hashlib
 import json
 import math
 import random
-import threading
 import time
 from dataclasses import asdict, dataclass
 from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
+
+from shp_ray.providers.app_thread import AppThread
 
 HINT_STYLES = ("seconds", "http-date", "ms", "none")
 FAULT_KINDS = ("500", "503", "drop", "truncated")
@@ -173,11 +174,11 @@ class HeaderlessServer:
     def __init__(self, **options: Any) -> None:
         self.options = HeaderlessOptions(**options)
         self.app = HeaderlessApp(self.options)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.port = 0
+        self._host = AppThread(self.app.app, name="shp-headerless-server")
+
+    @property
+    def port(self) -> int:
+        return self._host.port
 
     @property
     def base_url(self) -> str:
@@ -188,36 +189,8 @@ class HeaderlessServer:
         return self.app.stats()
 
     def __enter__(self) -> HeaderlessServer:
-        self._thread = threading.Thread(target=self._run, name="shp-headerless-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10.0) or self._error is not None:
-            raise RuntimeError(f"the header-less server did not start: {self._error}")
+        self._host.start()
         return self
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        runner = web.AppRunner(self.app.app, access_log=None, shutdown_timeout=0.5)
-        try:
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            loop.run_until_complete(site.start())
-            self.port = runner.addresses[0][1]
-        except BaseException as exc:  # reported to __enter__
-            self._error = exc
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            for task in asyncio.all_tasks(loop):  # a stall still held: ended, not left pending
-                task.cancel()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
     def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10.0)
+        self._host.stop()

@@ -26,12 +26,11 @@ the limits in :mod:`limits`, the faults in :mod:`faults`, the Batch API in :mod:
 from __future__ import annotations
 
 import argparse
-import asyncio
-import threading
 from typing import Any
 
 from aiohttp import web
 
+from shp_ray.providers.app_thread import AppThread
 from shp_ray.providers.batch_files import MAX_BYTES, MAX_LINES
 from shp_ray.providers.sim.app import SimApp
 from shp_ray.providers.sim.faults import ALL_FAULT_KINDS, FAULT_KINDS, parse_range, parse_share
@@ -48,12 +47,11 @@ class SimServer:
     def __init__(self, **options: Any) -> None:
         self.options = SimOptions(**options)
         self.sim = SimApp(self.options)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.port = 0
+        self._host = AppThread(self.sim.app, host=self.options.host, port=self.options.port, name="shp-sim-server")
+
+    @property
+    def port(self) -> int:
+        return self._host.port
 
     @property
     def base_url(self) -> str:
@@ -69,40 +67,11 @@ class SimServer:
         return list(self.sim.received)
 
     def start(self) -> SimServer:
-        self._thread = threading.Thread(target=self._run, name="shp-sim-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10.0):
-            raise RuntimeError("simulated server did not start within 10 s")
-        if self._error is not None:
-            raise RuntimeError(f"simulated server failed to start: {self._error}") from self._error
+        self._host.start()
         return self
 
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            self._runner = web.AppRunner(self.sim.app, access_log=None, shutdown_timeout=0.5)
-            loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.options.host, self.options.port)
-            loop.run_until_complete(site.start())
-            self.port = self._runner.addresses[0][1]
-        except BaseException as exc:  # reported to start()
-            self._error = exc
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
     def stop(self) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10.0)
-        self._thread = None
+        self._host.stop()
 
     def __enter__(self) -> SimServer:
         return self.start()
