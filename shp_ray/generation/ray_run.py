@@ -120,7 +120,9 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
 
     def make(node_id: str) -> object:
         node = services.nodes[node_id]
-        return TrajectoryWorker.options(max_concurrency=per_worker, **on_node(node_id)).remote(
+        # one slot past the trajectories the pool gives it: the driver's stats call each second must be answered
+        # while the worker is full, or the progress line counts no paid call until a trajectory ends
+        return TrajectoryWorker.options(max_concurrency=per_worker + 1, **on_node(node_id)).remote(
             setup, node, placed.lockstep
         )
 
