@@ -38,7 +38,8 @@ HUMANEVAL = (
 )
 
 
-def _generation(store: str, gen_id: str | None) -> dict:
+def _generation(store: str, gen_id: str | None) -> tuple[dict, bool]:
+    """The one generation to render, and whether the store holds several."""
     try:
         every = open_store(store).read("generations").to_pylist()
     except StoreUnusable as exc:
@@ -49,7 +50,7 @@ def _generation(store: str, gen_id: str | None) -> dict:
         what = "no generation" if not gens else "several generations"
         raise AnalysisError(f"store {store}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
                             + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
-    return gens[0]
+    return gens[0], len(every) > 1
 
 
 def _provider_kind(gen: dict) -> str:
@@ -123,9 +124,11 @@ def _tests_said(rows: list[dict]) -> str:
             "wrong; 95% CI of the paired difference: Newcombe's score interval.")  # fmt: skip
 
 
-def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None) -> str:
-    """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several)."""
-    gen = _generation(store, gen_id)
+def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None,
+           heading: str = HEADING) -> str:  # fmt: skip
+    """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several), under
+    ``heading`` (a Markdown heading: the splits' headings are one level below it)."""
+    gen, several = _generation(store, gen_id)
     depth = int(gen["max_rounds"])
     con = connect(ReplayScope(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"]))
     try:
@@ -148,10 +151,12 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     sizes = ", ".join(f"{s} {max(r['n'] for r in rows if str(r['split']) == s)}" for s in splits)
     simulated = _provider_kind(gen) in ("sim", "scripted")
     code = bool(set(datasets) & set(CODE_DATASETS))  # tasks with hidden tests (a file's: a scorer of the user's)
+    chosen = f" --gen-id {gen['gen_id'][:12]}" if several else ""
+    sub = "#" * (len(heading) - len(heading.lstrip("#")) + 1)
     out = [
-        HEADING,
+        heading,
         "",
-        f"Rendered by `python -m sweeps.code_results {store}` (generation `{gen['gen_id'][:12]}`). Drafts by "
+        f"Rendered by `python -m sweeps.code_results {store}{chosen}` (generation `{gen['gen_id'][:12]}`). Drafts by "
         f"{_drafts_by(gen)}; max_rounds {depth}; {_sampling(gen, int(epochs), code)}. Data: {_dataset(datasets)}; "
         f"trajectories per split: {sizes}. "
         f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
@@ -163,7 +168,7 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     for split in splits:
         mine = [r for r in rows if str(r["split"]) == split]
         n = max(r["n"] for r in mine)
-        out += [f"### {split} split (N = {n})", "", "Pass rate by round (fixed_k{t} returns round t's draft):", ""]
+        out += [f"{sub} {split} split (N = {n})", "", "Pass rate by round (fixed_k{t} returns round t's draft):", ""]
         out += round_lines(
             [r for r in rounds if str(r["split"]) == split],
             [b for b in breaks if str(b["split"]) == split],

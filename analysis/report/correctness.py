@@ -178,3 +178,25 @@ def mde_line(rows: Sequence[dict]) -> str:
         f"{_size(correctness.table_mde(rows))} pts, for policies whose drafts disagree as often as two independent "
         f"drafts at the first draft's pass rate ({_pct(first)}) would. Smaller differences are not ruled out."
     )
+
+
+def feedback_lines(rows: Sequence[dict]) -> list[str]:
+    """Feedback against resampling (analysis.stats.feedback.compare) for one split: per policy, the pass rate at its
+    stop with the Critic's report and with fresh samples instead, over the same tasks and epochs."""
+    if not rows:
+        return []
+    test, ci = rows[0]["test"], rows[0]["ci"]
+    lines = [
+        f"| policy | trajectories (tasks) | with feedback | resampling | Δ feedback − resampling, pts [95% CI: {ci}] "
+        f"| {test} p | MDE, pts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['policy']} | {r['n']} ({r['tasks']}) | {_pct(r['feedback'])} | {_pct(r['resampling'])} "
+            f"| {_pts(r['diff'])} [{_pts(r['ci95_low'])}, {_pts(r['ci95_high'])}] | {_p(r['p'])} | {_size(r['mde'])} |"
+        )
+    return [*lines, "", (
+        "- MDE: the smallest difference a two-sided 5% test detects with 80% power over these tasks, at the share of "
+        "pairs whose two outcomes differ as observed for that policy. Smaller differences are not ruled out."
+    )]  # fmt: skip
