@@ -27,6 +27,8 @@ def export(store_root: str, out: str, gen: str | None = None, policy: str | None
            judge: str | None = None) -> tuple[int, int]:  # fmt: skip
     """Write the generation's trajectories (cut at ``policy``'s stops) to ``out``; (samples, rounds) written.
     The file appears whole or not at all (written beside it, then renamed)."""
+    if not Path(out).parent.is_dir():
+        raise StoreError(f"{out}: the folder {Path(out).parent} does not exist")
     store = open_store(store_root)
     row = generation_of(store, gen)
     stops = policy_stops(store, row["gen_id"], policy, judge) if policy else None
@@ -43,6 +45,9 @@ def export(store_root: str, out: str, gen: str | None = None, policy: str | None
     try:
         with os.fdopen(fd, "wb") as f:
             write_eval(f, head, samples)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # as an open() would make it, not mkstemp's owner-only mode
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):

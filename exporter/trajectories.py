@@ -59,7 +59,7 @@ def policy_stops(store: Store, gen_id: str, policy: str, judge: str | None) -> d
     try:
         con = analysis.connect(store, judge=judge, policies=[resolved])
     except AnalysisError as exc:
-        raise StoreError(str(exc)) from None
+        raise StoreError(exc.in_terms_of({"judge": "--judge"})) from None
     try:
         rows = con.table("replay").to_arrow_table().to_pylist()
     finally:

@@ -234,5 +234,10 @@ def test_a_truncated_log_and_a_bad_export_say_so(logs, tmp_path, capsys) -> None
     assert err.startswith(f"shp-import: {cut}: not a complete .eval log") and err.count("\n") == 1, err
     assert not store.exists()
     assert export_main([str(store), str(tmp_path / "x.eval")]) == 2
-    assert "holds no store" in capsys.readouterr().err or not (tmp_path / "x.eval").exists()
-    assert not (tmp_path / "x.eval").exists()
+    assert capsys.readouterr().err.startswith(f"shp-export: no store at {store}")
+    assert export_main([str(store), str(tmp_path / "no" / "x.eval")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"shp-export: {tmp_path / 'no' / 'x.eval'}: the folder {tmp_path / 'no'} does not exist\n"
+    )
+    assert not list(tmp_path.glob("*x.eval*"))

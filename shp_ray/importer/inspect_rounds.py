@@ -248,6 +248,9 @@ def sample_trace(sample: LogSample, header: Mapping[str, object]) -> Trace:
     meta = {"inspect_sample_id": sid, "inspect_epoch": epoch, "inspect_task": spec.get("task"),  # type: ignore[union-attr]
             "inspect_model": spec.get("model"), "inspect_model_usage": s.raw.get("model_usage") or {},  # type: ignore[union-attr]
             "inspect_metadata": s.raw.get("metadata") or {}}  # fmt: skip
+    error = s.raw.get("error")
+    if isinstance(error, Mapping) and error.get("message"):  # a sample that failed: the rounds it logged, and why
+        meta["inspect_error"] = str(error["message"])
     body = {"id": str(sid) if epoch == 1 else f"{sid}{EPOCH_MARK}{epoch}", "question": _question(s),
             "answers": answers, "rounds": rounds, **meta}  # fmt: skip
     return replace(parse_trace(body, s.where, sample.index + 1), task_id=str(sid), epoch=epoch)
