@@ -241,3 +241,22 @@ def test_a_truncated_log_and_a_bad_export_say_so(logs, tmp_path, capsys) -> None
         == f"shp-export: {tmp_path / 'no' / 'x.eval'}: the folder {tmp_path / 'no'} does not exist\n"
     )
     assert not list(tmp_path.glob("*x.eval*"))
+
+
+def test_a_log_without_events_is_rebuilt_from_its_conversation(logs, tmp_path) -> None:
+    """Events left out (read_eval_log(exclude_fields=...), an older log): the assistant turns are the drafts, the
+    user turns after each its critique, no tokens."""
+    doc = json.loads((logs / "loop.json").read_text())
+    for s in doc["samples"]:
+        s["events"] = []
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc))
+    full, store = tmp_path / "full", tmp_path / "store"
+    assert _import(logs / "loop.json", full) == 0 and _import(bare, store) == 0
+    got, want = _rows(store, "rounds", ROUND_COLS), _rows(full, "rounds", ROUND_COLS)
+    last = {}
+    for r in want:
+        last[r[0]] = max(last.get(r[0], 0), r[1])
+    assert [r[:3] for r in got] == [r[:3] for r in want]  # the same drafts, round by round
+    assert [r[3] for r in got if r[1] < last[r[0]]] == [r[3] for r in want if r[1] < last[r[0]]]
+    assert {r[4:] for r in got} == {(0, 0, 0, 0)}

@@ -29,16 +29,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from shp_ray.generation.datasets import EPOCH_MARK  # epoch e > 1 of task <id> is scenario <id>#e<e>
 from shp_ray.importer.inspect_log import LogSample, read_log
 from shp_ray.importer.traces import Trace, TraceError, check_file, parse_trace
 from shp_ray.policy.checks import check_int
 from storage.schemas import MAX_TOKENS
 
 ROLES = ("system", "user", "assistant", "tool")  # inspect_ai's ChatMessage roles
-CRITIC_ROLE = re.compile(r"(?i)critic|critique|review|judge|feedback")  # a model role that names the Critic
+# a model role that names the Critic: the names --format otlp's default rules read as the Critic's
+CRITIC_ROLE = re.compile(r"(?i)critic|critique|review|judge|feedback")
 SCORER_SPANS = ("scorers", "scorer")
 ATTACHMENT = "attachment://"
-EPOCH_MARK = "#e"  # as shp_ray.generation.datasets: epoch e > 1 of task <id> is scenario <id>#e<e>
 VALUES = {"c": 1.0, "i": 0.0, "p": 0.5, "n": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 
