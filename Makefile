@@ -18,7 +18,7 @@ QWEN_15B := $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22
 # The project's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (it is on our CI machines) Python
 # writes no bytecode cache, and every process of a run -- each Ray worker, each shp-sweep of the suite, hundreds --
 # would compile them again (~0.2-0.3 CPU-s each: BENCHMARKS.md, "The suite"). Only changed files are compiled again.
-SOURCES := shp_ray storage analysis conf sweeps bench hydra_plugins
+SOURCES := shp_ray storage analysis conf sweeps bench exporter hydra_plugins
 COMPILE := $(PY) -m compileall -q -j 0 $(SOURCES) >/dev/null
 
 demo: $(STAMP)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("shp_ray", "storage", "analysis", "conf", "sweeps", "bench", "hydra_plugins")
+PACKAGES = ("shp_ray", "storage", "analysis", "conf", "sweeps", "bench", "exporter", "hydra_plugins")
 
 # Room of a module: the first prefix that matches. Apps are the entry points on top.
 ROOMS = (
@@ -40,6 +40,7 @@ ROOMS = (
     ("shp_ray", "apps"),  # shp_ray itself (the library surface), live, demo, theory_checks, importer
     ("sweeps", "apps"),
     ("bench", "apps"),
+    ("exporter", "apps"),
     ("hydra_plugins", "apps"),
 )
 # Which rooms each room may import (besides itself). Arrows only point down.

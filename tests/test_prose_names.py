@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP = ("shp_ray", "storage", "analysis", "conf", "sweeps", "bench", "hydra_plugins", "tests", "docs", "scripts")
+TOP = ("shp_ray", "storage", "analysis", "conf", "sweeps", "bench", "exporter", "hydra_plugins")
+TOP += ("tests", "docs", "scripts")
 PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
 TEXTS = [*PAGES, ROOT / "Makefile", ROOT / "pyproject.toml"] + sorted(
     p
@@ -25,7 +26,7 @@ TEXTS = [*PAGES, ROOT / "Makefile", ROOT / "pyproject.toml"] + sorted(
 )
 # A path that starts at one of the tree's folders and ends in a file suffix; not part of a longer path or a URL.
 PATH = re.compile(rf"(?<![\w/.<{{-])((?:{'|'.join(TOP)})/[\w./*-]*\.(?:py|sql|md|yaml|sh|json|html|js|css))\b")
-DOTTED = re.compile(r"`((?:shp_ray|storage|analysis|conf|sweeps|bench)(?:\.\w+)+)`")
+DOTTED = re.compile(r"`((?:shp_ray|storage|analysis|conf|sweeps|bench|exporter)(?:\.\w+)+)`")
 # Paths the pages tell the reader to write (examples), and dotted names that are not Python's.
 TO_WRITE = {
     "shp_ray/policy/families/edit_plateau.py",  # ARCHITECTURE.md's example family

@@ -12,7 +12,7 @@ import pytest
 from analysis import sql
 
 ROOT = Path(__file__).resolve().parents[1]
-CALLERS = ("analysis", "shp_ray", "sweeps", "bench", "storage", "conf", "hydra_plugins")
+CALLERS = ("analysis", "shp_ray", "sweeps", "bench", "exporter", "storage", "conf", "hydra_plugins")
 
 
 def test_an_unknown_name_is_refused_and_the_known_ones_are_listed() -> None:

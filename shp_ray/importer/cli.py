@@ -32,6 +32,10 @@ one trajectory per line (--format jsonl; --format parquet: the same keys as colu
   OpenInference attributes; one trajectory per conversation (gen_ai.conversation.id, else session.id, else
   the trace id), its LLM spans in start order; Writer or Critic by --otlp-role ROLE=FIELD:REGEX (FIELD agent,
   span or message; default: names saying critic/review/judge vs writer/author/draft, else alternating).
+--format inspect LOG.eval|LOG.json: an inspect_ai log; one trajectory per sample x epoch (id, then id#e2 ...);
+  a model call whose reply is a turn of the sample's conversation is the Writer's (a draft), one whose reply is
+  not (or of a model role named critic/review/judge) the Critic's; else the user turns after a draft are its
+  critique; the sample's scores are the last round's, intermediate scores their round's.
 
 --score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
 (?P<answer>...)), python:package.module:function or python:path/to/file.py:function (your

@@ -29,6 +29,7 @@ from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.judge import draft_hash
 from shp_ray.generation.records import signal_rows
 from shp_ray.generation.score_config import ScoreSpec, build
+from shp_ray.importer.inspect_rounds import read_inspect
 from shp_ray.importer.openai_chat import read_openai_chat
 from shp_ray.importer.otlp import read_otlp
 from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
@@ -48,6 +49,7 @@ READERS: dict[str, Callable[[str, bytes], list[Trace]]] = {
     "jsonl": read_jsonl,
     "parquet": read_parquet,
     "openai-chat": read_openai_chat,
+    "inspect": read_inspect,  # an inspect_ai log: .eval (zip) or .json
 }
 FORMATS = (*READERS, "otlp")  # otlp: a file or a directory of span exports, rebuilt into rounds by rules
 
@@ -151,6 +153,8 @@ def _rows(
                 "ground_truth": trace.answers[0] if trace.answers else None,
                 "references": list(trace.answers),
                 "meta_json": json.dumps(dict(trace.meta), sort_keys=True, default=str),
+                "task_id": trace.task_id or trace.id,
+                "epoch": trace.epoch,
             }
         )
         for t, r in enumerate(trace.rounds, start=1):

@@ -56,6 +56,8 @@ class Trace:
     meta: Mapping[str, object] = field(default_factory=dict)
     line: int = 0
     split: str = "test"  # the scenario's split: every summary is per split, never pooled
+    task_id: str = ""  # the task this trajectory is one epoch of ("" = its id); --format inspect: the sample's id
+    epoch: int = 1
 
 
 def _where(path: str, line: int) -> str:
