@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from shp_ray.policy.cascade import KNOBS
+
 EMBEDDING_DIM = 384
 
 SCENARIOS = pa.schema(
@@ -130,21 +132,20 @@ MANIFESTS = pa.schema(
     ]
 )
 
+# The Arrow type of a cascade knob's column, by its Python type (shp_ray.policy.cascade.KNOBS).
+KNOB_TYPES: dict[type, pa.DataType] = {float: pa.float64(), int: pa.int32(), bool: pa.bool_()}
+# The knobs the first results parts were written with. A knob added to the cascade since is an added column of
+# ``results`` (ADDED_COLUMNS): a part written before it reads as the knob's default, the cascade those cells ran.
+FIRST_RESULTS_KNOBS = ("eps", "k", "warmup", "max_rounds", "critic", "entropy", "gain", "min_gain")
+
 # One row per (sweep job, policy cell, trajectory): what each job of a sweep replayed,
-# with the cell's parameters, so a grid's cells can be compared after the fact.
+# with the cell's parameters (every cascade knob), so a grid's cells can be compared after the fact.
 RESULTS = pa.schema(
     [
         ("run_id", pa.string()),
         ("job", pa.string()),  # the job's overrides, e.g. "halting.eps=0.04,halting.k=2"
         ("policy", pa.string()),
-        ("eps", pa.float64()),
-        ("k", pa.int32()),
-        ("warmup", pa.int32()),
-        ("max_rounds", pa.int32()),
-        ("critic", pa.bool_()),
-        ("entropy", pa.bool_()),
-        ("gain", pa.bool_()),
-        ("min_gain", pa.float64()),
+        *((k.name, KNOB_TYPES[k.kind]) for k in KNOBS),
         ("judge", pa.string()),
         ("weights_json", pa.string()),
         ("gen_id", pa.string()),
@@ -273,7 +274,7 @@ TABLES: dict[str, pa.Schema] = {
     "trajectory_inputs": TRAJECTORY_INPUTS,
 }
 
-# How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports nothing).
+# How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports no provider).
 CALL_MODES = ("live", "batch")
 
 # Columns a table gained after stores were written, with the value a part written before them means:
@@ -286,6 +287,7 @@ ADDED_COLUMNS: dict[str, dict[str, object]] = {
     "judgments": {"judge_mode": "live"},
     "signals": {"writer_prompt_tokens": None, "critic_prompt_tokens": None, "writer_mode": None, "critic_mode": None},
     "scores": {"label": None},
+    "results": {k.name: k.default for k in KNOBS if k.name not in FIRST_RESULTS_KNOBS},
 }
 
 # The strings a stored column can hold (NULL aside: a row written without it reads as ADDED_COLUMNS says).

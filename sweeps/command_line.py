@@ -29,7 +29,7 @@ GROUPS = {  # one line each; the options are read from the ConfigStore
 }
 SECTIONS = {
     "generation": "the loop: max_rounds, temperature, seed, max_tokens, embedder, workers, critic (the code loop)",
-    "halting": "the cascade's parameters: eps, k, warmup, max_rounds, min_gain",
+    "halting": "the cascade's parameters: " + ", ".join(conf.schema.HALTING_KEYS),
     "weights": "IS weights: strategy=uniform|entropy|ahp",
     "replay": "which policies replay: policies=[standard], [standard,families] or names",
     "report": "enabled, delta (the non-inferiority margin), out",

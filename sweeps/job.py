@@ -32,6 +32,7 @@ from shp_ray.generation.humaneval import HUMANEVAL, load_humaneval
 from shp_ray.generation.progress import RunCounts
 from shp_ray.generation.prompts import extra_fields
 from shp_ray.generation.tasks_file import load_tasks
+from shp_ray.policy.cascade import KNOBS, knob_values
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider
@@ -208,20 +209,13 @@ def result_rows(
 ) -> pa.Table:
     """The replay rows of this job, tagged with what produced them."""
     n = table.num_rows
-    by_name = {p.name: p for p in job.policies}
-    halts = [by_name[name].halt for name in table["policy"].to_pylist()]
+    by_name = {p.name: knob_values(p.halt) for p in job.policies}
+    knobs = [by_name[name] for name in table["policy"].to_pylist()]  # each row's cell: every cascade knob
     cols: dict[str, Any] = {
         "run_id": [run_id] * n,
         "job": [job_tag] * n,
         "policy": table["policy"],
-        "eps": [h.eps for h in halts],
-        "k": [h.k for h in halts],
-        "warmup": [h.warmup for h in halts],
-        "max_rounds": [h.max_rounds for h in halts],
-        "critic": [h.critic for h in halts],
-        "entropy": [h.entropy for h in halts],
-        "gain": [h.gain for h in halts],
-        "min_gain": [h.min_gain for h in halts],
+        **{k.name: [row[k.name] for row in knobs] for k in KNOBS},
         "judge": [judge] * n,
         "weights_json": [json.dumps({"strategy": job.weights.strategy, **weights}, sort_keys=True)] * n,
         "created_at": pa.array([datetime.now(UTC)] * n, pa.timestamp("us", tz="UTC")),

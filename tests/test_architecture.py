@@ -49,7 +49,7 @@ MAY_IMPORT = {
     "policy": set(),
     "providers": {"redaction"},
     "sandbox": set(),
-    "storage": {"redaction"},
+    "storage": {"redaction", "policy"},  # policy: the cascade's knobs, the results table's columns
     "generation": {"policy", "providers", "storage", "sandbox", "redaction"},
     "analysis floor": {"policy", "providers", "storage", "redaction"},
     "replay": {"analysis floor", "policy", "providers", "storage", "redaction"},

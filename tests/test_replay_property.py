@@ -19,7 +19,7 @@ from analysis.replay.db import SIGNAL_COLUMNS, connect_signals, set_policies
 from analysis.replay.signals import load_signals
 from analysis.sql import APPROVED_REGEX
 from shp_ray import theory_checks
-from shp_ray.policy.cascade import HaltConfig, approved
+from shp_ray.policy.cascade import KNOBS, HaltConfig, approved
 from shp_ray.policy.reference import replay
 from shp_ray.policy.table import Policy, fixed_policy
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -49,18 +49,27 @@ tricky_feedback = st.sampled_from(
 feedback_values = st.one_of(tricky_feedback, st.text(alphabet="aApPrRoOvVeEdD \t\u00a0\u2003x", max_size=12))
 
 
+# What each cascade knob is drawn from: every knob, so a knob's rule in the SQL executor is held to decide()'s.
+KNOB_DRAWS: dict[str, st.SearchStrategy] = {
+    "eps": st.sampled_from(EPS_TIES) | st.sampled_from([2.0]) | st.floats(0.0, 2.0),
+    "k": st.integers(1, 3) | st.integers(1, 9),
+    "warmup": st.integers(1, 4) | st.integers(1, 9),
+    "max_rounds": st.integers(1, 9),
+    "critic": st.booleans(),
+    "entropy": st.booleans(),
+    "gain": st.booleans(),
+    "min_gain": st.sampled_from([0.0, -0.05, 0.02]) | st.floats(-1.0, 1.0),
+}
+
+
 @st.composite
 def configs(draw: st.DrawFn) -> HaltConfig:
-    return HaltConfig(
-        eps=draw(st.sampled_from(EPS_TIES) | st.sampled_from([2.0]) | st.floats(0.0, 2.0)),
-        k=draw(st.integers(1, 3) | st.integers(1, 9)),
-        warmup=draw(st.integers(1, 4) | st.integers(1, 9)),
-        max_rounds=draw(st.integers(1, 9)),
-        critic=draw(st.booleans()),
-        entropy=draw(st.booleans()),
-        gain=draw(st.booleans()),
-        min_gain=draw(st.sampled_from([0.0, -0.05, 0.02]) | st.floats(-1.0, 1.0)),
-    )
+    return HaltConfig(**{name: draw(values) for name, values in KNOB_DRAWS.items()})
+
+
+def test_every_cascade_knob_is_drawn() -> None:
+    """A new knob of HaltConfig is drawn here too, or the SQL executor's form of its rule is never tested."""
+    assert list(KNOB_DRAWS) == [k.name for k in KNOBS], "draw the new cascade knob in KNOB_DRAWS"
 
 
 def trajectories(index: int) -> st.SearchStrategy[Trajectory]:

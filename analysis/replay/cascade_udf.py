@@ -7,38 +7,54 @@ both equal to the reference executor, so the SQL form is checked against decide(
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 
 import duckdb
 import pyarrow as pa
 
 from analysis import sql
+from analysis.sql.replay_text import KNOB_COLUMNS
 from shp_ray.policy import cascade
 from shp_ray.policy.cascade import HaltConfig
 
+_NAMES = tuple(name for name, _ in KNOB_COLUMNS)  # the UDF's knob arguments, in order
 
-def _cascade_udf(d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain):  # noqa: ANN001, ANN202
+
+def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
     """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code.
 
-    ``a`` is approved(f_t) per round (the stored signal); decide() reads a critique, so an approved
-    round's is given as "APPROVED" and any other as "".
+    ``knobs``: one column per cascade knob, in KNOBS' order (max_rounds as the row's cap). ``a`` is approved(f_t)
+    per round (the stored signal); decide() reads a critique, so an approved round's is given as "APPROVED" and
+    any other as "". A chunk's rows share a few policies and caps: each distinct set of knobs is one HaltConfig,
+    built (and checked) once, not once per row.
     """
     codes = {r: c for c, r in sql.REASON_CODES.items()}
-    cols = [c.to_pylist() for c in (d_inf, s, a, eps, k, warmup, cap, critic, entropy, gain, min_gain)]
+    configs: dict[tuple, HaltConfig] = {}
+    knob_rows = zip(*(c.to_pylist() for c in knobs), strict=True)  # one tuple of knobs per row
+    rows = zip(*(c.to_pylist() for c in (d_inf, s, a)), knob_rows, strict=True)
     out = []
-    for d_row, s_row, a_row, e, kk, w, c, cr, en, ga, mg in zip(*cols, strict=True):
+    for d_row, s_row, a_row, values in rows:
+        cfg = configs.get(values)
+        if cfg is None:
+            cfg = configs[values] = HaltConfig(**dict(zip(_NAMES, values, strict=True)))
         f_row = [cascade.APPROVAL if v else "" for v in a_row]
-        cfg = HaltConfig(eps=e, k=kk, warmup=w, max_rounds=c, critic=cr, entropy=en, gain=ga, min_gain=mg)
         dist = [math.nan if v is None else v for v in d_row[1:]]
         scores = [math.nan if v is None else v for v in s_row]
         code = None
-        for t in range(1, c + 1):
+        for t in range(1, cfg.max_rounds + 1):
             decision = cascade.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
             if decision.halt:
                 code = t * 8 + codes[decision.reason]
                 break
         out.append(code)
     return pa.array(out, pa.int64())
+
+
+# DuckDB counts a UDF's parameters from its signature: one per argument, so the knobs are named one by one.
+_cascade_udf.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("d", "s", "a", *_NAMES)]
+)
 
 
 def register_udfs(con: duckdb.DuckDBPyConnection, rounds: int) -> None:
@@ -52,7 +68,7 @@ def register_udfs(con: duckdb.DuckDBPyConnection, rounds: int) -> None:
     con.create_function(
         "shp_cascade",
         _cascade_udf,
-        [dl, dl, fl, t.DOUBLE, t.INTEGER, t.INTEGER, t.INTEGER, t.BOOLEAN, t.BOOLEAN, t.BOOLEAN, t.DOUBLE],
+        [dl, dl, fl, *(getattr(t, sqltype) for _, sqltype in KNOB_COLUMNS)],
         t.BIGINT,
         type="arrow",
         side_effects=False,

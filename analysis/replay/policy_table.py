@@ -11,21 +11,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from analysis import sql
-from shp_ray.policy.cascade import HaltConfig
+from analysis.sql.replay_text import KNOB_COLUMNS
+from shp_ray.policy.cascade import HaltConfig, knob_values
 from shp_ray.policy.families import params_json
 from shp_ray.policy.table import NAMED_CASCADES, Policy, cascade_policy, standard_policies
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("policy", "VARCHAR"),
     ("kind", "VARCHAR"),
-    ("eps", "DOUBLE"),
-    ("k", "INTEGER"),
-    ("warmup", "INTEGER"),
-    ("max_rounds", "INTEGER"),
-    ("critic", "BOOLEAN"),
-    ("entropy", "BOOLEAN"),
-    ("gain", "BOOLEAN"),
-    ("min_gain", "DOUBLE"),
+    *KNOB_COLUMNS,  # the cascade's knobs (shp_ray.policy.cascade.KNOBS)
     ("seed", "BIGINT"),
     ("consults_is", "BOOLEAN"),
     ("params_json", "VARCHAR"),  # a stopping family's own parameters ('{}' for SHP's kinds)
@@ -62,18 +56,10 @@ def default_policies() -> list[Policy]:
 
 
 def policy_row(p: Policy) -> dict[str, object]:
-    h = p.halt
     return {
         "policy": p.name,
         "kind": p.kind,
-        "eps": float(h.eps),
-        "k": h.k,
-        "warmup": h.warmup,
-        "max_rounds": h.max_rounds,
-        "critic": h.critic,
-        "entropy": h.entropy,
-        "gain": h.gain,
-        "min_gain": float(h.min_gain),
+        **knob_values(p.halt),
         "seed": p.seed,
         "consults_is": p.consults_is,
         "params_json": params_json(p.param_dict),

@@ -43,10 +43,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from analysis import scipy_stats as _st
 from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
+from shp_ray.policy.cascade import Reason
 from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights
 
-REASON_CODES = {1: "critic", 2: "entropy", 3: "no_gain", 4: "failsafe"}
+# The replay's code of each stop reason (t*8 + code): its place in the cascade's priority order (cascade.Reason).
+REASON_CODES: dict[int, str] = {code: str(reason) for code, reason in enumerate(Reason, start=1)}
 
 # Python's str.isspace() characters: approved() strips them before matching (approval_text.py).
 _PY_SPACE = (

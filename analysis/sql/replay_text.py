@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from analysis.sql import REASON_CODES, double, query, quote
 from analysis.sql.cost_text import cost_columns_sql, loop_tokens, round_costs
+from shp_ray.policy.cascade import KNOBS
 from shp_ray.policy.scoring import check_weights
+
+# The SQL type of a cascade knob's column (policies, the replay's row, the UDF's arguments), by its Python type.
+KNOB_TYPES: dict[type, str] = {float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
+# (column, SQL type) of every cascade knob, in cascade.KNOBS' order.
+KNOB_COLUMNS: tuple[tuple[str, str], ...] = tuple((k.name, KNOB_TYPES[k.kind]) for k in KNOBS)
 
 
 def _round_list(column: str, length: str, rounds: int) -> str:
@@ -135,6 +141,7 @@ def cascade_code_sql(rounds: int) -> str:
         "cascade_code",
         entropy_hit=f"CASE k {entropy} END" if entropy else "NULL::INTEGER",
         gain_hit=f"CASE {gain} END" if gain else "NULL::INTEGER",
+        **{reason: str(code) for code, reason in REASON_CODES.items()},
     )
 
 
@@ -147,10 +154,11 @@ def replay_sql(rounds: int, executor: str = "sql", batch: bool = False) -> str:
     """
     if executor == "sql":
         code = cascade_code_sql(rounds)
-    elif executor == "udf":
-        code = query("cascade_udf_code")
+    elif executor == "udf":  # max_rounds reaches decide() as the row's cap: a policy runs no deeper than the trajectory
+        code = query("cascade_udf_code", knobs=", ".join("cap" if n == "max_rounds" else n for n, _ in KNOB_COLUMNS))
     else:
         raise ValueError(f"unknown replay executor {executor!r}; choose 'sql' or 'udf'")
     reasons = " ".join(f"WHEN {c} THEN {quote(r)}" for c, r in REASON_CODES.items())
     costs = cost_columns_sql(judged="consults_is", batch=batch, paid="paid", at="stop_round")
-    return query("replay", code=code, reasons=reasons, costs=costs)
+    knobs = ", ".join(f"p.{n}" for n, _ in KNOB_COLUMNS if n != "max_rounds")
+    return query("replay", knobs=knobs, code=code, reasons=reasons, costs=costs)

@@ -16,15 +16,28 @@ NaN never causes a halt: ``nan < eps`` and ``nan <= min_gain`` are both false.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
+from typing import NamedTuple
 
 from shp_ray.policy.checks import check_int
 
-Reason = Literal["critic", "entropy", "no_gain", "failsafe"]
-REASONS: tuple[Reason, ...] = ("critic", "entropy", "no_gain", "failsafe")
+
+class Reason(StrEnum):
+    """Why the cascade halts, in its priority order: the one list of the stop reasons (each is its own
+    string: stored, compared and printed as ``"critic"`` ...; the SQL replay's code for it is its place here)."""
+
+    critic = "critic"
+    entropy = "entropy"
+    no_gain = "no_gain"
+    failsafe = "failsafe"
+
+
+REASONS: tuple[Reason, ...] = tuple(Reason)
 APPROVAL = "APPROVED"
 
 
@@ -65,6 +78,26 @@ class HaltConfig:
         return self.gain
 
 
+class Knob(NamedTuple):
+    """One parameter of the cascade: a field of :class:`HaltConfig` with its type (float, int or bool)."""
+
+    name: str
+    kind: type
+    default: object
+
+
+# The cascade's knobs, in HaltConfig's order: what the policies table, the replay's row and its decide() UDF and the
+# sweep's results rows carry, each derived from here, as the ``halting`` config section is from HaltConfig's fields
+# (ARCHITECTURE.md, "Adding a cascade knob"): a new knob is one field above, with its check in __post_init__.
+_TYPES = typing.get_type_hints(HaltConfig)
+KNOBS: tuple[Knob, ...] = tuple(Knob(f.name, _TYPES[f.name], f.default) for f in dataclasses.fields(HaltConfig))
+
+
+def knob_values(cfg: HaltConfig) -> dict[str, object]:
+    """{knob: value} of ``cfg``, each value of its knob's type (an ``eps`` given as the integer 0 is 0.0)."""
+    return {k.name: k.kind(getattr(cfg, k.name)) for k in KNOBS}
+
+
 @dataclass(frozen=True)
 class Decision:
     halt: bool
@@ -72,7 +105,7 @@ class Decision:
 
 
 CONTINUE = Decision(False, None)
-_HALTS = {reason: Decision(True, reason) for reason in REASONS}
+_HALTS = {reason.value: Decision(True, reason) for reason in Reason}  # by value: a str key looks up faster
 
 
 def approved(feedback: str | None, marker: str = APPROVAL) -> bool:

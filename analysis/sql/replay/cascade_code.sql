@@ -3,9 +3,10 @@
 -- m<k>_<t> < eps; no_gain: the first t >= max(warmup, 2), t <= depth with g_t <= min_gain); least() of
 -- (round*8 + code) then picks the earliest round and, on a tie, the cascade's priority (critic < entropy <
 -- no_gain < failsafe). Candidates past cap lose to the failsafe at cap. NULL (unknown signal) never halts:
--- least() skips NULLs. Filled by sql.cascade_code_sql: entropy_hit, gain_hit (CASE chains over t = 1..T).
+-- least() skips NULLs. Filled by sql.cascade_code_sql: entropy_hit, gain_hit (CASE chains over t = 1..T) and each
+-- reason's code (critic, entropy, no_gain, failsafe: sql.REASON_CODES).
 least(
-    CASE WHEN critic THEN crit * 8 + 1 END,
-    CASE WHEN entropy AND k < depth THEN ($entropy_hit) * 8 + 2 END,
-    CASE WHEN gain AND warmup <= depth THEN ($gain_hit) * 8 + 3 END,
-    cap * 8 + 4)
+    CASE WHEN critic THEN crit * 8 + $critic END,
+    CASE WHEN entropy AND k < depth THEN ($entropy_hit) * 8 + $entropy END,
+    CASE WHEN gain AND warmup <= depth THEN ($gain_hit) * 8 + $no_gain END,
+    cap * 8 + $failsafe)

@@ -1,13 +1,13 @@
 -- Every policy x every trajectory in one query (cascade, random, oracle), with the answer metrics of the returned
 -- draft (final_has_answer_line, final_em, final_f1). Filled by sql.replay_sql:
+-- knobs (the policy's cascade knobs but max_rounds, cascade.KNOBS: its cap is least(max_rounds, depth)),
 -- code (cascade_code.sql or cascade_udf_code.sql), reasons (WHEN code THEN reason, from REASON_CODES), costs (the
 -- tokens in US dollars with the same judge charge as operational_tokens, read from replay_inputs' per-round
 -- dollars: cost_text.cost_columns_sql).
 -- The per-round values at a row's round are replay_inputs' lists indexed (lt[paid], s[stop_round] ...): a row
 -- pays the loop and the judge to round paid and returns round stop_round's judgment.
 WITH pt AS (
-    SELECT p.policy, p.kind, p.consults_is, p.seed, p.eps, p.k, p.warmup, p.critic, p.entropy,
-           p.gain, p.min_gain, least(p.max_rounds, x.depth) AS cap, x.*
+    SELECT p.policy, p.kind, p.consults_is, p.seed, $knobs, least(p.max_rounds, x.depth) AS cap, x.*
     FROM policies p CROSS JOIN replay_inputs x
     WHERE p.kind IN ('cascade', 'random', 'oracle')  -- the other families: family_replay.sql
 ), decided AS (
