@@ -189,28 +189,69 @@ def test_the_clustered_statistics_resample_tasks_and_flip_task_signs():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("critic", ["tests", "none"])
-def test_a_sampled_two_epoch_humaneval_sweep_on_the_simulated_server(hydra_ctx, tmp_path, ray_session, critic):
+def test_a_sampled_two_epoch_humaneval_sweep_with_feedback_and_its_resampling_control(hydra_ctx, tmp_path, ray_session):
     """shp-sweep provider=sim dataset=humaneval dataset.limit=3 generation.epochs=2 generation.temperature=0.7
-    [generation.critic=none]: 6 trajectories of 3 tasks; the code section's tests clustered by task (the report's
-    correctness section shares its tables: analysis.report.correctness)."""
+    [generation.critic=none], both into one store: 6 trajectories of 3 tasks each; the code section's tests clustered
+    by task (the report's correctness section shares its tables: analysis.report.correctness); the two generations
+    side by side (python -m sweeps.revise_results)."""
+    from sweeps import revise_results
     from sweeps.code_results import render
 
-    done, store = sweep(
-        tmp_path, "provider=sim", "dataset=humaneval", "dataset.limit=3", "generation.epochs=2",
-        "generation.temperature=0.7", f"generation.critic={critic}", "generation.max_rounds=3",
-        "dataset.split=null", "report.enabled=false",
-    )  # fmt: skip
-    assert (done.generated, done.failed, done.trajectories) == (6, 0, 6)
-    scenarios = {r["scenario_id"]: (r["task_id"], r["epoch"]) for r in store.read("scenarios").to_pylist()}
-    assert scenarios["humaneval_1#e2"] == ("humaneval_1", 2) and scenarios["humaneval_1"] == ("humaneval_1", 1)
-    rounds = store.read("rounds").to_pylist()
-    assert len(rounds) == 6 * 3 and all(r["critic_prompt_tokens"] == 0 for r in rounds)
-    drafts = {(r["scenario_id"], r["round"]): r["draft"] for r in rounds}
-    assert drafts[("humaneval_0", 1)] != drafts[("humaneval_0#e2", 1)]  # two epochs, two samples
-    if critic == "none":
-        assert all(r["feedback"] == "" for r in rounds)
-    text = render(str(tmp_path / "store"))
-    assert "Writer temperature 0.7 (a seed per task, epoch and round); epochs 2" in text
-    assert "cluster sign-flip p" in text and "Minimum detectable difference at 80% power" in text
-    assert "Drafts that changed:" in text and f"critic `{critic}`" in text
+    gen_ids = {}
+    for critic in ("tests", "none"):
+        done, store = sweep(
+            tmp_path, "provider=sim", "dataset=humaneval", "dataset.limit=3", "generation.epochs=2",
+            "generation.temperature=0.7", f"generation.critic={critic}", "generation.max_rounds=3",
+            "dataset.split=null", "report.enabled=false",
+        )  # fmt: skip
+        assert (done.generated, done.failed, done.trajectories) == (6, 0, 6)
+        gen_ids[critic] = done.gen_id
+        scenarios = {r["scenario_id"]: (r["task_id"], r["epoch"]) for r in store.read("scenarios").to_pylist()}
+        assert scenarios["humaneval_1#e2"] == ("humaneval_1", 2) and scenarios["humaneval_1"] == ("humaneval_1", 1)
+        rounds = [r for r in store.read("rounds").to_pylist() if r["gen_id"] == done.gen_id]
+        assert len(rounds) == 6 * 3 and all(r["critic_prompt_tokens"] == 0 for r in rounds)
+        drafts = {(r["scenario_id"], r["round"]): r["draft"] for r in rounds}
+        assert drafts[("humaneval_0", 1)] != drafts[("humaneval_0#e2", 1)]  # two epochs, two samples
+        if critic == "none":
+            assert all(r["feedback"] == "" for r in rounds)
+        text = render(str(tmp_path / "store"), gen_id=done.gen_id)
+        assert "Writer temperature 0.7 (a seed per task, epoch and round); epochs 2" in text
+        assert "cluster sign-flip p" in text and "Minimum detectable difference at 80% power" in text
+        assert "Drafts that changed:" in text and f"critic `{critic}`" in text
+        # once the store holds several generations, the command names the one rendered
+        assert (f"--gen-id {done.gen_id[:12]}" in text) == (critic == "none")
+    # round 1 is the same request in both: the control's first drafts are the feedback run's, from the cache
+    first = {(r["gen_id"], r["scenario_id"]): r["draft"] for r in store.read("rounds").to_pylist() if r["round"] == 1}
+    assert all(first[(gen_ids["none"], s)] == d for (g, s), d in first.items() if g == gen_ids["tests"])
+    both = revise_results.render(str(tmp_path / "store"))
+    assert "6 with critic `tests` and 6 with critic `none` of the 328 trajectories" in both
+    assert both.count("Pass at stop per policy:") == 2 * 2  # two generations x two splits
+    assert "| fixed_k1 | 4 (2) | 0.0% | 0.0% | +0.0 [+0.0, +0.0] | 1.00 |" in both  # simulated prose never passes
+    assert "| oracle_is |" not in both  # the lexical judge scores no code draft
+
+
+def test_feedback_against_resampling_pairs_the_same_trajectories_and_clusters_by_task():
+    """analysis.stats.feedback.compare over a hand-made correctness relation (real DuckDB): a trajectory only one
+    generation holds is left out, never counted as a failure; the difference and its test come from the pairs."""
+    import duckdb
+
+    from analysis.stats import feedback
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE scenarios (scenario_id VARCHAR, task_id VARCHAR)")
+    con.execute("INSERT INTO scenarios VALUES ('a', 'a'), ('a#e2', 'a'), ('b', 'b'), ('b#e2', 'b'), ('c', 'c')")
+    con.execute("CREATE TABLE correctness (gen_id VARCHAR, split VARCHAR, policy VARCHAR, scenario_id VARCHAR, "
+                "score VARCHAR, passed BOOLEAN, baseline_passed BOOLEAN, first_passed BOOLEAN)")  # fmt: skip
+    rows = [  # (gen, scenario, passed): feedback F wins both epochs of a, ties b; c is only in F (still resuming)
+        ("F", "a", True), ("F", "a#e2", True), ("F", "b", True), ("F", "b#e2", False), ("F", "c", False),
+        ("R", "a", False), ("R", "a#e2", False), ("R", "b", True), ("R", "b#e2", False),
+    ]  # fmt: skip
+    for gen, sid, passed in rows:
+        con.execute("INSERT INTO correctness VALUES (?, 'test', 'fixed_k1', ?, 'hidden_pass', ?, false, false)",
+                    [gen, sid, passed])  # fmt: skip
+    (got,) = feedback.compare(con, "hidden_pass", "F", "R")
+    assert (got["n"], got["tasks"], got["feedback"], got["resampling"]) == (4, 2, 0.75, 0.25)
+    assert got["diff"] == pytest.approx(0.5) and got["ci95_low"] <= 0.5 <= got["ci95_high"]
+    assert got["p"] == 1.0  # task sums (2, 0): one task differs, and either sign of it reaches |2|
+    assert got["test"] == clustered.CLUSTERED_TEST and got["mde"] > 0
+    assert feedback.compare(con, "hidden_pass", "F", "nobody") == []
