@@ -161,9 +161,15 @@ class WorkerPool:
                 total[k] += int(w.stats.get(k, 0))
         return total
 
-    def kill_all(self) -> None:
+    def kill_all(self, wait_s: float = 30.0) -> None:
+        """Kill every worker and wait (up to ``wait_s``) until Ray has them dead: a worker still dying when the run
+        returns could start one more sandbox run, and leave its folder, after the run said it had ended."""
         import ray
 
+        probes = []
         for w in self.workers:
             with contextlib.suppress(Exception):
                 ray.kill(w.handle)
+                probes.append(w.handle.__ray_ready__.remote())  # resolves (with the actor's death) once it is gone
+        if probes:
+            ray.wait(probes, num_returns=len(probes), timeout=wait_s)

@@ -30,6 +30,7 @@ from shp_ray.generation.pool import WorkerPool
 from shp_ray.generation.run_context import Run
 from shp_ray.generation.run_summary import count_progress, generation_row
 from shp_ray.providers.shared_limiter import forget_limiter
+from shp_ray.sandbox.stale import remove_stale_dirs
 from storage.write_fault import write_failure
 from storage.writer import StoreWriter
 
@@ -82,6 +83,8 @@ def run_ray(pending: Iterator[Scenario], run: Run) -> None:
     finally:
         if placed.pool is not None:
             placed.pool.kill_all()
+            if placed.pool.in_flight:  # killed mid-trajectory: the sandbox folders they held on this node go now
+                remove_stale_dirs(again=True)
         for actor in placed.owned:
             with contextlib.suppress(Exception):  # an actor of a node that died is gone already
                 ray.kill(actor)

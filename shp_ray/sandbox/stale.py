@@ -43,12 +43,13 @@ def owner() -> str:
     return f"{_pid_namespace()}.{pid}.{_start_time(pid)}"
 
 
-def remove_stale_dirs(root: str | None = None) -> list[str]:
+def remove_stale_dirs(root: str | None = None, *, again: bool = False) -> list[str]:
     """Remove the sandbox temp dirs under ``root`` (the temp dir) whose owning process is gone; the removed
-    paths. Runs once per process and temp dir (the first run of each does it)."""
+    paths. Runs once per process and temp dir (the first run of each does it), or ``again`` (a run that has just
+    killed its own workers)."""
     root = root or tempfile.gettempdir()
     with _lock:
-        if (os.getpid(), root) in _swept:
+        if (os.getpid(), root) in _swept and not again:
             return []
         _swept.add((os.getpid(), root))
     namespace, removed = _pid_namespace(), []
