@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from analysis import ReplayScope, connect, setup_of, sql
@@ -186,13 +187,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-id", help="the generation (a prefix), when the store holds several")
     ap.add_argument("--out", type=Path, help="write here (default: stdout)")
     args = ap.parse_args(argv)
+    return emit(lambda: render(args.store, judge=args.judge, score=args.score, gen_id=args.gen_id), args.out, ap.prog)
+
+
+def emit(rendered: Callable[[], str], out: Path | None, prog: str) -> int:
+    """A section renderer's command: the text to ``out`` (or stdout), or its one-line error (exit 2)."""
     try:
-        text = render(args.store, judge=args.judge, score=args.score, gen_id=args.gen_id)
+        text = rendered()
     except AnalysisError as exc:
-        print(f"python -m sweeps.code_results: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    if args.out:
-        args.out.write_text(text)
+    if out:
+        out.write_text(text)
     else:
         sys.stdout.write(text)
     return 0

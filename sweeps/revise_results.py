@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from analysis import ReplayScope, connect
@@ -25,7 +24,7 @@ from analysis.report.correctness import feedback_lines, is_known
 from analysis.stats import correctness, feedback
 from shp_ray.generation.humaneval import N_PROBLEMS
 from storage.parts import StoreUnusable, open_store
-from sweeps.code_results import ORACLE_IS
+from sweeps.code_results import ORACLE_IS, emit
 from sweeps.code_results import render as render_code
 
 HEADING = "## Code, revising on feedback against drawing again: HumanEval, public and private tests"
@@ -108,16 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("store", help="a store holding a code run with a Critic and its critic=none control")
     ap.add_argument("--out", type=Path, help="write here (default: stdout)")
     args = ap.parse_args(argv)
-    try:
-        text = render(args.store)
-    except AnalysisError as exc:
-        print(f"python -m sweeps.revise_results: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        args.out.write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return emit(lambda: render(args.store), args.out, ap.prog)
 
 
 if __name__ == "__main__":
