@@ -125,10 +125,12 @@ def follow_the_knob() -> None:
     rows = result_rows(replayed, job, "run", "job", "lexical", {"f1": 1.0})
     assert rows.schema == RESULTS and rows[KNOB].to_pylist() == [1, 3]
 
-    # The shipped stores' results parts predate the knob: sound still, and read as its default.
-    for store in sorted((ROOT / "results").glob("*/store")):
+    # The shipped stores' results parts predate the knob: sound still, and read as its default (a store whose run is
+    # still resuming has replayed nothing yet: no results parts).
+    replayed_stores = [s for s in sorted((ROOT / "results").glob("*/store")) if Store(str(s)).parts("results")]
+    assert len(replayed_stores) >= 2
+    for store in replayed_stores:
         parts = Store(str(store)).parts("results")
-        assert parts, store
         for part in parts:
             assert schema_problems("results", pq.read_schema(part)) == [], part
         stored = Store(str(store)).read("results")
