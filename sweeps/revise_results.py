@@ -91,6 +91,9 @@ def render(store: str) -> str:
     ]
     for gen, title in ((revising, f"With feedback (critic `{_critic(revising)}`)"),
                        (resampling, "Resampling (critic `none`: no feedback)")):  # fmt: skip
+        if not stored.get(gen["gen_id"]):
+            out += [f"### {title}", "", "No trajectory of this generation is stored yet.", ""]
+            continue
         body = render_code(store, score=score, gen_id=gen["gen_id"], heading=f"### {title}")
         out += [body.rstrip(), ""]
     out += ["### Feedback against resampling, policy by policy", ""]
