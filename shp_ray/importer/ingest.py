@@ -167,7 +167,8 @@ def _rows(
                     "writer_completion_tokens": tok.get("writer_completion", 0),
                     "critic_prompt_tokens": tok.get("critic_prompt", 0),
                     "critic_completion_tokens": tok.get("critic_completion", 0),
-                    "writer_latency_s": 0.0, "critic_latency_s": 0.0, "embedding": next(it),
+                    "writer_latency_s": r.latency.get("writer", 0.0), "critic_latency_s": r.latency.get("critic", 0.0),
+                    "embedding": next(it),
                     "writer_mode": "live", "critic_mode": "live",
                 }
             )  # fmt: skip
