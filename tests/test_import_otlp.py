@@ -335,3 +335,21 @@ def test_a_cut_line_and_a_file_without_spans_say_so(exports, tmp_path, capsys) -
         err = capsys.readouterr().err
         assert err.startswith(f"shp-import: {says}") and err.count("\n") == 1, err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_message_event_with_a_bad_body_is_one_line_naming_the_span_and_event(exports, tmp_path, capsys) -> None:
+    lines = (exports / "events.jsonl").read_text().splitlines()
+    at = _a_loop_of_rounds(lines)
+    req = json.loads(lines[at])
+    span = _spans(req)[2]  # round 2's writer span: per-message events, the bodies as gen_ai.event.content
+    i = next(i for i, e in enumerate(span["events"]) if e["name"] == "gen_ai.choice")
+    _attr(span["events"][i], "gen_ai.event.content")["value"] = {"stringValue": '{"message": {"content": "cut'}
+    lines[at] = json.dumps(req)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "store"
+    assert main([str(path), "--store", str(store), "--format", "otlp"]) == 2
+    err = capsys.readouterr().err
+    says = f"(span {span['spanId']}): events[{i}] (gen_ai.choice).attributes.gen_ai.event.content is not JSON"
+    assert err.startswith(f"shp-import: {path}:{at + 1}:") and says in err and err.count("\n") == 1, err
+    assert not store.exists()
