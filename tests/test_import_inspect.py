@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -163,10 +165,21 @@ def test_the_export_opens_with_inspect_ai_and_imports_back_the_same(logs, tmp_pa
     log = read_eval_log(str(out))
     rounds = {(r[0], r[1]) for r in _rows(store, "rounds", ["scenario_id", "round"])}
     assert log.status == "success" and len(log.samples) == len(QUESTIONS) * EPOCHS
+    scores = _rows(store, "scores", SCORE_COLS)
+    tokens = _rows(store, "rounds", ["scenario_id", *ROUND_COLS[4:]])
     for s in log.samples:
         sid = f"{s.id}" + ("" if s.epoch == 1 else f"#e{s.epoch}")
         assert sum(m.role == "assistant" for m in s.messages) == sum(r[0] == sid for r in rounds)
         assert set(s.scores) == {"includes"}
+        # every stored score of the trajectory, as inspect_ai reads them: one intermediate score event each
+        got = sorted((e.scorer, e.score.value) for e in s.events if e.event == "score" and e.intermediate)
+        assert got == sorted((r[2], r[3]) for r in scores if r[0] == sid)
+        mine = [r[1:] for r in tokens if r[0] == sid]  # and its usage: the stored tokens' sums
+        usage = s.model_usage["imported"]
+        assert (usage.input_tokens, usage.output_tokens) == (
+            sum(r[0] + r[2] for r in mine),
+            sum(r[1] + r[3] for r in mine),
+        )
     again = tmp_path / "again"
     assert _import(out, again) == 0  # our export is a log like any other: the same rounds, tokens and scores
     assert _rows(again, "rounds", ROUND_COLS) == _rows(store, "rounds", ROUND_COLS)
@@ -341,3 +354,16 @@ def test_inspect_role_names_the_critic_when_its_reply_is_a_turn_of_the_conversat
     with pytest.raises(SystemExit, match="2"):
         main([log.location, "--store", str(tmp_path / "bad"), "--format", "otlp", *rule])
     assert "--inspect-role applies to --format inspect only" in capsys.readouterr().err
+
+
+def test_the_import_needs_no_inspect_ai(logs, tmp_path) -> None:
+    """The log is read directly: an interpreter where inspect_ai cannot be imported imports it all the same."""
+    code = (
+        "import sys; sys.modules['inspect_ai'] = None\n"  # any import of inspect_ai now fails
+        "from shp_ray.importer.cli import main\n"
+        f"sys.exit(main([{str(logs / 'loop.eval')!r}, '--store', {str(tmp_path / 'store')!r}, '--format', 'inspect',"
+        " '--embedder', 'fake-hash']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"imported {len(QUESTIONS) * EPOCHS} trajectories" in done.stdout

@@ -353,3 +353,29 @@ def test_a_message_event_with_a_bad_body_is_one_line_naming_the_span_and_event(e
     says = f"(span {span['spanId']}): events[{i}] (gen_ai.choice).attributes.gen_ai.event.content is not JSON"
     assert err.startswith(f"shp-import: {path}:{at + 1}:") and says in err and err.count("\n") == 1, err
     assert not store.exists()
+
+
+def test_spans_without_a_conversation_id_are_a_trace_and_are_taken_in_start_order(exports, tmp_path, capsys) -> None:
+    """No gen_ai.conversation.id and the spans written in reverse: each trace is one trajectory (its id the trace
+    id), its spans ordered by their start times, so the rounds are the same as with the ids in file order."""
+    lines = (exports / "genai.jsonl").read_text().splitlines()
+    traces = {}
+    for n, line in enumerate(lines):
+        req = json.loads(line)
+        spans = _spans(req)
+        for span in spans:
+            span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.conversation.id"]
+        spans.reverse()
+        traces[spans[0]["traceId"]] = n
+        lines[n] = json.dumps(req)
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    by_trace, by_id = tmp_path / "by-trace", tmp_path / "by-id"
+    assert main([str(path), "--store", str(by_trace), "--format", "otlp", "--embedder", "fake-hash"]) == 0
+    assert (
+        main([str(exports / "genai.jsonl"), "--store", str(by_id), "--format", "otlp", "--embedder", "fake-hash"]) == 0
+    )
+    ids = {json.loads(line)["id"]: n for n, line in enumerate((exports / "ours.jsonl").read_text().splitlines())}
+    name = {tid: next(i for i, m in ids.items() if m == n) for tid, n in traces.items()}  # trace id -> loop id
+    got = sorted((name[r[0]], *r[1:]) for r in _rounds(by_trace))
+    assert got == _rounds(by_id)
