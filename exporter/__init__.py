@@ -1,5 +1,7 @@
 """``shp-export``: a store's trajectories in a format other tools read (``--format inspect``: an inspect_ai log, for
-``inspect view`` and ``read_eval_log``), whole or cut at a policy's stop.
+``inspect view`` and ``read_eval_log``), whole or cut at a policy's stop. A generated run's rounds carry, besides
+the ``scores`` table, their answer's EM / F1 and the judge's IS (``--judge`` names it when the store has several);
+an imported one's carry the scores it was imported with (so an export imports back the same).
 
 An app of its own (as ``sweeps`` and ``bench``): ``--policy`` reads the replay (``analysis``), which the importer
 beside the generation (``shp_ray.importer``) may not import.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -16,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from exporter.inspect_eval import EvalHeader, sample, write_eval
-from exporter.trajectories import generation_of, policy_stops, trajectories
+from exporter.trajectories import generation_of, replayed, trajectories
 from storage.parts import StoreError, open_store
 from storage.root_check import StoreUnusable
 
@@ -31,14 +34,19 @@ def export(store_root: str, out: str, gen: str | None = None, policy: str | None
         raise StoreError(f"{out}: the folder {Path(out).parent} does not exist")
     store = open_store(store_root)
     row = generation_of(store, gen)
-    stops = policy_stops(store, row["gen_id"], policy, judge) if policy else None
-    trajs = trajectories(store, row["gen_id"], stops)
+    generated = json.loads(row["config_json"] or "{}").get("kind") != "imported"
+    if judge and not (policy or generated):
+        raise StoreError(f"--judge: generation {row['gen_id'][:12]} is imported (its scores are the file's); "
+                         "a judge applies with --policy")  # fmt: skip
+    read = replayed(store, row["gen_id"], policy, judge, generated) if policy or generated else None
+    trajs = trajectories(store, row["gen_id"], read.stops if read else None, read.measures if read else None)
     if not trajs:
         raise StoreError(f"no trajectory of generation {row['gen_id'][:12]} to export")
     model = row["model"] or "unknown"
     samples = [sample(t, model) for t in trajs]
     task = f"shp-ray {row['gen_id'][:12]}" + (f" {policy}" if policy else "")
-    meta = {"gen_id": row["gen_id"], "store": str(store.uri), "policy": policy, "max_rounds": row["max_rounds"]}
+    meta = {"gen_id": row["gen_id"], "store": str(store.uri), "policy": policy, "max_rounds": row["max_rounds"],
+            "judge": read.judge if read else None}  # fmt: skip
     head = EvalHeader(task, model, row["created_at"], meta)
     target = Path(out)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
@@ -67,10 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--format", choices=FORMATS, default="inspect", help="the file's format (default: inspect)")
     ap.add_argument("--gen", help="the generation (its id or a prefix); needed when the store holds several")
     ap.add_argument("--policy", help="each trajectory's rounds up to this policy's stop (the replay's), not all")
-    ap.add_argument("--judge", help="with --policy: the judge whose IS the replay reads (default: the only one)")
+    ap.add_argument(
+        "--judge", help="the judge whose IS is exported (a generated run) and --policy replays (default: the only one)"
+    )
     args = ap.parse_args(argv)
-    if args.judge and not args.policy:
-        ap.error("--judge applies with --policy only")
     if not args.out.endswith(".eval"):
         ap.error(f"{args.out}: an inspect_ai log is written as a .eval file")
     try:

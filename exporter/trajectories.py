@@ -1,8 +1,11 @@
 """A stored generation's trajectories as the exporter writes them: each one's rounds (or the rounds up to a policy's
-stop, as the replay computes it), its task and its scores."""
+stop, as the replay computes it), its task and its scores: the ``scores`` table's and, for a generated (not
+imported) generation, what the replay reads of each round: its answer's EM and F1 against the gold answer and the
+judge's IS (``answer_em``, ``answer_f1``, ``is_score``, as the ``rounds`` view names them)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -14,6 +17,8 @@ from storage.resume import full_gen_id
 
 ROUND_COLUMNS = ["gen_id", "scenario_id", "round", "draft", "feedback", "writer_prompt_tokens",
                  "writer_completion_tokens", "critic_prompt_tokens", "critic_completion_tokens"]  # fmt: skip
+MEASURES = ("answer_em", "answer_f1", "is_score")  # the rounds view's columns exported as scores of a generated run
+Scores = dict[str, dict[int, dict[str, float]]]  # scenario -> round -> score -> value
 
 
 @dataclass(frozen=True)
@@ -50,33 +55,57 @@ def generation_of(store: Store, given: str | None) -> dict:
     return rows[gen_id]
 
 
-def policy_stops(store: Store, gen_id: str, policy: str, judge: str | None) -> dict[str, Stop]:
-    """Each trajectory's stop under ``policy``, from the replay every other reader of the store sees."""
+@dataclass(frozen=True)
+class Replayed:
+    stops: dict[str, Stop] | None  # each trajectory's stop under the policy asked (None: none asked)
+    measures: Scores  # the rounds' answer EM / F1 and IS (empty: not asked)
+    judge: str | None  # the judge whose IS the measures hold (None: no IS)
+
+
+def replayed(store: Store, gen_id: str, policy: str | None, judge: str | None, measures: bool) -> Replayed:
+    """What the replay every other reader of the store sees says of the generation: each trajectory's stop under
+    ``policy``, and (``measures``) each round's answer EM / F1 and IS under ``judge`` (the only one if None)."""
     try:
-        resolved = policy_by_name(policy)
+        resolved = [policy_by_name(policy)] if policy else []
     except ValueError as exc:
         raise StoreError(f"--policy: {exc}") from None
     try:
-        con = analysis.connect(store, judge=judge, policies=[resolved])
+        con = analysis.connect(store, judge=judge, policies=resolved)
     except AnalysisError as exc:
         raise StoreError(exc.in_terms_of({"judge": "--judge"})) from None
+    stops, got = None, defaultdict(lambda: defaultdict(dict))  # type: ignore[var-annotated]
     try:
-        rows = con.table("replay").to_arrow_table().to_pylist()
+        if policy:
+            stops = {r["scenario_id"]: Stop(policy, r["stop_round"], r["reason"], r["operational_tokens"])
+                     for r in con.table("replay").to_arrow_table().to_pylist() if r["gen_id"] == gen_id}  # fmt: skip
+        if measures:
+            table = con.table("rounds").to_arrow_table().select(["gen_id", "scenario_id", "round", *MEASURES])
+            for r in table.to_pylist():
+                values = {m: r[m] for m in MEASURES if r[m] is not None and math.isfinite(r[m])}
+                if r["gen_id"] == gen_id and values:
+                    got[r["scenario_id"]][r["round"]] |= values
+        named = analysis.setup_of(con).judge if measures else None
     finally:
         con.close()
-    return {r["scenario_id"]: Stop(policy, r["stop_round"], r["reason"], r["operational_tokens"])
-            for r in rows if r["gen_id"] == gen_id}  # fmt: skip
+    has_is = any("is_score" in v for rounds in got.values() for v in rounds.values())
+    return Replayed(stops, {s: dict(v) for s, v in got.items()}, named if has_is else None)
 
 
-def trajectories(store: Store, gen_id: str, stops: dict[str, Stop] | None = None) -> list[Trajectory]:
-    """Every trajectory of the generation, in scenario order; with ``stops``, each cut at its stop."""
+def trajectories(
+    store: Store, gen_id: str, stops: dict[str, Stop] | None = None, measures: Scores | None = None
+) -> list[Trajectory]:
+    """Every trajectory of the generation, in scenario order; with ``stops``, each cut at its stop; ``measures``: more
+    scores per round (the ``scores`` table's win where both name one)."""
     by_scenario: dict[str, list[dict]] = defaultdict(list)
     for r in store.read("rounds", columns=ROUND_COLUMNS).to_pylist():
         if r["gen_id"] == gen_id:
             by_scenario[r["scenario_id"]].append(r)
     if not by_scenario:
         raise StoreError(f"no rounds of generation {gen_id[:12]} in {store.uri}")
-    scores: dict[str, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    scores: Scores = defaultdict(lambda: defaultdict(dict))  # type: ignore[assignment]
+    for sid, by_round in (measures or {}).items():
+        for t, values in by_round.items():
+            scores[sid][t] |= values
     for r in store.read("scores", columns=["gen_id", "scenario_id", "round", "score", "value"]).to_pylist():
         if r["gen_id"] == gen_id and r["value"] is not None:
             scores[r["scenario_id"]][r["round"]][r["score"]] = r["value"]

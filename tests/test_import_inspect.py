@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -18,7 +20,7 @@ pytest.importorskip("inspect_ai", reason="the dev extras (inspect-ai) are not in
 from inspect_ai import Task, eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402
 from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
-from inspect_ai.model import ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
 from inspect_ai.scorer import includes, score  # noqa: E402
 from inspect_ai.solver import Generate, TaskState, solver  # noqa: E402
 
@@ -163,10 +165,21 @@ def test_the_export_opens_with_inspect_ai_and_imports_back_the_same(logs, tmp_pa
     log = read_eval_log(str(out))
     rounds = {(r[0], r[1]) for r in _rows(store, "rounds", ["scenario_id", "round"])}
     assert log.status == "success" and len(log.samples) == len(QUESTIONS) * EPOCHS
+    scores = _rows(store, "scores", SCORE_COLS)
+    tokens = _rows(store, "rounds", ["scenario_id", *ROUND_COLS[4:]])
     for s in log.samples:
         sid = f"{s.id}" + ("" if s.epoch == 1 else f"#e{s.epoch}")
         assert sum(m.role == "assistant" for m in s.messages) == sum(r[0] == sid for r in rounds)
         assert set(s.scores) == {"includes"}
+        # every stored score of the trajectory, as inspect_ai reads them: one intermediate score event each
+        got = sorted((e.scorer, e.score.value) for e in s.events if e.event == "score" and e.intermediate)
+        assert got == sorted((r[2], r[3]) for r in scores if r[0] == sid)
+        mine = [r[1:] for r in tokens if r[0] == sid]  # and its usage: the stored tokens' sums
+        usage = s.model_usage["imported"]
+        assert (usage.input_tokens, usage.output_tokens) == (
+            sum(r[0] + r[2] for r in mine),
+            sum(r[1] + r[3] for r in mine),
+        )
     again = tmp_path / "again"
     assert _import(out, again) == 0  # our export is a log like any other: the same rounds, tokens and scores
     assert _rows(again, "rounds", ROUND_COLS) == _rows(store, "rounds", ROUND_COLS)
@@ -260,3 +273,97 @@ def test_a_log_without_events_is_rebuilt_from_its_conversation(logs, tmp_path) -
     assert [r[:3] for r in got] == [r[:3] for r in want]  # the same drafts, round by round
     assert [r[3] for r in got if r[1] < last[r[0]]] == [r[3] for r in want if r[1] < last[r[0]]]
     assert {r[4:] for r in got} == {(0, 0, 0, 0)}
+
+
+CRITIC_SYSTEM = "You are the critic of this answer."
+
+
+def _self_refine_model(messages, tools, tool_choice, config) -> ModelOutput:
+    """One model for both parts: asked with the critic's system message it critiques, else it drafts."""
+    if messages[0].role == "system":
+        text = "APPROVED." if "Draft 2" in messages[-1].text else f"Say more than {len(messages[-1].text)} characters."
+    else:
+        text = f"Draft {sum(m.role == 'user' for m in messages)}: {messages[0].text[:12]}. " + "More. " * len(messages)
+    out = ModelOutput.from_content(model="mockllm/model", content=text)
+    out.usage = ModelUsage(input_tokens=7 * len(messages), output_tokens=len(text) // 4, total_tokens=0)
+    return out
+
+
+@solver
+def self_refine_loop():
+    """The critique comes from the same model and becomes a turn of the conversation (an assistant message), so the
+    default rule reads every call as the Writer's; only the critic's system message tells them apart."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        rounds = RECORD.setdefault(str(state.sample_id), [])
+        for t in range(1, 4):
+            state = await generate(state)
+            u = state.output.usage
+            tokens = {"writer_prompt": u.input_tokens, "writer_completion": u.output_tokens}
+            rounds.append({"draft": state.output.completion, "tokens": tokens})
+            if t == 3:
+                break
+            asked = [ChatMessageSystem(content=CRITIC_SYSTEM), ChatMessageUser(content=state.output.completion)]
+            critique = await get_model().generate(asked)
+            u = critique.usage
+            rounds[-1] |= {"feedback": critique.completion}
+            rounds[-1]["tokens"] |= {"critic_prompt": u.input_tokens, "critic_completion": u.output_tokens}
+            state.messages += [critique.message, ChatMessageUser(content="Revise your answer.")]
+        return state
+
+    return solve
+
+
+def test_inspect_role_names_the_critic_when_its_reply_is_a_turn_of_the_conversation(tmp_path, capsys) -> None:
+    RECORD.clear()
+    task = Task(dataset=[Sample(input=q, target=a, id=f"refine-{k}") for k, (q, a) in QUESTIONS.items()],
+                solver=self_refine_loop())  # fmt: skip
+    [log] = eval(task, model=get_model("mockllm/model", custom_outputs=_self_refine_model), display="none",
+                 log_dir=str(tmp_path / "logs"))  # fmt: skip
+    assert log.status == "success", log.error
+    ours = tmp_path / "ours.jsonl"
+    rows = [
+        {
+            "id": sid,
+            "question": QUESTIONS[sid.removeprefix("refine-")][0],
+            "answers": [QUESTIONS[sid.removeprefix("refine-")][1]],
+            "rounds": rounds,
+        }
+        for sid, rounds in RECORD.items()
+    ]
+    ours.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want, store = tmp_path / "want", tmp_path / "store"
+    assert _import(ours, want, "jsonl") == 0
+    assert _import(log.location, store) == 0  # the default: every call's reply is a turn, so every call drafts
+    drafts = {r[0]: r[1] for r in _rows(store, "rounds", ["scenario_id", "round"])}
+    assert set(drafts.values()) == {5}
+    rule = ["--inspect-role", "critic=message:(?i)you are the critic"]
+    ruled = tmp_path / "ruled"
+    for into in (ruled, store):
+        assert main([log.location, "--store", str(into), "--format", "inspect", "--embedder", "fake-hash", *rule]) == 0
+    assert _rows(ruled, "rounds", ROUND_COLS) == _rows(want, "rounds", ROUND_COLS)
+    assert _replay(ruled) == _replay(want)
+    assert len(Store(str(store)).read("generations")) == 2  # another reading of the same log: another generation
+    capsys.readouterr()
+    for bad, says in ((["--inspect-role", "critic=agent:x"], "FIELD in ('role', 'model', 'message')"),
+                      (["--inspect-role", "critic=role:("], "not a regular expression")):  # fmt: skip
+        assert main([log.location, "--store", str(tmp_path / "bad"), "--format", "inspect", *bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"shp-import: --inspect-role {bad[1]!r}: ") and says in err, err
+        assert err.count("\n") == 1 and not (tmp_path / "bad").exists()
+    with pytest.raises(SystemExit, match="2"):
+        main([log.location, "--store", str(tmp_path / "bad"), "--format", "otlp", *rule])
+    assert "--inspect-role applies to --format inspect only" in capsys.readouterr().err
+
+
+def test_the_import_needs_no_inspect_ai(logs, tmp_path) -> None:
+    """The log is read directly: an interpreter where inspect_ai cannot be imported imports it all the same."""
+    code = (
+        "import sys; sys.modules['inspect_ai'] = None\n"  # any import of inspect_ai now fails
+        "from shp_ray.importer.cli import main\n"
+        f"sys.exit(main([{str(logs / 'loop.eval')!r}, '--store', {str(tmp_path / 'store')!r}, '--format', 'inspect',"
+        " '--embedder', 'fake-hash']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"imported {len(QUESTIONS) * EPOCHS} trajectories" in done.stdout

@@ -80,6 +80,43 @@ def _openinference(role: str, loop: dict, text: str, tok: dict, t: int) -> tuple
     return attrs, None
 
 
+def _genai_events(role: str, loop: dict, text: str, tok: dict, t: int) -> tuple[dict, list]:
+    """GenAI attributes without any message: the messages ride as span events only. Most calls carry the per-message
+    events of the conventions up to v1.36 (system / user / assistant messages and the reply as gen_ai.choice), the
+    body as the gen_ai.event.content JSON (even rounds) or as the event's own attributes (odd rounds); every third
+    round's writer call carries the newer gen_ai.client.inference.operation.details event instead. No agent name:
+    the Writer and the Critic are told apart by their system message (a `message` rule)."""
+    attrs = {
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "tiny-test-model",
+        "gen_ai.conversation.id": loop["id"],
+        "gen_ai.usage.input_tokens": tok[f"{role}_prompt"], "gen_ai.usage.output_tokens": tok[f"{role}_completion"],
+    }  # fmt: skip
+    if t % 3 == 0 and role == "writer":
+        request = [{"role": "system", "parts": [{"type": "text", "content": "You are the writer."}]},
+                   {"role": "user", "parts": [{"type": "text", "content": loop["question"]}]}]  # fmt: skip
+        reply = [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}]
+        details = {"gen_ai.input.messages": json.dumps(request), "gen_ai.output.messages": json.dumps(reply)}
+        return attrs, [("gen_ai.client.inference.operation.details", details)]
+    bodies = [("gen_ai.system.message", {"content": f"You are the {role}."}),
+              ("gen_ai.user.message", {"role": "user", "content": loop["question"]})]  # fmt: skip
+    if role == "critic":  # the draft under review, as history: an input, not the reply
+        bodies.append(("gen_ai.assistant.message", {"content": [{"type": "text", "text": "an earlier draft"}]}))
+    choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+    if t % 2:  # the body flattened into the event's attributes (a choice's message as its JSON)
+        flat = [(n, {"gen_ai.system": "test", **b}) for n, b in bodies if isinstance(b["content"], str)]
+        events = flat + [("gen_ai.choice", {"gen_ai.system": "test", "index": 0, "finish_reason": "stop",
+                                            "message": json.dumps(choice["message"])})]  # fmt: skip
+    else:
+        events = [(n, {"gen_ai.system": "test", "gen_ai.event.content": json.dumps(b)})
+                  for n, b in [*bodies, ("gen_ai.choice", choice)]]  # fmt: skip
+    return attrs, events
+
+
+def _duration(role: str, t: int) -> int:
+    """Each call's span lasts long enough to tell the Writer's latency from the Critic's and round from round."""
+    return (t * SEC) // 4 + (SEC // 8 if role == "critic" else 0)
+
+
 def _hex_ids(obj: object) -> object:
     """MessageToDict writes bytes as base64; the collector's OTLP/JSON writes trace and span ids as hex."""
     if isinstance(obj, dict):
@@ -100,23 +137,33 @@ def _export(loops: list[dict], vocabulary) -> list[dict]:
         tracer = provider.get_tracer("test-loop")
         clock = 1_700_000_000 * SEC
         root = tracer.start_span("invoke_agent loop", start_time=clock)  # not an LLM call: skipped and counted
-        root.set_attribute("gen_ai.operation.name" if vocabulary is _genai else "openinference.span.kind",
-                           "invoke_agent" if vocabulary is _genai else "CHAIN")  # fmt: skip
+        oi = vocabulary is _openinference
+        root.set_attribute("openinference.span.kind" if oi else "gen_ai.operation.name",
+                           "CHAIN" if oi else "invoke_agent")  # fmt: skip
         ctx = trace.set_span_in_context(root)
         for t, r in enumerate(loop["rounds"], start=1):
             calls = [("writer", r["draft"])] + ([("critic", r["feedback"])] if r["feedback"] else [])
             for role, text in calls:
                 clock += SEC
                 attrs, reply = vocabulary(role, loop, text, r["tokens"], t)
-                name = "chat tiny-test-model" if vocabulary is _genai else "ChatCompletion"
+                name = "ChatCompletion" if vocabulary is _openinference else "chat tiny-test-model"
                 span = tracer.start_span(name, context=ctx, start_time=clock, attributes=attrs)
-                if reply is not None and "gen_ai.output.messages" not in attrs:
+                if isinstance(reply, list):
+                    for event, event_attrs in reply:
+                        span.add_event(event, event_attrs)
+                elif reply is not None and "gen_ai.output.messages" not in attrs:
                     span.add_event("gen_ai.client.inference.operation.details", {"gen_ai.output.messages": reply})
-                span.end(end_time=clock + SEC // 2)
+                span.end(end_time=clock + _duration(role, t))
         root.end(end_time=clock + SEC)
         provider.shutdown()
         requests.append(_hex_ids(MessageToDict(encode_spans(exporter.get_finished_spans()))))
     return requests
+
+
+def _latencies(store) -> dict[tuple, float]:
+    cols = ["scenario_id", "round", "writer_latency_s", "critic_latency_s"]
+    rows = Store(store).read("rounds", columns=cols).to_pylist()
+    return {(r["scenario_id"], r["round"], role): r[f"{role}_latency_s"] for r in rows for role in ("writer", "critic")}
 
 
 def _replay(store) -> list[tuple]:
@@ -146,6 +193,9 @@ def exports(tmp_path_factory):
         json.dumps({"resourceSpans": [rs for d in doc for rs in d["resourceSpans"]]}, indent=1)
     )
     (folder / "ours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in genai + oi))
+    events = _loops(3)
+    (folder / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _export(events, _genai_events)))
+    (folder / "events-ours.jsonl").write_text("".join(json.dumps(r) + "\n" for r in events))
     return folder
 
 
@@ -160,6 +210,27 @@ def test_otlp_imports_replay_like_the_same_trajectories_as_jsonl(exports, tmp_pa
     got, want = _replay(spans), _replay(ours)
     assert len(got) == 2 * N * len(POLICIES) and got == want
     assert {"critic", "entropy", "failsafe"} & {r[3] for r in got}
+
+
+def test_messages_carried_as_span_events_only_import_like_the_same_trajectories_as_jsonl(exports, tmp_path) -> None:
+    """No message attribute at all: the requests and replies are read from the span's events (the per-message events,
+    with the body as JSON or as attributes, and the operation details event), the roles from the system messages they
+    carry; each span's duration is its call's latency."""
+    ours, spans = tmp_path / "ours", tmp_path / "spans"
+    assert main([str(exports / "events-ours.jsonl"), "--store", str(ours), "--embedder", "fake-hash"]) == 0
+    roles = ["--otlp-role", "critic=message:the critic", "--otlp-role", "writer=message:the writer"]
+    argv = [str(exports / "events.jsonl"), "--store", str(spans), "--format", "otlp", "--embedder", "fake-hash"]
+    assert main([*argv, *roles]) == 0
+    assert _rounds(spans) == _rounds(ours)
+    assert _replay(spans) == _replay(ours)
+    want = {
+        (loop["id"], t, role): _duration(role, t) / SEC if role == "writer" or r["feedback"] else 0.0
+        for loop in _loops(3)
+        for t, r in enumerate(loop["rounds"], start=1)
+        for role in ("writer", "critic")
+    }
+    assert _latencies(spans) == pytest.approx(want)
+    assert set(_latencies(ours).values()) == {0.0}  # our JSONL carries no latency
 
 
 def test_a_directory_of_exports_imports_once(exports, tmp_path, capsys) -> None:
@@ -264,3 +335,47 @@ def test_a_cut_line_and_a_file_without_spans_say_so(exports, tmp_path, capsys) -
         err = capsys.readouterr().err
         assert err.startswith(f"shp-import: {says}") and err.count("\n") == 1, err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_message_event_with_a_bad_body_is_one_line_naming_the_span_and_event(exports, tmp_path, capsys) -> None:
+    lines = (exports / "events.jsonl").read_text().splitlines()
+    at = _a_loop_of_rounds(lines)
+    req = json.loads(lines[at])
+    span = _spans(req)[2]  # round 2's writer span: per-message events, the bodies as gen_ai.event.content
+    i = next(i for i, e in enumerate(span["events"]) if e["name"] == "gen_ai.choice")
+    _attr(span["events"][i], "gen_ai.event.content")["value"] = {"stringValue": '{"message": {"content": "cut'}
+    lines[at] = json.dumps(req)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    store = tmp_path / "store"
+    assert main([str(path), "--store", str(store), "--format", "otlp"]) == 2
+    err = capsys.readouterr().err
+    says = f"(span {span['spanId']}): events[{i}] (gen_ai.choice).attributes.gen_ai.event.content is not JSON"
+    assert err.startswith(f"shp-import: {path}:{at + 1}:") and says in err and err.count("\n") == 1, err
+    assert not store.exists()
+
+
+def test_spans_without_a_conversation_id_are_a_trace_and_are_taken_in_start_order(exports, tmp_path, capsys) -> None:
+    """No gen_ai.conversation.id and the spans written in reverse: each trace is one trajectory (its id the trace
+    id), its spans ordered by their start times, so the rounds are the same as with the ids in file order."""
+    lines = (exports / "genai.jsonl").read_text().splitlines()
+    traces = {}
+    for n, line in enumerate(lines):
+        req = json.loads(line)
+        spans = _spans(req)
+        for span in spans:
+            span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.conversation.id"]
+        spans.reverse()
+        traces[spans[0]["traceId"]] = n
+        lines[n] = json.dumps(req)
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    by_trace, by_id = tmp_path / "by-trace", tmp_path / "by-id"
+    assert main([str(path), "--store", str(by_trace), "--format", "otlp", "--embedder", "fake-hash"]) == 0
+    assert (
+        main([str(exports / "genai.jsonl"), "--store", str(by_id), "--format", "otlp", "--embedder", "fake-hash"]) == 0
+    )
+    ids = {json.loads(line)["id"]: n for n, line in enumerate((exports / "ours.jsonl").read_text().splitlines())}
+    name = {tid: next(i for i, m in ids.items() if m == n) for tid, n in traces.items()}  # trace id -> loop id
+    got = sorted((name[r[0]], *r[1:]) for r in _rounds(by_trace))
+    assert got == _rounds(by_id)

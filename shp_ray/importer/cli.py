@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shp_ray.generation.config import DEFAULT_EMBEDDER
 from shp_ray.generation.score_config import ScoreConfigError, parse
-from shp_ray.importer.ingest import FORMATS, ImportRequest, ImportResult, import_traces
+from shp_ray.importer.ingest import FORMATS, ROLE_FORMATS, ImportRequest, ImportResult, import_traces
 from shp_ray.importer.rescore import rescore
 from shp_ray.importer.traces import TraceError
 from storage.parts import StoreError
@@ -35,7 +35,9 @@ one trajectory per line (--format jsonl; --format parquet: the same keys as colu
 --format inspect LOG.eval|LOG.json: an inspect_ai log; one trajectory per sample x epoch (id, then id#e2 ...);
   a model call whose reply is a turn of the sample's conversation is the Writer's (a draft), one whose reply is
   not (or of a model role named critic/review/judge) the Critic's; else the user turns after a draft are its
-  critique; the sample's scores are the last round's, intermediate scores their round's.
+  critique; the sample's scores are the last round's, intermediate scores their round's. --inspect-role
+  ROLE=FIELD:REGEX (FIELD role: the call's model role, model: its model, message: its system messages) names a
+  call the Writer's or the Critic's first; a call no rule matches is decided by its reply as above.
 
 --score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
 (?P<answer>...)), python:package.module:function or python:path/to/file.py:function (your
@@ -83,9 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--otlp-role", action="append", default=[], metavar="ROLE=FIELD:REGEX",
         help="--format otlp: a span is the writer's or critic's when FIELD (agent, span, message) matches REGEX",
     )  # fmt: skip
+    ap.add_argument(
+        "--inspect-role", action="append", default=[], metavar="ROLE=FIELD:REGEX",
+        help="--format inspect: a model call is the writer's or critic's when FIELD (role, model, message) "
+        "matches REGEX",
+    )  # fmt: skip
     args = ap.parse_args(argv)
-    if args.otlp_role and args.format != "otlp":
-        ap.error("--otlp-role applies to --format otlp only")
+    for fmt in ROLE_FORMATS:
+        if getattr(args, f"{fmt}_role") and args.format != fmt:
+            ap.error(f"--{fmt}-role applies to --format {fmt} only")
     if (args.path is None) == (args.rescore is None):
         ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
     try:
@@ -104,7 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
         request = ImportRequest(
-            args.path, args.store, args.format, args.embedder, specs, command, tuple(args.otlp_role)
+            args.path,
+            args.store,
+            args.format,
+            args.embedder,
+            specs,
+            command,
+            tuple(args.otlp_role or args.inspect_role),
         )
         _report(import_traces(request), args.path, args.store)
         return 0

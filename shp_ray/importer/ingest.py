@@ -29,7 +29,7 @@ from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.judge import draft_hash
 from shp_ray.generation.records import signal_rows
 from shp_ray.generation.score_config import ScoreSpec, build
-from shp_ray.importer.inspect_rounds import read_inspect
+from shp_ray.importer.inspect_rounds import read_inspect, read_inspect_with
 from shp_ray.importer.openai_chat import read_openai_chat
 from shp_ray.importer.otlp import read_otlp
 from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
@@ -52,6 +52,8 @@ READERS: dict[str, Callable[[str, bytes], list[Trace]]] = {
     "inspect": read_inspect,  # an inspect_ai log: .eval (zip) or .json
 }
 FORMATS = (*READERS, "otlp")  # otlp: a file or a directory of span exports, rebuilt into rounds by rules
+# the formats whose Writer / Critic are decided by rules (--otlp-role, --inspect-role)
+ROLE_FORMATS = ("otlp", "inspect")
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ class ImportRequest:
     embedder: str = DEFAULT_EMBEDDER  # for rounds without an embedding
     scores: tuple[ScoreSpec, ...] = ()  # scorers run on every imported draft (besides the file's own scores)
     command: str = ""
-    otlp_roles: tuple[str, ...] = ()  # --format otlp: the Writer/Critic rules (ROLE=FIELD:REGEX); () = defaults
+    roles: tuple[str, ...] = ()  # --format otlp / inspect: the Writer/Critic rules (ROLE=FIELD:REGEX); () = defaults
 
 
 @dataclass(frozen=True)
@@ -82,16 +84,21 @@ def _embedder(model: str) -> Embedder:
     return Embedder(model)
 
 
-def read_traces(path: str, fmt: str, otlp_roles: tuple[str, ...] = ()) -> tuple[bytes, list[Trace], int | None]:
+def read_traces(path: str, fmt: str, roles: tuple[str, ...] = ()) -> tuple[bytes, list[Trace], int | None]:
     """(the bytes the generation id hashes, the trajectories, the skipped spans of a span format)."""
     if fmt == "otlp":
-        return read_otlp(path, otlp_roles)
+        return read_otlp(path, roles)
     if fmt not in READERS:
         raise TraceError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if roles and fmt not in ROLE_FORMATS:
+        raise TraceError(f"--format {fmt}: its trajectories name their Writer and Critic; rules apply to "
+                         f"{' and '.join(ROLE_FORMATS)} only")  # fmt: skip
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if fmt == "inspect":
+        return (*read_inspect_with(path, data, roles), None)
     return data, READERS[fmt](path, data), None
 
 
@@ -167,7 +174,8 @@ def _rows(
                     "writer_completion_tokens": tok.get("writer_completion", 0),
                     "critic_prompt_tokens": tok.get("critic_prompt", 0),
                     "critic_completion_tokens": tok.get("critic_completion", 0),
-                    "writer_latency_s": 0.0, "critic_latency_s": 0.0, "embedding": next(it),
+                    "writer_latency_s": r.latency.get("writer", 0.0), "critic_latency_s": r.latency.get("critic", 0.0),
+                    "embedding": next(it),
                     "writer_mode": "live", "critic_mode": "live",
                 }
             )  # fmt: skip
@@ -199,7 +207,7 @@ def _write_all(store: Store, tables: list[tuple[str, pa.Table, pa.Schema]]) -> N
 
 def import_traces(req: ImportRequest) -> ImportResult:
     """Validate, embed, score and store the file's trajectories as one generation (see the module docstring)."""
-    data, traces, skipped = read_traces(req.path, req.fmt, req.otlp_roles)
+    data, traces, skipped = read_traces(req.path, req.fmt, req.roles)
     scorers = [build(s) for s in req.scores]  # a bad scorer fails before any work
     n_rounds = sum(len(t.rounds) for t in traces)
     computes = any(r.embedding is None for t in traces for r in t.rounds)

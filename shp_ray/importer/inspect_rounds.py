@@ -9,7 +9,11 @@ The log is read by :mod:`shp_ray.importer.inspect_log`. Here each sample becomes
   became an assistant turn of the sample's conversation (``messages``) is the Writer's, and opens round t (its
   reply the draft x_t, its usage the writer's tokens); a call whose reply did not (a critique model called on the
   side, as inspect_ai's ``self_critique`` does), or any call of a model role named like critic/review/judge, is
-  the Critic's: the critique f_t of the draft before it, with its tokens. A round with no Critic call takes as its
+  the Critic's: the critique f_t of the draft before it, with its tokens. ``--inspect-role ROLE=FIELD:REGEX``
+  (``rules``; FIELD ``role``: the call's model role, ``model``: its model's name, ``message``: the system
+  messages of its input) overrides this: a call matching a rule is that rule's (critic rules tried first); a call
+  matching none is decided by its reply as above (given rules replace the default one, ``critic=role:...``, as
+  ``--otlp-role``'s do). A round with no Critic call takes as its
   critique the user turns that follow its draft in the conversation (a template or a person: no tokens);
 - a sample with no model events: its conversation's assistant turns are the drafts, the user turns after each
   its critique, and no tokens;
@@ -24,20 +28,22 @@ events[7].output``) and the field.
 
 from __future__ import annotations
 
+import hashlib
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from shp_ray.generation.datasets import EPOCH_MARK  # epoch e > 1 of task <id> is scenario <id>#e<e>
 from shp_ray.importer.inspect_log import LogSample, read_log
+from shp_ray.importer.otlp import Rule, first_role, parse_rule
 from shp_ray.importer.traces import Trace, TraceError, check_file, parse_trace
 from shp_ray.policy.checks import check_int
 from storage.schemas import MAX_TOKENS
 
 ROLES = ("system", "user", "assistant", "tool")  # inspect_ai's ChatMessage roles
+FIELDS = ("role", "model", "message")  # what an --inspect-role rule reads of a model call
 # a model role that names the Critic: the names --format otlp's default rules read as the Critic's
-CRITIC_ROLE = re.compile(r"(?i)critic|critique|review|judge|feedback")
+DEFAULT_RULES = ("critic=role:(?i)critic|critique|review|judge|feedback",)
 SCORER_SPANS = ("scorers", "scorer")
 ATTACHMENT = "attachment://"
 VALUES = {"c": 1.0, "i": 0.0, "p": 0.5, "n": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
@@ -159,7 +165,34 @@ def _no_text(s: _Sample, path: str, role: str) -> TraceError:
     return s.fail(path, f"a {role} turn with no text (a tool call, or an empty reply): the round cannot be rebuilt")
 
 
-def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list) -> list[dict[str, object]]:
+def _inputs(s: _Sample, e: Mapping) -> list:
+    """A model event's input messages: as logged, or (inspect_ai >= 0.3.2xx condenses them) the ``input_refs`` ranges
+    ``[start, end)`` of the sample's message pool ``events_data.messages``."""
+    if isinstance(e.get("input"), list) and e["input"]:
+        return e["input"]
+    pool = s.raw.get("events_data")
+    pool = pool.get("messages") if isinstance(pool, Mapping) else None
+    refs = e.get("input_refs")
+    if not isinstance(pool, list) or not isinstance(refs, list):
+        return []
+    return [m for ref in refs if isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) for x in ref)
+            for m in pool[ref[0] : ref[1]]]  # fmt: skip
+
+
+def _fields(s: _Sample, i: int, e: Mapping, rules: Sequence[Rule]) -> dict[str, str]:
+    """What the rules read of model event ``i``: its model role, its model, its input's system messages (read only
+    when a rule asks for them)."""
+    system = ""
+    if any(r.field == "message" for r in rules):
+        inputs = _inputs(s, e)
+        system = "\n".join(s.text(m.get("content"), f"events[{i}].input[{j}].content") for j, m in enumerate(inputs)
+                           if isinstance(m, Mapping) and m.get("role") == "system")  # fmt: skip
+    role = e.get("role")
+    return {"role": role if isinstance(role, str) else "", "model": str(e.get("model") or ""), "message": system}
+
+
+def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list,
+                 rules: Sequence[Rule]) -> list[dict[str, object]]:  # fmt: skip
     """The rounds of the sample's model calls (see the module docstring)."""
     ids = {mid for role, mid, _ in conv if role == "assistant" and mid}
     texts = {text for role, _, text in conv if role == "assistant"}  # a reply logged without its message id
@@ -171,8 +204,8 @@ def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list) 
                 rounds[-1]["scores"] |= _values(s, name, e.get("score"), f"events[{i}].score")  # type: ignore[operator]
             continue
         text, mid, prompt, completion = _call(s, i, e)
-        role = e.get("role") if isinstance(e.get("role"), str) else ""
-        critic = bool(CRITIC_ROLE.search(role)) or not (mid in ids if mid else text in texts)
+        named = first_role(rules, _fields(s, i, e, rules))
+        critic = named == "critic" if named else not (mid in ids if mid else text in texts)
         if not text.strip():
             raise _no_text(s, f"events[{i}].output", "critic" if critic and rounds else "writer")
         if not critic:
@@ -220,8 +253,8 @@ def _question(s: _Sample) -> str:
     return s.text(value, "input")
 
 
-def sample_trace(sample: LogSample, header: Mapping[str, object]) -> Trace:
-    """One sample x epoch as a trajectory (the rules: the module docstring)."""
+def sample_trace(sample: LogSample, header: Mapping[str, object], rules: Sequence[Rule] = ()) -> Trace:
+    """One sample x epoch as a trajectory (the rules: the module docstring; ``rules``: the parsed --inspect-role)."""
     s = _Sample(sample)
     sid, epoch = s.raw.get("id"), s.raw.get("epoch", 1)
     if isinstance(sid, bool) or not isinstance(sid, (str, int)) or str(sid) == "":
@@ -230,7 +263,7 @@ def sample_trace(sample: LogSample, header: Mapping[str, object]) -> Trace:
     conv = _conversation(s)
     events = _solver_events(s)
     if any(e.get("event") == "model" for _, e in events):
-        rounds = _from_events(s, events, conv)
+        rounds = _from_events(s, events, conv, rules or parse_rules(()))
     else:
         rounds = _from_messages(s, conv)
     if not rounds:
@@ -257,6 +290,20 @@ def sample_trace(sample: LogSample, header: Mapping[str, object]) -> Trace:
     return replace(parse_trace(body, s.where, sample.index + 1), task_id=str(sid), epoch=epoch)
 
 
+def parse_rules(rule_specs: Sequence[str]) -> list[Rule]:
+    return [parse_rule(r, "--inspect-role", FIELDS) for r in (rule_specs or DEFAULT_RULES)]
+
+
 def read_inspect(path: str, data: bytes) -> list[Trace]:
+    return read_inspect_with(path, data)[1]
+
+
+def read_inspect_with(path: str, data: bytes, rule_specs: Sequence[str] = ()) -> tuple[bytes, list[Trace]]:
+    """(what the generation id hashes, the trajectories) of the log read with the --inspect-role rules given
+    (none: the default). The same log read with other rules is another generation; with none, the log's bytes."""
+    rules = parse_rules(rule_specs)
     log = read_log(path, data)
-    return check_file(path, [sample_trace(s, log.header) for s in log.samples])
+    traces = check_file(path, [sample_trace(s, log.header, rules) for s in log.samples])
+    if not rule_specs:
+        return data, traces
+    return hashlib.sha256("\0".join(rule_specs).encode() + b"\0" + data).digest(), traces

@@ -10,17 +10,17 @@ The spans themselves are read by :mod:`shp_ray.importer.otlp_spans`. Here they b
 - when no span of a conversation matches any rule, its spans alternate Writer, Critic, Writer, ... (a
   self-refine loop, or two agents whose names say nothing); when some match and one does not, the
   conversation cannot be rebuilt (name it with a rule);
-- a Writer span opens round t (its reply the draft x_t, its usage the writer's tokens); the Critic span
-  after it gives the critique f_t and the critic's tokens. A Critic span with no draft before it, or a
-  second one for the same draft, cannot be rebuilt.
+- a Writer span opens round t (its reply the draft x_t, its usage the writer's tokens, its duration the
+  writer's latency); the Critic span after it gives the critique f_t, the critic's tokens and latency. A
+  Critic span with no draft before it, or a second one for the same draft, cannot be rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shp_ray.importer.otlp_spans import LlmSpan, read_spans
@@ -43,25 +43,32 @@ class Rule:
     field: str
     pattern: re.Pattern[str]
 
-    def matches(self, span: LlmSpan) -> bool:
-        value = {"agent": span.agent, "span": span.name, "message": span.system}[self.field]
+    def hits(self, fields: Mapping[str, str]) -> bool:
+        """Whether this rule's FIELD, among the call's ``fields``, matches its pattern."""
+        value = fields[self.field]
         return bool(value) and self.pattern.search(value) is not None
 
 
-def parse_rule(spec: str) -> Rule:
+def parse_rule(spec: str, option: str = "--otlp-role", fields: tuple[str, ...] = FIELDS) -> Rule:
+    """``ROLE=FIELD:REGEX`` as a rule; ``option`` and ``fields``: the format's (--inspect-role reads other fields)."""
     role, _, rest = spec.partition("=")
     field, _, regex = rest.partition(":")
-    if role not in ROLES or field not in FIELDS or not regex:
-        raise TraceError(f"--otlp-role {spec!r}: expected ROLE=FIELD:REGEX, ROLE in {ROLES}, FIELD in {FIELDS}")
+    if role not in ROLES or field not in fields or not regex:
+        raise TraceError(f"{option} {spec!r}: expected ROLE=FIELD:REGEX, ROLE in {ROLES}, FIELD in {fields}")
     try:
         return Rule(role, field, re.compile(regex))
     except re.error as exc:
-        raise TraceError(f"--otlp-role {spec!r}: not a regular expression ({exc})") from None
+        raise TraceError(f"{option} {spec!r}: not a regular expression ({exc})") from None
+
+
+def first_role(rules: Sequence[Rule], fields: Mapping[str, str]) -> str | None:
+    """The role of the first rule matching the call (critic rules tried before writer rules), None: no rule does."""
+    ordered = sorted(rules, key=lambda r: ROLES.index(r.role), reverse=True)
+    return next((r.role for r in ordered if r.hits(fields)), None)
 
 
 def _roles(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> list[str]:
-    ordered = sorted(rules, key=lambda r: ROLES.index(r.role), reverse=True)  # critic rules first
-    named = [next((r.role for r in ordered if r.matches(s)), None) for s in spans]
+    named = [first_role(rules, {"agent": s.agent, "span": s.name, "message": s.system}) for s in spans]
     if all(n is None for n in named):
         return [ROLES[i % 2] for i in range(len(spans))]
     for span, role in zip(spans, named, strict=True):
@@ -75,18 +82,20 @@ def _roles(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> list[str]:
 
 def _trace(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> Trace:
     rounds: list[dict[str, object]] = []
+    latencies: list[dict[str, float]] = []
     first = spans[0]
     question = ""
     for span, role in zip(spans, _roles(spans, rules), strict=True):
         if span.output is None:
             raise TraceError(
-                f"{span.where}: a {role} span with no text (no gen_ai.output.messages, gen_ai.completion event or "
-                "llm.output_messages.0.message.content): the round cannot be rebuilt"
+                f"{span.where}: a {role} span with no text (no gen_ai.output.messages, gen_ai.completion or "
+                "gen_ai.choice event, or llm.output_messages.0.message.content): the round cannot be rebuilt"
             )
         tokens = {f"{role}_prompt": span.prompt_tokens, f"{role}_completion": span.completion_tokens}
         if role == "writer":
             question = question or span.question
             rounds.append({"draft": span.output, "tokens": tokens})
+            latencies.append({"writer": span.latency_s})
             continue
         if not rounds or "feedback" in rounds[-1]:
             what = "no draft before it" if not rounds else "a second critique of the same draft"
@@ -95,13 +104,16 @@ def _trace(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> Trace:
             )
         rounds[-1]["feedback"] = span.output
         rounds[-1]["tokens"] |= tokens  # type: ignore[operator]
+        latencies[-1]["critic"] = span.latency_s
     meta = {
         "otlp_trace_ids": sorted({s.trace_id for s in spans if s.trace_id}),
         "otlp_models": sorted({s.model for s in spans if s.model}),
         "otlp_agents": sorted({s.agent for s in spans if s.agent}),
     }
     body = {"id": first.conversation, "question": question, "rounds": rounds, **meta}
-    return parse_trace(body, first.where.split(": ", 1)[0].rstrip(":"), first.line)
+    trace = parse_trace(body, first.where.split(": ", 1)[0].rstrip(":"), first.line)
+    timed = (replace(r, latency=lat) for r, lat in zip(trace.rounds, latencies, strict=True))
+    return replace(trace, rounds=tuple(timed))
 
 
 def rebuild(path: str, spans: Sequence[LlmSpan], skipped: int, rules: Sequence[Rule]) -> list[Trace]:

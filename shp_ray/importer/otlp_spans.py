@@ -8,8 +8,16 @@ as ``[{"key": k, "value": {"stringValue" | "intValue" | "doubleValue" | "boolVal
 An LLM call is a span with ``gen_ai.operation.name`` chat / text_completion / generate_content (the
 OpenTelemetry GenAI semantic conventions) or ``openinference.span.kind`` = LLM (OpenInference); every other
 span is counted and skipped. Messages are read from the span's attributes and, where the conventions allow them
-there, from its events (``gen_ai.client.inference.operation.details``; the older ``gen_ai.content.prompt`` /
-``gen_ai.content.completion`` events).
+there, from its events: ``gen_ai.client.inference.operation.details`` (``gen_ai.input.messages`` /
+``gen_ai.output.messages``), the older ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` events, and the
+per-message events of the conventions up to v1.36 (``gen_ai.system.message``, ``gen_ai.user.message``,
+``gen_ai.assistant.message``, ``gen_ai.tool.message`` for the request, ``gen_ai.choice`` for the reply). Those are
+log records by the conventions; on a span they are span events of the same name, whose body is the
+``gen_ai.event.content`` attribute (a JSON object, as Azure's and Semantic Kernel's instrumentations write it) or
+else the event's own attributes (``content``, ``role``, ``message``, ``index``). Each side is read from the
+attributes when they hold it, else from the events.
+
+A span's duration (end - start) is its call's latency: the round's ``writer_latency_s`` / ``critic_latency_s``.
 """
 
 from __future__ import annotations
@@ -26,6 +34,15 @@ from storage.schemas import MAX_TOKENS
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
 HEX_ID = {"traceId": re.compile(r"[0-9a-fA-F]{32}"), "spanId": re.compile(r"[0-9a-fA-F]{16}")}
 SCALARS = ("stringValue", "boolValue", "intValue", "doubleValue", "bytesValue")
+# the per-message events (GenAI conventions <= v1.36) -> the role of the message each carries; choice: a reply
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+    "gen_ai.choice": "choice",
+}
+EVENT_BODY = "gen_ai.event.content"
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,7 @@ class LlmSpan:
     trace_id: str
     name: str
     start: int  # startTimeUnixNano
+    latency_s: float  # endTimeUnixNano - startTimeUnixNano, in seconds (0: the span records no end)
     conversation: str  # gen_ai.conversation.id, else session.id, else the trace id
     agent: str
     model: str
@@ -118,16 +136,76 @@ def _messages(value: object, where: str, key: str) -> list[tuple[str, str]]:
     return out
 
 
-def _inference(attrs: Mapping[str, object], events: list[dict[str, object]], where: str) -> tuple[list, list]:
-    """(input messages, output messages) in the GenAI vocabulary: attributes first, then the span's events."""
+def _content(value: object) -> str:
+    """A message event's content as text: a string, a list of parts (strings or text parts), or an object holding
+    it (``{"text": {"value": ...}}`` as Azure's agents write it)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_content(v) for v in value if not isinstance(v, Mapping) or v.get("type") in (None, "text"))
+    if isinstance(value, Mapping):
+        return next((_content(value[k]) for k in ("text", "content", "value") if k in value), "")
+    return ""
+
+
+def _body(attrs: Mapping[str, object], where: str) -> Mapping[str, object]:
+    """A message event's body: its gen_ai.event.content (a JSON object), else its own attributes."""
+    if EVENT_BODY not in attrs:
+        return attrs
+    body = attrs[EVENT_BODY]
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{where}.{EVENT_BODY} is not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(body, Mapping):
+        raise TraceError(f"{where}.{EVENT_BODY} must be a JSON object (the event's body), got {type(body).__name__}")
+    return body
+
+
+def _message_events(events: list[tuple[str, dict[str, object]]], where: str) -> tuple[list, list]:
+    """(input messages, output messages) of the per-message events; the choices in their index's order."""
+    inputs, choices = [], []
+    for i, (name, attrs) in enumerate(events):
+        role = MESSAGE_EVENTS.get(name)
+        if role is None:
+            continue
+        at = f"{where}: events[{i}] ({name})"
+        body = _body(attrs, f"{at}.attributes")
+        if role != "choice":
+            inputs.append((str(body.get("role") or role), _content(body.get("content"))))
+            continue
+        message = body.get("message") or {}
+        if isinstance(message, str):  # a body flattened into attributes: the message as its JSON
+            try:
+                message = json.loads(message)
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"{at}: a choice's message is not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(message, Mapping):
+            raise TraceError(f"{at}: a choice's message must be an object, got {type(message).__name__}")
+        index = body.get("index", 0)
+        index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+        choices.append((index, i, (str(message.get("role") or "assistant"), _content(message.get("content")))))
+    return inputs, [m for _, _, m in sorted(choices)]
+
+
+def _inference(
+    attrs: Mapping[str, object], events: list[tuple[str, dict[str, object]]], where: str
+) -> tuple[list, list]:
+    """(input messages, output messages) in the GenAI vocabulary: each side from the attributes, else from the
+    events holding the messages attributes, else from the per-message events."""
     found: dict[str, list] = {}
-    sources = [attrs, *events]
+    sources = [attrs, *(a for _, a in events)]
     for key, old in (("gen_ai.input.messages", "gen_ai.prompt"), ("gen_ai.output.messages", "gen_ai.completion")):
         for src in sources:
             for k in (key, old):
                 if k in src and key not in found:
                     found[key] = _messages(src[k], where, k)
-    return found.get("gen_ai.input.messages", []), found.get("gen_ai.output.messages", [])
+    inputs, outputs = found.get("gen_ai.input.messages"), found.get("gen_ai.output.messages")
+    if inputs is None or outputs is None:
+        by_event = _message_events(events, where)
+        inputs, outputs = inputs or by_event[0], outputs or by_event[1]
+    return inputs, outputs
 
 
 def _openinference(attrs: Mapping[str, object], side: str) -> list[tuple[str, str]]:
@@ -175,11 +253,18 @@ def _span(raw: object, where: str, line: int, resource: Mapping[str, object]) ->
         start = int(start)
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
         raise TraceError(f"{where}: startTimeUnixNano must be an integer >= 0, got {start!r}")
+    end = raw.get("endTimeUnixNano")
+    if isinstance(end, str) and end.isdigit():
+        end = int(end)
+    if end is not None and (not isinstance(end, int) or isinstance(end, bool) or end < start):
+        raise TraceError(f"{where}: endTimeUnixNano must be an integer >= startTimeUnixNano ({start}), got {end!r}")
     events = []
     for i, event in enumerate(_list(raw, "events", where)):
         if not isinstance(event, Mapping):
             raise TraceError(f"{where}: events[{i}] must be an object, got {type(event).__name__}")
-        events.append(attributes(event.get("attributes"), f"{where}: events[{i}].attributes"))
+        events.append(
+            (str(event.get("name") or ""), attributes(event.get("attributes"), f"{where}: events[{i}].attributes"))
+        )
     gin, gout = _inference(attrs, events, where)
     inputs, outputs = (gin, gout) if gin or gout else (_openinference(attrs, "input"), _openinference(attrs, "output"))
     replies = [text for role, text in outputs if role in ("assistant", "model", "")]
@@ -189,7 +274,8 @@ def _span(raw: object, where: str, line: int, resource: Mapping[str, object]) ->
     system = [str(attrs.get("gen_ai.system_instructions") or "")] + [t for r, t in inputs if r == "system"]
     users = [t for r, t in inputs if r == "user"]
     return LlmSpan(
-        where, line, sid.lower(), (tid or "").lower(), str(raw.get("name") or ""), start, conversation,
+        where, line, sid.lower(), (tid or "").lower(), str(raw.get("name") or ""), start,
+        (end - start) / 1e9 if end else 0.0, conversation,
         _text(attrs, ("gen_ai.agent.name", "agent.name")), _text(attrs, ("gen_ai.request.model", "llm.model_name",
         "gen_ai.response.model")), replies[0] if replies and replies[0] else None, "\n".join(s for s in system if s),
         users[-1] if users else "",

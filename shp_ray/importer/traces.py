@@ -45,6 +45,7 @@ class TraceRound:
     tokens: Mapping[str, int] = field(default_factory=dict)
     scores: Mapping[str, float | None] = field(default_factory=dict)
     embedding: tuple[float, ...] | None = None
+    latency: Mapping[str, float] = field(default_factory=dict)  # writer / critic -> seconds (span formats; 0 if absent)
 
 
 @dataclass(frozen=True)
