@@ -26,6 +26,7 @@ PARTITION_BY: dict[str, str] = {
     "rounds": "gen_id",
     "signals": "gen_id",
     "scores": "gen_id",
+    "draft_answers": "gen_id",
     "trajectory_inputs": "gen_id",
     "failures": "gen_id",
     "results": "gen_id",

@@ -21,6 +21,7 @@
   verdicts, as per-round lists), written with its signals so a store's first open groups and joins nothing.
   Derived, and believed only while the parts it names by their hash are in the store; a store without it (older,
   imported) is read from its signals and judgments as before.
+- ``draft_answers``: one row per (round, extractor): the answer the draft states (storage.answers_schema).
 
 A table gains columns over time (:data:`ADDED_COLUMNS`): a part written before a column existed stays
 sound without it, and every reader reads it as the value such a part means -- the call modes of a store
@@ -32,6 +33,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from shp_ray.policy.cascade import KNOBS
+from storage import answers_schema
 
 EMBEDDING_DIM = 384
 
@@ -272,6 +274,7 @@ TABLES: dict[str, pa.Schema] = {
     "signals": SIGNALS,
     "scores": SCORES,
     "trajectory_inputs": TRAJECTORY_INPUTS,
+    "draft_answers": answers_schema.DRAFT_ANSWERS,
 }
 
 # How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports no provider).
@@ -347,6 +350,7 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
     },
     "scores": {"round": (1, MAX_ROUNDS, False), "value": (None, None, False)},
     "trajectory_inputs": {"depth": (1, MAX_ROUNDS, False), "rounds_part_trajectories": (1, None, False)},
+    "draft_answers": {"round": (1, MAX_ROUNDS, False)},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -371,6 +375,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "judgments_part",
         "rounds_part_trajectories",
     ),
+    "draft_answers": answers_schema.REQUIRED,
 }
 
 

@@ -5,7 +5,9 @@ variants, empty drafts, near-identical embeddings, critiques, contexts, token
 counts, judgments) and family policies with drawn parameters; every store goes
 through the real Parquet -> DuckDB path (``analysis.connect``), the reference
 executor (:func:`shp_ray.policy.reference.replay` over :func:`shp_ray.generation.records.load_trajectories`)
-and the live :class:`shp_ray.Stopper` fed round by round with the same encoder.
+and the live :class:`shp_ray.Stopper` fed round by round with the same encoder. Each draft's extracted answer
+is drawn too (a few answers, repeats, None: a draft that states none), stored in ``draft_answers`` and handed to the
+Stopper as its extractor's reading, so the answer-based families are held equal on random answer trajectories.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from shp_ray.generation.records import load_trajectories
 from shp_ray.policy.families.signals import SignalState
 from shp_ray.policy.reference import replay
 from shp_ray.policy.table import Policy, policy_by_name, with_params
+from storage.answers_schema import DRAFT_ANSWERS
 from storage.parts import Store
 from storage.schemas import feedback_embeddings_schema, rounds_schema
 
@@ -36,6 +39,7 @@ EMBEDDER = "test-encoder (hash vectors, not a language model)"
 DRAFTS = ["Paris", "paris.", "PARIS!", "Paris is the capital", "London", "Lyon", "", "Rome, Italy", "the answer: Paris"]
 FEEDBACK = ["", "APPROVED", "Add the country.", "Be shorter.", "add the country"]
 CONTEXTS = [["Paris is the capital of France."], ["Rome is in Italy.", "London is large."], []]
+ANSWERS = ["paris", "london", "rome", None]  # extracted answers; None: the draft states none
 
 
 def base_vector(text: str) -> np.ndarray:
@@ -76,38 +80,49 @@ MODEL = _fitted_model_json()
 
 
 @st.composite
-def family_policy(draw: st.DrawFn, i: int) -> Policy:
+def family_policy(draw: st.DrawFn, i: int, answers_only: bool = False) -> Policy:
     T = draw(st.integers(3, 6) | st.integers(1, 6))
     from dataclasses import replace
 
     from shp_ray.policy.cascade import HaltConfig
 
-    name = draw(
-        st.sampled_from(
-            [
-                "sim_threshold@threshold={thr},n={n}",
-                "window_mean@threshold={eps},n={n}",
-                "dynamic_threshold@start={thr},end=0.99,n={n}",
-                "drift@tol={eps},n={n}",
-                "consensus@threshold={thr},n={n}",
-                "gain_model@c={c}",
-                "verifier",
-                "oscillation@cycle={n},history={h}",
-                "budget@budget={b},cycle={n}",
-                "best_medoid",
-                "best_grounded",
-                "best_verified",
-                "sim_threshold+best=medoid@threshold={thr}",
-                "window_mean+best=grounded@threshold={eps}",
-            ]
-        )
-    ).format(
+    names = [
+        "sim_threshold@threshold={thr},n={n}",
+        "window_mean@threshold={eps},n={n}",
+        "dynamic_threshold@start={thr},end=0.99,n={n}",
+        "drift@tol={eps},n={n}",
+        "consensus@threshold={thr},n={n}",
+        "gain_model@c={c}",
+        "verifier",
+        "oscillation@cycle={n},history={h}",
+        "budget@budget={b},cycle={n}",
+        "best_medoid",
+        "best_grounded",
+        "best_verified",
+        "sim_threshold+best=medoid@threshold={thr}",
+        "window_mean+best=grounded@threshold={eps}",
+        "answer_stable@w={w}",
+        "answer_runlength@r={w}",
+        "adaptive_consistency@threshold={act},prior={prior}",
+        "sprt@p0={p0},p1={p1},alpha={alpha},beta={beta}",
+        "answer_stable+best=medoid@w={w}",
+    ]
+    if answers_only:
+        names = [n for n in names if n.startswith(("answer_", "adaptive_", "sprt"))]
+    name = draw(st.sampled_from(names)).format(
         thr=draw(st.sampled_from([0.0, 0.9, 0.99, 0.999, 1.0])),
         eps=draw(st.sampled_from([0.0, 0.001, 0.05, 0.5, 1.0, 2.0])),
         n=draw(st.integers(1, 3)),
         h=draw(st.integers(3, 10)),
         c=draw(st.sampled_from([-1.0, 0.0, 0.1, 1.0])),
         b=draw(st.integers(1, 200)),
+        w=draw(st.integers(2, 4)),
+        act=draw(st.sampled_from([0.6, 0.75, 0.8125, 0.9, 0.95, 0.99])),  # 0.75, 0.8125: P exactly at a count
+        prior=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        p0=draw(st.sampled_from([0.2, 0.5])),
+        p1=draw(st.sampled_from([0.6, 0.9])),
+        alpha=draw(st.sampled_from([0.05, 0.1, 0.3])),
+        beta=draw(st.sampled_from([0.05, 0.2, 0.4])),
     )
     p = policy_by_name(name, replace(HaltConfig(), max_rounds=T))
     if p.kind == "gain_model" and draw(st.booleans()):
@@ -116,7 +131,7 @@ def family_policy(draw: st.DrawFn, i: int) -> Policy:
 
 
 @st.composite
-def cases(draw: st.DrawFn):
+def cases(draw: st.DrawFn, answers_only: bool = False):
     n = draw(st.integers(1, 3))
     trajs = []
     for i in range(n):
@@ -126,8 +141,10 @@ def cases(draw: st.DrawFn):
         fbs = [draw(st.sampled_from(FEEDBACK)) for _ in range(depth - 1)] + [""]
         tokens = [(draw(st.integers(0, 90)), draw(st.integers(0, 90)) if t < depth - 1 else 0) for t in range(depth)]
         metrics = [draw(st.sampled_from([0.1, 0.5, 0.9, math.nan])) for _ in range(depth)]
-        trajs.append((f"s{i}", drafts, fbs, tokens, metrics, draw(st.sampled_from(CONTEXTS))))
-    pols = [draw(family_policy(i)) for i in range(draw(st.integers(1, 4)))]
+        said = draw(st.lists(st.sampled_from(ANSWERS), min_size=1, max_size=3))  # few answers: runs, ties
+        answers = [draw(st.sampled_from(said)) for _ in range(depth)]
+        trajs.append((f"s{i}", drafts, fbs, tokens, metrics, draw(st.sampled_from(CONTEXTS)), answers))
+    pols = [draw(family_policy(i, answers_only)) for i in range(draw(st.integers(1, 4)))]
     return trajs, pols, draw(st.sampled_from([0.0, 0.001, 0.05, 0.5]))
 
 
@@ -140,8 +157,10 @@ def write_store(root: str, trajs, encode) -> None:
               "embedder": EMBEDDER, "embedding_dim": DIM, "config_json": "{}", "created_at": now}]
         ),
     )  # fmt: skip
-    scen, rounds, judg, fb_texts = [], [], [], {}
-    for sid, drafts, fbs, tokens, metrics, ctx in trajs:
+    scen, rounds, judg, fb_texts, said = [], [], [], {}, []
+    for sid, drafts, fbs, tokens, metrics, ctx, *stated in trajs:
+        said += [{"gen_id": "g", "scenario_id": sid, "round": t, "extractor": "qa-lenient-v1", "answer": a,
+                  "error": None} for t, a in enumerate(stated[0] if stated else [], start=1)]  # fmt: skip
         scen.append({"scenario_id": sid, "dataset": "t", "split": "test", "question": "q?", "contexts": ctx,
                      "ground_truth": "", "references": [], "meta_json": "{}"})  # fmt: skip
         embs = encode(drafts)
@@ -162,6 +181,8 @@ def write_store(root: str, trajs, encode) -> None:
     store.write("scenarios", pa.Table.from_pylist(scen))
     store.write("rounds", pa.Table.from_pylist(rounds, schema=rounds_schema(DIM)), schema=rounds_schema(DIM))
     store.write("judgments", pa.Table.from_pylist(judg))
+    if said:
+        store.write("draft_answers", pa.Table.from_pylist(said, schema=DRAFT_ANSWERS), schema=DRAFT_ANSWERS)
     if fb_texts:
         vecs = encode(list(fb_texts.values()))
         fe = pa.table({"embedder": [EMBEDDER] * len(fb_texts), "text_hash": list(fb_texts),
@@ -169,9 +190,11 @@ def write_store(root: str, trajs, encode) -> None:
         store.write("feedback_embeddings", fe, schema=feedback_embeddings_schema(DIM))
 
 
-def live(policy: Policy, drafts, fbs, tokens, contexts, encode):
-    """Feed the Stopper round by round; (tau, reason, selected) or (depth, None, selected) if it never halted."""
-    s = Stopper(policy, contexts=contexts, encode=encode)
+def live(policy: Policy, drafts, fbs, tokens, contexts, encode, answers=()):
+    """Feed the Stopper round by round; (tau, reason, selected) or (depth, None, selected) if it never halted.
+    ``answers``: what its extractor reads in each draft, round by round."""
+    stated = iter(answers)
+    s = Stopper(policy, contexts=contexts, encode=encode, answer=lambda draft: next(stated))
     for t, draft in enumerate(drafts):
         prev_fb = fbs[t - 1] if t else None
         spent = tokens[t][0] + (tokens[t - 1][1] if t else 0)
@@ -184,6 +207,17 @@ def live(policy: Policy, drafts, fbs, tokens, contexts, encode):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_live_reference_and_duckdb_agree(case) -> None:
+    check_three_executors(case)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(answers_only=True))
+def test_answer_families_agree_on_random_answer_trajectories(case) -> None:
+    """answer_stable, answer_runlength, adaptive_consistency and sprt alone, on more drawn answer trajectories."""
+    check_three_executors(case)
+
+
+def check_three_executors(case) -> None:
     trajs, pols, noise = case
     encode = make_encoder(noise)
     with tempfile.TemporaryDirectory() as root:
@@ -201,14 +235,14 @@ def test_live_reference_and_duckdb_agree(case) -> None:
     got = {(r[0], r[1]): r[2:] for r in rows}
     assert len(got) == len(pols) * len(trajs)
     for p in pols:
-        for sid, drafts, fbs, tokens, _, ctx in trajs:
+        for sid, drafts, fbs, tokens, _, ctx, answers in trajs:
             o = replay(p, ref[sid])
             stop, reason, op, ev, fin, sel, outcome, verified = got[(p.name, sid)]
             assert (stop, reason, op, ev) == (o.stop_round, o.reason, o.operational_tokens, o.evaluation_tokens)
             assert (fin is None and math.isnan(o.final_is)) or fin == o.final_is
             if p.kind == "verifier":
                 assert outcome == reason and (outcome != "verified" or verified)
-            l_tau, l_reason, l_sel = live(p, drafts, fbs, tokens, ctx, encode)
+            l_tau, l_reason, l_sel = live(p, drafts, fbs, tokens, ctx, encode, answers)
             assert l_tau == stop and l_sel == sel
             if l_reason is None:  # the live loop would go on; the replay ran out of generated rounds
                 assert stop == len(drafts) < p.halt.max_rounds and reason in ("failsafe", "cap", "unfitted")
@@ -219,7 +253,7 @@ def test_live_reference_and_duckdb_agree(case) -> None:
 def test_families_are_rows_of_policies_and_replay(tmp_path) -> None:
     encode = make_encoder(0.01)
     trajs = [("s0", ["Paris", "paris.", "Paris"], ["Be shorter.", "APPROVED", ""], [(5, 3), (5, 3), (5, 0)],
-              [0.2, 0.4, 0.6], ["Paris is the capital of France."])]  # fmt: skip
+              [0.2, 0.4, 0.6], ["Paris is the capital of France."], ["paris"] * 3)]  # fmt: skip
     write_store(str(tmp_path), trajs, encode)
     from shp_ray.policy.table import family_policies, standard_policies
 
@@ -238,12 +272,34 @@ def test_families_are_rows_of_policies_and_replay(tmp_path) -> None:
     assert verdict == ("verified", True)
 
 
+def test_answer_families_are_left_out_of_a_store_without_answers(tmp_path, caplog) -> None:
+    """No stored answers: the answer-based families are not run (on unknown answers) but left out, in one line."""
+    from shp_ray.policy.table import family_policies
+
+    trajs = [("s0", ["Paris", "Paris"], ["Be shorter.", ""], [(5, 3), (5, 0)], [0.2, 0.4], [])]
+    write_store(str(tmp_path), trajs, make_encoder(0.01))
+    with caplog.at_level("WARNING", logger="analysis.replay.family_replay"):
+        con = analysis.connect(str(tmp_path), policies=family_policies())
+    try:
+        replayed = {r[0] for r in con.sql("SELECT DISTINCT policy FROM replay").fetchall()}
+        listed = {r[0] for r in con.sql("SELECT policy FROM policies").fetchall()}
+    finally:
+        con.close()
+    left = {"answer_stable", "answer_runlength", "adaptive_consistency", "sprt"}
+    assert replayed == listed == {p.name for p in family_policies()} - left
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "left out of the replay" in line and "shp-import --store <store> --rescore <gen_id>" in line
+    with pytest.raises(ValueError, match="none is stored"):
+        replay(policy_by_name("sprt"), load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"])
+
+
 def test_family_rows_leave_the_cascade_rows_unchanged(tmp_path) -> None:
     from shp_ray.policy.table import family_policies, standard_policies
 
     encode = make_encoder(0.05)
     trajs = [(f"s{i}", ["Paris", "Lyon", "paris."][: i + 1], ["Add the country.", "Be shorter.", ""][: i + 1],
-              [(9, 4)] * (i + 1), [0.3, 0.7, 0.5][: i + 1], []) for i in range(3)]  # fmt: skip
+              [(9, 4)] * (i + 1), [0.3, 0.7, 0.5][: i + 1], [], ["paris", "lyon", "paris"][: i + 1])
+             for i in range(3)]  # fmt: skip
     write_store(str(tmp_path), trajs, encode)
     q = "SELECT * FROM replay WHERE policy IN (SELECT policy FROM policies WHERE params_json = '{}') ORDER BY ALL"
     a = analysis.connect(str(tmp_path), policies=standard_policies())
@@ -266,7 +322,12 @@ def test_family_rows_leave_the_cascade_rows_unchanged(tmp_path) -> None:
         b.close()
 
 
-@pytest.mark.parametrize("bad", ["sim_threshold@n=0", "verifier+best=medoid", "drift@speed=1", "budget@cycle=11"])
+@pytest.mark.parametrize(
+    "bad",
+    ["sim_threshold@n=0", "verifier+best=medoid", "drift@speed=1", "budget@cycle=11", "answer_stable@w=1",
+     "answer_runlength@r=0", "adaptive_consistency@threshold=0.4", "adaptive_consistency@prior=0",
+     "sprt@p0=0.9,p1=0.5", "sprt@alpha=0.6"],
+)  # fmt: skip
 def test_bad_family_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match=bad.split("@")[0].split("+")[0]):
         policy_by_name(bad)

@@ -23,6 +23,7 @@ cascade rows are computed by the unchanged SQL. ``family_replay`` adds ``selecte
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 
 import duckdb
@@ -34,9 +35,11 @@ from analysis import sql
 from analysis.replay import family_stream
 from shp_ray.policy.families.batch import run_columns
 from shp_ray.policy.families.columns import SignalColumns
-from shp_ray.policy.families.registry import FAMILIES
+from shp_ray.policy.families.registry import FAMILIES, needs_answers
 from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
 from shp_ray.policy.table import Policy
+
+_log = logging.getLogger(__name__)
 
 _OUT = pa.schema(
     [
@@ -85,6 +88,19 @@ class _Lookups:
         v = con.sql(sql.query("family_verdicts", score=sql.quote(VISIBLE_TESTS_SCORE))).fetchall()
         self.verdict_gens = {g for g, _, _, _ in v}
         self.verdicts = {(g, s, r): ok for g, s, r, ok in v}
+        self.answers: dict[tuple[str, str, int], str | None] | None = None  # read when an answer family runs
+
+    def read_answers(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Each round's stated answer (family_answers.sql: one extractor per generation)."""
+        rows = con.execute(sql.query("family_answers")).fetchall()
+        self.answers = {(g, s, r): a for g, s, r, a in rows}
+
+    def stated(self, t: pa.Table) -> list[str | None] | None:
+        """Per round row, the answer its draft states (None: none, or not stored); None when none were read."""
+        if self.answers is None:
+            return None
+        keys = zip(*(t[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)
+        return [self.answers.get(k) for k in keys]
 
     def checks(self, t: pa.Table) -> np.ndarray | None:
         """Per round row: the stored verdict (1.0 / 0.0; 0.0 where its generation has verdicts but not this round),
@@ -132,7 +148,9 @@ def _columns(t: pa.Table, dim: int, look: _Lookups) -> tuple[SignalColumns, np.n
     tokens[starts] = wt[starts]
     contexts = [look.contexts.get(sid) or () for sid in s_id[starts].tolist()]
     drafts = t["draft"].to_pylist()
-    return SignalColumns(depths, drafts, emb, crit, known, tokens, contexts, look.checks(t)), starts
+    cols = SignalColumns(depths, drafts, emb, crit, known, tokens, contexts, look.checks(t))
+    stated = look.stated(t)
+    return (cols if stated is None else cols.with_answers(stated)), starts
 
 
 def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:
@@ -140,6 +158,8 @@ def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:
     pols = con.execute(sql.family_policies_sql(list(FAMILIES))).fetchall()
     parsed = [(name, kind, json.loads(params), int(horizon)) for name, kind, params, horizon in pols]
     look = _Lookups(con, dim)
+    if any(needs_answers(kind) for _, kind, _, _ in parsed):
+        look.read_answers(con)
     try:
         return _decide(family_stream.trajectories(con, dim), parsed, dim, look)
     except family_stream.Unordered:  # a store written in another order: read it sorted
@@ -200,6 +220,7 @@ def refresh(
             "this connection has no stored drafts/embeddings (family_inputs); family policies "
             "replay only on a store opened with analysis.connect"
         )
+    leave_out_unanswered(con)
     table = decisions(con, _dim(con) if dim is None else dim)
     con.register("family_decisions_arrow", table)
     try:
@@ -210,3 +231,23 @@ def refresh(
     con.execute(sql.create("family_replay", sql.family_replay_sql(outcomes, batch), table=materialize))
     con.execute(sql.create("replay", sql.query("replay_with_families")))
     con.execute(sql.create("replay_scores", sql.replay_scores_sql(families=True)))  # a family's returned round
+
+
+def leave_out_unanswered(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Take the answer-based family policies out of ``policies`` while a generation in scope has no stored answers
+    (draft_answers), saying so in one line: they never run on unknown answers. Returns the policies left out."""
+    kinds = [k for k, f in FAMILIES.items() if f.needs_answers]
+    if not kinds:
+        return []
+    names = [r[0] for r in con.execute(sql.family_policies_sql(kinds)).fetchall()]
+    lacking = [r[0] for r in con.execute(sql.query("family_answer_gens")).fetchall()] if names else []
+    if not lacking:
+        return []
+    con.execute(sql.query("policies_leave_out", kinds=sql.quote_list(kinds)))
+    gens = ", ".join(g[:8] for g in lacking)
+    _log.warning(
+        "%s left out of the replay: generation%s %s hold%s no extracted answers (draft_answers); "
+        "add them with no model call: shp-import --store <store> --rescore <gen_id>",
+        ", ".join(names), "s" if len(lacking) > 1 else "", gens, "" if len(lacking) > 1 else "s",
+    )  # fmt: skip
+    return names

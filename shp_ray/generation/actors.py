@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import ray
 
+from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.generation.cache_actor import judge_cache, response_cache
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
@@ -233,9 +234,9 @@ class TrajectoryWorker:
             if self.lockstep is not None:
                 await self.lockstep.leave.remote(scenario.scenario_id)
         scorers = [build_scorer(s) for s in self.cfg.scores]  # import-cached: cheap per trajectory
-        rows = trajectory_rows(
-            result, self.gen_id, self.dim, embedder_name(self.cfg.embedder), self.cfg.prompts.approval, scorers
-        )
+        extractor = build_extractor(self.cfg.answer)  # import-cached, like the scorers
+        name = embedder_name(self.cfg.embedder)
+        rows = trajectory_rows(result, self.gen_id, self.dim, name, self.cfg.prompts.approval, scorers, extractor)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
         j = sum(r.judgment.tokens for r in result.rounds if r.judgment)

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 
+from shp_ray.generation.answer_config import AnswerSpec
 from shp_ray.generation.prompts import PromptSet, preset
 from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.policy.checks import check_int
@@ -55,6 +56,8 @@ class GenerationConfig:
     tasks_hash: str = ""
     # scorers run on every draft as it is stored (the ``scores`` table); measurements, not in gen_id
     scores: tuple[ScoreSpec, ...] = ()
+    # what reads each draft's answer as it is stored (the ``draft_answers`` table); a measurement, not in gen_id
+    answer: AnswerSpec = AnswerSpec()
     critic: str = "llm"  # llm | tests | llm_tests | none (CRITIC_MODES); in gen_id unless llm
     epochs: int = 1  # independent trajectories per task (epoch e > 1: scenario <id>#e<e>); not in gen_id
     seeding: str = "round"  # SEEDINGS; in gen_id when the Writer samples (temperature > 0) and it is round

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.generation.cluster import start_ray
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import Scenario
@@ -204,6 +205,7 @@ async def _run_local(pending: Iterator[Scenario], run: Run) -> None:
     dim = embedder.dim
     writer = StoreWriter(run.store, dim, cfg.flush_every)
     scorers = [build_scorer(s) for s in cfg.scores]  # a python scorer is imported once, before any trajectory
+    extractor = build_extractor(cfg.answer)  # each draft's answer (draft_answers), for the answer-based families
     writer.add("generations", [generation_row(summary.gen_id, cfg, spec, embedder.name, dim)])
     # Batch mode: every trajectory in flight at once (each waits in the lockstep, at no cost).
     limit = asyncio.Semaphore(cfg.workers * cfg.concurrency if lockstep is None else max(1, lockstep.lanes))
@@ -217,7 +219,8 @@ async def _run_local(pending: Iterator[Scenario], run: Run) -> None:
             finally:
                 if lockstep is not None:
                     lockstep.leave()
-            rows = trajectory_rows(result, summary.gen_id, dim, embedder.name, cfg.prompts.approval, scorers)
+            approval = cfg.prompts.approval
+            rows = trajectory_rows(result, summary.gen_id, dim, embedder.name, approval, scorers, extractor)
             writer.add_trajectory(rows)
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pyarrow.compute as pc
 
+from shp_ray.generation.answer_config import Extractor, answer_rows, pick_extractor
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.judge import JudgeResult
@@ -46,13 +47,15 @@ def trajectory_rows(
     embedder: str,
     approval: str = APPROVAL,
     scorers: Sequence[Scorer] = (),
+    extractor: Extractor | None = None,
 ) -> dict[str, list[dict[str, object]]]:
     """Rows of rounds, their signals and scores, judgments, failures and the scenario for one trajectory.
 
     A failed trajectory has no rounds (only its failure rows): the store holds
     whole trajectories or none. ``embedder``: the name the generations row records; ``approval``: the
     prompt preset's approval marker (what the stored ``approved`` signal reads in a critique);
-    ``scorers``: what scores each draft (a scorer that raises records the error on its rows).
+    ``scorers``: what scores each draft (a scorer that raises records the error on its rows); ``extractor``: what
+    reads each draft's answer (``draft_answers``; None: no answers).
     """
     sid = result.scenario.scenario_id
     rounds, judgments = [], []
@@ -85,7 +88,9 @@ def trajectory_rows(
     signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder}, approval)
     scn = result.scenario
     task = task_of(sid, scn.question, scn.ground_truth, scn.references, scn.meta)
-    scores = score_rows(scorers, gen_id, [(task, r["round"], r["draft"]) for r in rounds])
+    items = [(task, r["round"], r["draft"]) for r in rounds]
+    scores = score_rows(scorers, gen_id, items)
+    answers = [] if extractor is None else answer_rows(extractor, gen_id, items)
     failures = [
         {
             "gen_id": gen_id,
@@ -103,6 +108,7 @@ def trajectory_rows(
         "rounds": rounds,
         "signals": signals,
         "scores": scores,
+        "draft_answers": answers,
         "judgments": judgments,
         "failures": failures,
     }
@@ -178,6 +184,7 @@ def load_trajectories(
         r["scenario_id"]: r["contexts"]
         for r in store.read("scenarios", columns=["scenario_id", "contexts"]).to_pylist()
     }
+    answers = stored_answers(store, gen_id)
     by_scenario: dict[str, list[dict]] = {}
     for row in rounds.to_pylist():
         by_scenario.setdefault(row["scenario_id"], []).append(row)
@@ -203,5 +210,18 @@ def load_trajectories(
                 )
             )
             prev = emb
-        out[sid] = Trajectory(sid, tuple(built), gen_id, meta={"contexts": tuple(contexts.get(sid) or ())})
+        meta: dict[str, object] = {"contexts": tuple(contexts.get(sid) or ())}
+        if answers is not None:  # each draft's stated answer, for the answer-based families
+            meta["answers"] = [answers.get((sid, r.round)) for r in built]
+        out[sid] = Trajectory(sid, tuple(built), gen_id, meta=meta)
     return out
+
+
+def stored_answers(store: Store, gen_id: str) -> dict[tuple[str, int], str | None] | None:
+    """(scenario, round) -> the answer its draft states, by the extractor a replay reads (pick_extractor); None when
+    the generation has no stored answers."""
+    rows = [r for r in store.read("draft_answers").to_pylist() if r["gen_id"] == gen_id]
+    if not rows:
+        return None
+    chosen = pick_extractor({r["extractor"] for r in rows})
+    return {(r["scenario_id"], r["round"]): r["answer"] for r in rows if r["extractor"] == chosen}

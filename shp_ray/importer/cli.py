@@ -6,10 +6,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from shp_ray.generation.answer_config import AnswerConfigError
+from shp_ray.generation.answer_config import parse as parse_answer
 from shp_ray.generation.config import DEFAULT_EMBEDDER
 from shp_ray.generation.score_config import ScoreConfigError, parse
 from shp_ray.importer.ingest import FORMATS, ROLE_FORMATS, ImportRequest, ImportResult, import_traces
-from shp_ray.importer.rescore import rescore
+from shp_ray.importer.rescore import rescore, rescore_answers
 from shp_ray.importer.traces import TraceError
 from storage.parts import StoreError
 
@@ -42,6 +44,9 @@ one trajectory per line (--format jsonl; --format parquet: the same keys as colu
 --score (repeatable): hotpot (em, f1), exact[:NAME], contains[:NAME], regex:PATTERN (with a named group
 (?P<answer>...)), python:package.module:function or python:path/to/file.py:function (your
 (task, draft) -> dict[str, float]).
+--rescore also stores each draft's answer (draft_answers, what answer_stable, answer_runlength, adaptive_consistency
+and sprt read) by --answer: auto (the task's own: a code task's AST hash, else the lenient QA answer), qa, code,
+python:package.module:function or python:path/to/file.py:function (your (task, draft) -> str | None).
 
 The generation's id is the file's content hash: importing the same file again adds nothing.
 A file that does not validate fails with file:line and writes nothing."""
@@ -79,8 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="embeds drafts given without an embedding")
     ap.add_argument("--score", action="append", default=[], metavar="SPEC", help="a scorer to run on every draft")
     ap.add_argument(
-        "--rescore", metavar="GEN_ID", help="instead: run --score on a stored generation's drafts (its id or a prefix)"
-    )
+        "--rescore", metavar="GEN_ID",
+        help="instead: run --score on a stored generation's drafts (its id or a prefix) and store their answers",
+    )  # fmt: skip
+    ap.add_argument("--answer", default="auto", metavar="SPEC", help="--rescore: what reads each draft's answer")
     ap.add_argument(
         "--otlp-role", action="append", default=[], metavar="ROLE=FIELD:REGEX",
         help="--format otlp: a span is the writer's or critic's when FIELD (agent, span, message) matches REGEX",
@@ -99,15 +106,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         specs = tuple(parse(s) for s in args.score)
         if args.rescore is not None:
-            if not specs:
-                ap.error("--rescore needs at least one --score")
-            rows = rescore(args.store, args.rescore, specs)
+            answers = rescore_answers(args.store, args.rescore, parse_answer(args.answer))
+            stated = sum(r["answer"] is not None for r in answers)
+            gen = {r["gen_id"] for r in answers} or {args.rescore}
+            print(
+                f"answers of generation {min(gen)}: {len(answers)} new rows, {stated} drafts state one (no model call)"
+            )
+            rows = rescore(args.store, args.rescore, specs) if specs else []
             failed: dict[str, tuple[int, int]] = {}
             for r in rows:
                 bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
                 failed[r["score"]] = (bad + (r["error"] is not None), total + 1)  # type: ignore[index]
-            gen = {r["gen_id"] for r in rows} or {args.rescore}  # the whole id a prefix named
-            print(f"scored generation {min(gen)}: {len(rows)} new score rows (no model call)")
+            gen = {r["gen_id"] for r in rows} or gen  # the whole id a prefix named
+            if specs:
+                print(f"scored generation {min(gen)}: {len(rows)} new score rows (no model call)")
             _report_scores(failed)
             return 0
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -122,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         _report(import_traces(request), args.path, args.store)
         return 0
-    except (TraceError, ScoreConfigError, StoreError, OSError, TimeoutError) as exc:
+    except (TraceError, ScoreConfigError, AnswerConfigError, StoreError, OSError, TimeoutError) as exc:
         print(f"shp-import: {exc}", file=sys.stderr)
         return 2
 

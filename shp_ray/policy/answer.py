@@ -104,3 +104,12 @@ def lenient_answer_scores(draft: str, gold: str | None) -> tuple[bool, float | N
     if gold is None:
         return inline, None, None
     return inline, exact_match(answer, gold), f1_score(answer, gold)
+
+
+QA_EXTRACTOR = "qa-lenient-v1"  # the stored name of the reading below (draft_answers.extractor)
+
+
+def qa_answer(draft: str) -> str | None:
+    """The answer a QA draft states, as the answer-based stopping rules compare it: the lenient reading,
+    normalised (case, punctuation, articles); None when it states nothing (a draft with no word left)."""
+    return normalize_answer(lenient_answer(draft or "")[0]) or None

@@ -38,6 +38,11 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
     missing = [r.round for r in rounds[:cap] if r.embedding is None]
     if missing:
         raise ValueError(f"trajectory {traj.scenario_id!r}: {policy.name} needs draft embeddings; rounds {missing}")
+    if families.registry.needs_answers(policy.kind) and traj.meta.get("answers") is None:
+        raise ValueError(
+            f"trajectory {traj.scenario_id!r}: {policy.name} needs each draft's extracted answer, and none is stored "
+            "(shp-import --rescore adds them)"
+        )
     stored = families.StoredRounds(
         drafts=[r.draft for r in rounds],
         embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
@@ -46,6 +51,7 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
         tokens=[r.writer_tokens + (rounds[i - 1].critic_tokens if i else 0) for i, r in enumerate(rounds)],
         contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
         verdicts=traj.meta.get("verdicts"),  # type: ignore[arg-type]  # the loop's own checks (visible tests)
+        answers=traj.meta.get("answers"),  # type: ignore[arg-type]  # each draft's stated answer (draft_answers)
     )
     return families.run_trajectory(policy.kind, policy.param_dict, stored, cap=cap, horizon=policy.halt.max_rounds)
 

@@ -11,7 +11,9 @@
 
 Any policy name works: SHP's cascades (``shp``, ``entropy_only``, ``fixed_k3`` ...;
 pass ``score=`` IS_t when the policy consults the judge) and the other stopping
-families (:mod:`shp_ray.policy.families`). Embeddings come from the
+families (:mod:`shp_ray.policy.families`). The answer-based families read each draft's
+answer as ``answer(draft)`` gives it (default: the lenient QA reading, normalised:
+:func:`shp_ray.policy.answer.qa_answer`; pass your task's extractor, ``str -> str | None``). Embeddings come from the
 ``encode(list[str]) -> (n, dim) array`` you inject; this package does no I/O, so
 ``shp_ray.Stopper`` (:mod:`shp_ray.live`) is the same class with the project's
 embedder as the default. Decisions equal the
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shp_ray.policy.answer import qa_answer
 from shp_ray.policy.cascade import HaltConfig, HaltTracker
 from shp_ray.policy.families.engine import FamilyRun
 from shp_ray.policy.families.gain_model import GainModel
@@ -62,6 +65,7 @@ class Stopper:
         encode: Encode | None = None,
         clean: bool = False,
         gain_model: str | Path | GainModel | None = None,
+        answer: Callable[[str], str | None] = qa_answer,
     ) -> None:
         base = halt or HaltConfig()
         if max_rounds is not None:
@@ -74,6 +78,7 @@ class Stopper:
             raise ValueError(f"{self.policy.name}: a {self.policy.kind} policy cannot run live (replay only)")
         self.contexts = tuple(contexts)
         self.clean = clean
+        self.answer = answer  # the draft's answer, as the answer-based families compare it
         self._encode = encode
         self.drafts: list[str] = []
         self._prev: np.ndarray | None = None
@@ -126,7 +131,8 @@ class Stopper:
         emb, crit = vecs[0], (vecs[1] if want_fb else None)
         self.drafts.append(draft)
         if self._run is not None:
-            reason = self._run.step(draft, emb, crit, tokens, verified)
+            stated = self.answer(draft) if self._run.family.needs_answers else None
+            reason = self._run.step(draft, emb, crit, tokens, verified, stated)
             sel = self._run.selected
             self.decision = StopDecision(
                 halt=reason is not None,

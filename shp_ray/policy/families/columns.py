@@ -106,6 +106,15 @@ class SignalColumns:
         self._later = later
         self._verified: dict[str, np.ndarray] = {}
         self.checks = None if checks is None else np.asarray(checks, dtype=np.float64)
+        # per row, the answer the draft states (draft_answers; None: none stored): :meth:`with_answers`
+        self.answers: list[str | None] = [None] * len(self.drafts)
+
+    def with_answers(self, answers: Sequence[str | None]) -> SignalColumns:
+        """These columns with each row's extracted answer (what the answer-based families read)."""
+        if len(answers) != len(self.drafts):
+            raise ValueError(f"{len(answers)} answers for {len(self.drafts)} rounds")
+        self.answers = list(answers)
+        return self
 
     def _grid(self, rows: np.ndarray, values: np.ndarray, fill: float = math.nan) -> np.ndarray:
         out = np.full((self.B, self.T), fill, dtype=np.float64)
@@ -204,6 +213,7 @@ class SignalColumns:
                 spent=int(self.spent[b, t]),
                 embedding=self.e[lo + t],
                 critique=self.g[lo + t] if self.g_ok[lo + t] else None,
+                answer=self.answers[lo + t],
             )
             for t in range(int(self.depth[b]))
         ]

@@ -45,12 +45,14 @@ class FamilyRun:
         critique: np.ndarray | None = None,
         tokens: int = 0,
         verified: bool | None = None,
+        answer: str | None = None,
     ) -> str | None:
         """Feed round t; the halting reason (outcome for verifier-first), or None to continue. ``verified``: the
-        loop's own check of the draft (SignalState.push), in place of the verifier's."""
+        loop's own check of the draft (SignalState.push), in place of the verifier's; ``answer``: the answer it
+        states."""
         if self.reason is not None:
             raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
-        return self._decide(self.signals.push(draft, embedding, critique, tokens, verified))
+        return self._decide(self.signals.push(draft, embedding, critique, tokens, verified, answer))
 
     def step_signal(self, sig: RoundSignal) -> str | None:
         """Feed round t's precomputed signal (signals are causal: round t's reads rounds <= t only)."""
@@ -82,7 +84,8 @@ class FamilyRun:
 class StoredRounds:
     """A stored trajectory as the family engine reads it: per round the draft, its embedding, the embedding of
     the critique the Writer saw before drafting it (None at round 1) and the round's tokens; the task's
-    ``contexts``; ``verdicts``: per round, the loop's own check of the draft (None: ask the verifier)."""
+    ``contexts``; ``verdicts``: per round, the loop's own check of the draft (None: ask the verifier); ``answers``: per
+    round, the answer the draft states (draft_answers; None: none stored)."""
 
     drafts: Sequence[str]
     embeddings: Sequence[np.ndarray]
@@ -90,6 +93,7 @@ class StoredRounds:
     tokens: Sequence[int]
     contexts: Sequence[str] = ()
     verdicts: Sequence[bool | None] | None = None
+    answers: Sequence[str | None] | None = None
 
 
 def run_trajectory(
@@ -99,7 +103,9 @@ def run_trajectory(
     run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=rounds.contexts)
     for t in range(cap):
         given = None if rounds.verdicts is None else rounds.verdicts[t]
-        if run.step(rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], rounds.tokens[t], given) is not None:
+        answer = None if rounds.answers is None else rounds.answers[t]
+        tokens = rounds.tokens[t]
+        if run.step(rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], tokens, given, answer) is not None:
             break
     return len(run.history), str(run.reason), run.selected, run.verified_final
 
@@ -113,11 +119,13 @@ def trajectory_signals(
     contexts: Sequence[str] = (),
     verifier: str = "qa",
     verdicts: Sequence[bool | None] | None = None,
+    answers: Sequence[str | None] | None = None,
 ) -> list[RoundSignal]:
     """Every round's signal of a stored trajectory, computed once for all the policies replaying it."""
     state = SignalState(contexts, verifier=verifier)
     for t in range(len(drafts)):
-        state.push(drafts[t], embeddings[t], critiques[t], tokens[t], None if verdicts is None else verdicts[t])
+        given = None if verdicts is None else verdicts[t]
+        state.push(drafts[t], embeddings[t], critiques[t], tokens[t], given, None if answers is None else answers[t])
     return state.history
 
 

@@ -4,6 +4,7 @@
     gain_model                                                        (learned one-step gain)
     verifier, oscillation, budget                                     (verifier-first termination)
     best_medoid, best_grounded, best_verified                         (best-round selection over a run to T_max)
+    answer_stable, answer_runlength, adaptive_consistency, sprt       (answer agreement: each draft's extracted answer)
 
 A name may carry parameter overrides and a best-round selector:
 ``sim_threshold@threshold=0.97,n=2`` or ``window_mean+best=medoid``.
@@ -16,7 +17,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from shp_ray.policy.families import best_round, gain_model, semantic, verifier
+from shp_ray.policy.families import (
+    adaptive_consistency,
+    answer_runlength,
+    answer_stable,
+    best_round,
+    gain_model,
+    semantic,
+    sprt,
+    verifier,
+)
 from shp_ray.policy.families.family import Family
 
 # kind -> Family, and policy name -> (kind, default params); filled by register() below.
@@ -50,7 +60,15 @@ def family(kind: str) -> Family:
 
 
 # The registration of the shipped families, in the order reports list them.
-for _fam in (semantic.FAMILY, gain_model.FAMILY, verifier.FAMILY):
+for _fam in (
+    semantic.FAMILY,
+    gain_model.FAMILY,
+    verifier.FAMILY,
+    answer_stable.FAMILY,
+    answer_runlength.FAMILY,
+    adaptive_consistency.FAMILY,
+    sprt.FAMILY,
+):
     register(_fam)
 # Best-round selection: run a semantic cap to T_max, return the best draft by a judge-free score.
 FAMILY_BASES.update(
@@ -110,3 +128,8 @@ def check_params(kind: str, params: Mapping[str, object], name: str = "") -> Non
 def family_names() -> list[str]:
     """Every family policy at its defaults (the ``families`` keyword of replay.policies)."""
     return list(FAMILY_BASES)
+
+
+def needs_answers(kind: str) -> bool:
+    """Whether the family ``kind`` reads each draft's extracted answer (a store without answers leaves it out)."""
+    return family(kind).needs_answers

@@ -108,6 +108,8 @@ class RoundSignal:
     spent: int  # cumulative operational tokens through round t
     embedding: np.ndarray
     critique: np.ndarray | None  # g_{t-1}, None when unknown
+    # the answer the draft states, by its task's extractor (draft_answers); None: it states none, or unknown
+    answer: str | None = None
 
 
 def _usable(v: np.ndarray | None) -> bool:
@@ -134,9 +136,11 @@ class SignalState:
         critique: np.ndarray | None = None,
         tokens: int = 0,
         verified: bool | None = None,
+        answer: str | None = None,
     ) -> RoundSignal:
         """Round t's signal. ``verified``: the loop's own check of this draft (a code loop's visible tests all
-        passing, :data:`.verifier.VISIBLE_TESTS_SCORE`), which replaces the named verifier's; None: ask the verifier."""
+        passing, :data:`.verifier.VISIBLE_TESTS_SCORE`), which replaces the named verifier's; None: ask the verifier.
+        ``answer``: the answer the draft states (its task's extractor), for the answer-based families."""
         t = len(self.history) + 1
         e = np.asarray(embedding, dtype=np.float32).ravel()
         g = np.asarray(critique, dtype=np.float32).ravel() if critique is not None else None
@@ -154,7 +158,7 @@ class SignalState:
             n_prev, n_cur = len(words(self._prev_draft)), len(words(draft))
             length = (n_cur - n_prev) / max(n_prev, 1)
             edit = token_edit_ratio(self._prev_draft, draft)
-        answer = final_answer(draft) or ""
+        plain = final_answer(draft) or ""  # what grounding reads (not the extracted ``answer``)
         sig = RoundSignal(
             t=t,
             distance=dist,
@@ -164,10 +168,11 @@ class SignalState:
             edit=edit,
             canon=canonical_hash(draft),
             verified=bool(self.verify(draft, self.contexts)) if verified is None else bool(verified),
-            grounded=grounded_share(answer, self.contexts),
+            grounded=grounded_share(plain, self.contexts),
             spent=self._spent,
             embedding=e,
             critique=g,
+            answer=answer,
         )
         self._prev, self._prev_consensus, self._prev_draft = e, consensus, draft
         self.history.append(sig)
