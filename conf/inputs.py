@@ -1,5 +1,5 @@
-"""The user's inputs in the config: a tasks file (``dataset=file``), a prompt preset (``prompts``) and a scorer
-(``score``).
+"""The user's inputs in the config: a tasks file (``dataset=file``), a prompt preset (``prompts``), a scorer
+(``score``) and an answer extractor (``answer``).
 
 Cheap checks only, like the rest of :mod:`conf.resolve`: the tasks file is read (and checked line by
 line) by the job, before any call; here its settings and the preset's templates are checked.
@@ -14,6 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from conf import schema
 from conf.errors import ConfigError
+from shp_ray.generation.answer_config import AnswerConfigError, AnswerSpec
+from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.generation.datasets import SPLITS
 from shp_ray.generation.prompts import PromptError, PromptSet, check_fields, from_mapping
 from shp_ray.generation.score_config import KINDS, ScoreConfigError, ScoreSpec, absolute, build
@@ -33,6 +35,19 @@ def resolve_scores(section: DictConfig) -> tuple[ScoreSpec, ...]:
     except ScoreConfigError as exc:
         raise ConfigError(str(exc)) from None
     return (spec,)
+
+
+def resolve_answer(section: DictConfig) -> AnswerSpec:
+    """What reads each stored draft's answer, built now (an unknown kind, or a target that does not import, fails
+    here, before any call); a file target made absolute, as a scorer's. A measurement: never in gen_id."""
+    spec = AnswerSpec(**{k: section[k] for k in schema.ANSWER_KEYS})
+    if spec.kind == "python" and spec.target:
+        spec = AnswerSpec(spec.kind, absolute(ScoreSpec("python", target=spec.target)).target, spec.timeout_s)
+    try:
+        build_extractor(spec)
+    except AnswerConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return spec
 
 
 def resolve_tasks(section: DictConfig) -> TasksFile | None:

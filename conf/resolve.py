@@ -22,7 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import code_loop, plan, schema
 from conf.errors import ConfigError
-from conf.inputs import SCORES, resolve_prompts, resolve_scores, resolve_tasks
+from conf.inputs import SCORES, resolve_answer, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
@@ -337,6 +337,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
             **values(cfg.judge, schema.JUDGE_KEYS),
             prompts=prompts,
             scores=resolve_scores(cfg.score),
+            answer=resolve_answer(cfg.answer),
             tests=cfg.dataset.tests,
         ),
     )
@@ -373,8 +374,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
             raise ConfigError(f"weights.pairwise: {exc} (weights.force=true accepts it)") from None
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"weights.pairwise: {exc}") from None
-    r = cfg.replay
-    policies = resolve_policies(list(r.policies), halt, list(r.random_seeds))
+    policies = resolve_policies(list(cfg.replay.policies), halt, list(cfg.replay.random_seeds))
     d = cfg.dataset
     return JobSpec(
         provider=spec,

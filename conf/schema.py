@@ -20,7 +20,8 @@ registered here as the group's options, ``shp_ray/data/prompts``; a preset of yo
 registered here as the group's option; a table of your own is a YAML in ``<dir>/prices/``), plus
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
 in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
-stored draft (``shp_ray.generation.score_config``).
+stored draft (``shp_ray.generation.score_config``). The plain section answer: what reads each stored draft's
+answer (``shp_ray.generation.answer_config``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
+from shp_ray.generation.answer_config import AnswerSpec
 from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
 from shp_ray.generation.datasets import DATASETS
 from shp_ray.generation.prompts import PRESETS, PromptSet, preset
@@ -87,6 +89,7 @@ HALTING_KEYS = {k: v for k, v in every(HaltConfig).items() if k not in ("critic"
 WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
 SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
+ANSWER_KEYS = every(AnswerSpec)  # answer.kind: what reads each draft's answer as it is stored (draft_answers)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -179,6 +182,12 @@ ScoreConf = derive(  # kind: none | hotpot | exact | contains | regex | python |
     "ScoreConf",
     exposed(ScoreSpec, SCORE_KEYS, changed={"kind": (str, MISSING)}),
     doc="A scorer run on every stored draft (the scores table): a measurement, never part of gen_id.",
+)
+AnswerConf = derive(  # kind: auto | qa | code | python
+    "AnswerConf",
+    exposed(AnswerSpec, ANSWER_KEYS),
+    doc="What reads each stored draft's answer (the draft_answers table, for the answer-based stopping families): "
+    "a measurement, never part of gen_id.",
 )
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
@@ -300,6 +309,7 @@ class Config:
     judge: JudgeConf = MISSING
     prices: PricesConf = MISSING
     score: ScoreConf = MISSING
+    answer: AnswerConf = field(default_factory=AnswerConf)  # type: ignore[valid-type]
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)

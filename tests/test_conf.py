@@ -288,6 +288,9 @@ FREE_KEYS = {
     "score.pattern",
     "score.target",
     "score.timeout_s",  # a number (Hydra's type check); above 0 and finite: checked by building the scorer
+    "answer.kind",  # auto | qa | code | python: checked by building the extractor (conf.inputs.resolve_answer)
+    "answer.target",  # a string; the function it names is imported by resolve_answer
+    "answer.timeout_s",  # a number; above 0 and finite: checked by building the extractor
     "dataset.tests",  # docstring | split, with the dataset it needs: checked with the code loop's keys (conf.code_loop)
 }
 

@@ -148,6 +148,20 @@ FLOWS: dict[str, Flow] = {
         expected=2.5,
         base=("score=python", "score.target=shp_ray.policy.scorers:hotpot"),
     ),
+    # answer: what reads each stored draft's answer (GenerationConfig.answer)
+    "answer.kind": flow("answer.kind=qa", where=lambda j: j.generation.answer.kind, expected="qa"),
+    "answer.target": flow(
+        "answer.target=shp_ray.generation.answer_config:code_answer",
+        where=lambda j: j.generation.answer.target,
+        expected="shp_ray.generation.answer_config:code_answer",
+        base=("answer.kind=python", "answer.target=shp_ray.policy.scorers:hotpot"),
+    ),
+    "answer.timeout_s": flow(
+        "answer.timeout_s=2.5",
+        where=lambda j: j.generation.answer.timeout_s,
+        expected=2.5,
+        base=("answer.kind=python", "answer.target=shp_ray.policy.scorers:hotpot"),
+    ),
     # generation: GenerationConfig
     "generation.max_rounds": flow(
         "generation.max_rounds=4",

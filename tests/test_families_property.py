@@ -288,7 +288,7 @@ def test_answer_families_are_left_out_of_a_store_without_answers(tmp_path, caplo
     left = {"answer_stable", "answer_runlength", "adaptive_consistency", "sprt"}
     assert replayed == listed == {p.name for p in family_policies()} - left
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "left out of the replay" in line and "shp-import --store <store> --rescore <gen_id>" in line
+    assert "left out of the replay" in line and "shp-import --store <store> --rescore g" in line
     with pytest.raises(ValueError, match="none is stored"):
         replay(policy_by_name("sprt"), load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"])
 

@@ -19,6 +19,7 @@ import analysis
 from analysis.sql.rows import fetch_dicts
 from analysis.stats.scores import compare_scores
 from shp_ray.importer.cli import main
+from shp_ray.policy.answer import qa_answer
 from shp_ray.policy.reference import replay
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import family_policies, standard_policies
@@ -85,7 +86,9 @@ def _reference(rows: list[dict]) -> dict[str, Trajectory]:
                 )
             )
             prev = emb
-        out[row["id"]] = Trajectory(row["id"], tuple(built))
+        # the answer each draft states, as the import stores it (the task's own reading: the lenient QA answer)
+        answers = [qa_answer(r["draft"]) for r in row["rounds"]]
+        out[row["id"]] = Trajectory(row["id"], tuple(built), meta={"answers": answers})
     return out
 
 

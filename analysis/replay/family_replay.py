@@ -247,7 +247,7 @@ def leave_out_unanswered(con: duckdb.DuckDBPyConnection) -> list[str]:
     gens = ", ".join(g[:8] for g in lacking)
     _log.warning(
         "%s left out of the replay: generation%s %s hold%s no extracted answers (draft_answers); "
-        "add them with no model call: shp-import --store <store> --rescore <gen_id>",
-        ", ".join(names), "s" if len(lacking) > 1 else "", gens, "" if len(lacking) > 1 else "s",
+        "add them with no model call: shp-import --store <store> --rescore %s",
+        ", ".join(names), "s" if len(lacking) > 1 else "", gens, "" if len(lacking) > 1 else "s", lacking[0][:8],
     )  # fmt: skip
     return names

@@ -13,7 +13,8 @@ from shp_ray.generation.score_config import ScoreConfigError, parse
 from shp_ray.importer.ingest import FORMATS, ROLE_FORMATS, ImportRequest, ImportResult, import_traces
 from shp_ray.importer.rescore import rescore, rescore_answers
 from shp_ray.importer.traces import TraceError
-from storage.parts import StoreError
+from storage.parts import Store, StoreError
+from storage.resume import full_gen_id
 
 SCHEMA = """\
 one trajectory per line (--format jsonl; --format parquet: the same keys as columns, one row each):
@@ -108,18 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rescore is not None:
             answers = rescore_answers(args.store, args.rescore, parse_answer(args.answer))
             stated = sum(r["answer"] is not None for r in answers)
-            gen = {r["gen_id"] for r in answers} or {args.rescore}
-            print(
-                f"answers of generation {min(gen)}: {len(answers)} new rows, {stated} drafts state one (no model call)"
-            )
+            gen = full_gen_id(Store(args.store), args.rescore)  # the whole id a prefix names
+            print(f"answers of generation {gen}: {len(answers)} new rows, {stated} drafts state one (no model call)")
             rows = rescore(args.store, args.rescore, specs) if specs else []
             failed: dict[str, tuple[int, int]] = {}
             for r in rows:
                 bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
                 failed[r["score"]] = (bad + (r["error"] is not None), total + 1)  # type: ignore[index]
-            gen = {r["gen_id"] for r in rows} or gen  # the whole id a prefix named
             if specs:
-                print(f"scored generation {min(gen)}: {len(rows)} new score rows (no model call)")
+                print(f"scored generation {gen}: {len(rows)} new score rows (no model call)")
             _report_scores(failed)
             return 0
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -3,8 +3,8 @@
 The generation's id is the content hash of the file: sha256 over a fixed tag, the format, the embedder when it
 computes embeddings (none given for some round) and the file's bytes. So importing the same file again finds
 its generation and adds nothing; an edited file is a new generation. Its rows are the ones a generated run
-writes (scenarios, rounds, signals, scores, a manifest and the generations row), so every policy, ablation cell
-and stopping family replays it, and ``shp-query`` and the report read it.
+writes (scenarios, rounds, signals, scores, draft answers, a manifest and the generations row), so every policy,
+ablation cell and stopping family replays it, and ``shp-query`` and the report read it.
 
 Atomic: everything is read, validated, embedded and scored in memory first; then the parts are written, the
 generations row last (what "already imported" looks for); if a write fails, every part written is deleted.
@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from shp_ray.generation.answer_config import AnswerSpec, answer_rows
+from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.generation.config import DEFAULT_EMBEDDER
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.judge import draft_hash
@@ -34,6 +36,7 @@ from shp_ray.importer.openai_chat import read_openai_chat
 from shp_ray.importer.otlp import read_otlp
 from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
 from shp_ray.policy.scorers import Scorer, Task, score_rows
+from storage.answers_schema import DRAFT_ANSWERS
 from storage.cache import default_cache_dir
 from storage.lock import generation_lock
 from storage.manifest import manifest_row, new_run_id
@@ -188,7 +191,8 @@ def _rows(
     items = [(tasks[r["scenario_id"]], r["round"], r["draft"]) for r in rounds]
     scored = score_rows(scorers, gen_id, items)
     gold = {t.id: (t.answers[0] if t.answers else None) for t in traces}
-    return {"scenarios": scenarios, "rounds": rounds, "scores": given + scored, "gold": gold}
+    answers = answer_rows(build_extractor(AnswerSpec()), gen_id, items)  # each draft's answer: the task's own reading
+    return {"scenarios": scenarios, "rounds": rounds, "scores": given + scored, "gold": gold, "answers": answers}
 
 
 def _write_all(store: Store, tables: list[tuple[str, pa.Table, pa.Schema]]) -> None:
@@ -251,6 +255,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
                 ("rounds", rows_to_table("rounds", rows["rounds"], rschema), rschema),
                 ("signals", pa.Table.from_pylist(signals, schema=SIGNALS), SIGNALS),
                 ("scores", pa.Table.from_pylist(rows["scores"], schema=SCORES), SCORES),
+                ("draft_answers", pa.Table.from_pylist(rows["answers"], schema=DRAFT_ANSWERS), DRAFT_ANSWERS),
                 ("manifests", pa.Table.from_pylist([manifest], schema=MANIFESTS), MANIFESTS),
                 ("generations", pa.Table.from_pylist([generation], schema=GENERATIONS), GENERATIONS),
             ],
