@@ -22,6 +22,7 @@ import analysis
 from analysis.replay import signals_store
 from shp_ray.generation.datasets import load_scenarios, with_epochs
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
+from shp_ray.policy.answer import qa_answer
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
 from storage.parts import Store
@@ -123,6 +124,11 @@ def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_sessi
     assert signals.num_rows == 15 and _unique(signals, "gen_id", "scenario_id", "round")
     checked = signals_store.check(store)
     assert (checked.checked_rows, checked.different_rows, checked.unstored) == (15, 0, 0)
+    # Each draft's answer was read by the task's own extractor (QA) and stored once, beside its scores.
+    drafts = {(r["scenario_id"], r["round"]): r["draft"] for r in rounds.to_pylist()}
+    answers = store.read("draft_answers").to_pylist()
+    assert len(answers) == 15 and {r["extractor"] for r in answers} == {"qa-lenient-v1"}
+    assert all(r["answer"] == qa_answer(drafts[(r["scenario_id"], r["round"])]) for r in answers)
     con = analysis.connect(store.path)
     assert analysis.setup_of(con).signals == "stored"  # opening it reads no embedding
     con.close()
