@@ -144,3 +144,39 @@ def test_a_users_answers_are_read_before_the_tasks_own(tmp_path) -> None:
         con.close()
     want = replay(pol, load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"])
     assert got == [(3, "failsafe")] == [(want.stop_round, want.reason)]  # x, y, z never agree; paris would at 2
+
+
+def _stop(policy: str, answers: list[str | None], max_rounds: int = 6) -> tuple[int, str]:
+    """Where the family engine halts a trajectory whose drafts state ``answers`` (a zero encoder: no embedding read)."""
+    import numpy as np
+
+    from shp_ray.policy.families.engine import StoredRounds, run_trajectory
+
+    p = policy_by_name(policy)
+    n = len(answers)
+    rounds = StoredRounds(["d"] * n, [np.ones(4, np.float32)] * n, [None] * n, [0] * n, answers=answers)
+    tau, reason, _, _ = run_trajectory(p.kind, p.param_dict, rounds, cap=min(n, max_rounds), horizon=max_rounds)
+    return tau, reason
+
+
+@pytest.mark.parametrize("policy", ANSWER_FAMILIES)
+def test_a_draft_with_no_answer_never_agrees(policy) -> None:
+    assert _stop(policy, [None] * 6)[1] in ("failsafe", "unsettled")  # sprt: no agreement at all is evidence too
+    assert _stop(policy, ["a", None, "a", None, "a", None])[1] in ("failsafe", "unsettled")
+
+
+def test_the_rules_at_their_edges() -> None:
+    assert _stop("answer_stable@w=3", ["a", "a", "b", "b", "b", "b"]) == (5, "answer_stable")
+    assert _stop("answer_runlength@r=2", ["a", "b", "a", "a", "b", "b"]) == (4, "answer_run")
+    # P(stays modal) at counts (v1, v2), prior 1: (1,0) .75, (2,1) .6875, (3,1) .8125, (4,1) .89, (5,1) .9375,
+    # (3,2) .656, (4,2) .773; a tie is 1/2: an early dissent holds the loop back
+    assert _stop("adaptive_consistency@threshold=0.9", ["b", "a", "a", "b", "a", "a"]) == (6, "failsafe")
+    assert _stop("adaptive_consistency@threshold=0.9", ["a", "b", "b", "b", "b", "b"]) == (6, "consistent")
+    assert _stop("adaptive_consistency@threshold=0.9", ["a", "a", "a", "b", "a", "a"]) == (3, "consistent")
+    # 0.75 at one agreeing draft: a threshold at exactly that stops at round 1 (>=, in every executor)
+    assert _stop("adaptive_consistency@threshold=0.75", ["a"] * 6) == (1, "consistent")
+    assert _stop("sprt", ["a", "a", "a", "a", "a", "a"]) == (5, "settled")
+    assert _stop("sprt", ["a", "b", "c", "a", "b", "c"]) == (3, "unsettled")
+    # a tie of modes: agreeing with either counts (b after a, b): log-ratio -2.08 at round 2 (above the lower bound
+    # -2.64), then +1.50 per agreement: -0.58, 0.93, 2.43 >= 1.15 at round 5
+    assert _stop("sprt@p0=0.2,p1=0.9,alpha=0.3,beta=0.05", ["a", "b", "b", "b", "b", "b"]) == (5, "settled")

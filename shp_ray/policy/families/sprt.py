@@ -40,14 +40,14 @@ def agreements(found: Sequence[str | None]) -> list[bool]:
 
 def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """The SPRT's decision after round t: settled, unsettled, or None (observe another draft)."""
+    if len(history) < 2:  # round 1 is no observation: nothing to agree with yet
+        return None
     p0, p1 = float(params["p0"]), float(params["p1"])  # type: ignore[arg-type]
     alpha, beta = float(params["alpha"]), float(params["beta"])  # type: ignore[arg-type]
     agree, differ = math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0))
     llr = 0.0
     for ok in agreements(answers(history)):  # summed in round order: every executor adds the same floats
         llr += agree if ok else differ
-    if len(history) < 2:
-        return None
     if llr >= math.log((1.0 - beta) / alpha):
         return "settled"
     if llr <= math.log(beta / (1.0 - alpha)):
