@@ -108,3 +108,22 @@ def test_the_primary_outcome_is_chosen_or_refused_with_what_there_is() -> None:
     outcomes.check_requested("quality", ["quality"], False)  # there: no error
     with pytest.raises(AnalysisError, match=r"it has: is; answer EM / F1 are outcomes when the run scores them"):
         outcomes.check_requested("f1", [], True)  # the report's F1 column is no score of a judge-only QA run
+
+
+def test_a_named_pass_fail_score_among_several_gets_its_correctness_section_and_csv(tmp_path) -> None:
+    """Two pass/fail scores and no hidden_pass: no score is the task's correctness unless the user names one; named
+    (report.primary=correct), it leads and has its correctness section and a correctness.csv of rows."""
+    rows = _rows(seed=5)
+    for r in rows:
+        for t in r["rounds"]:
+            t["scores"] = {"correct": t["scores"]["correct"], "strict": float(t["scores"]["quality"] > 0.5)}
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = tmp_path / "store"
+    assert main([str(path), "--store", str(store)]) == 0
+    write_report(store, tmp_path / "report", n_resamples=50, primary="correct")
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "Primary outcome: **`correct`**" in md and "## Correctness: pass at stop of `correct`" in md
+    with (tmp_path / "report" / "correctness.csv").open() as fh:
+        said = list(csv.DictReader(fh))
+    assert said and {r["score"] for r in said} == {"correct"}

@@ -200,7 +200,7 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         dyn=report_dynamics.collect(con),
         cost=report_costs.collect(con, judge),
         intervals=intervals(con),
-        correctness=report_correctness.collect(con),
+        correctness=report_correctness.collect(con, opts.primary),  # the named pass/fail score's
         outcomes=outcomes.compare_outcomes(con, delta=opts.delta, seed=opts.seed, n_resamples=opts.n_resamples),
         scores=outcomes.score_names(con),
         pass_fail=correctness.pass_fail_scores(con),
