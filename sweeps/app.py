@@ -20,6 +20,7 @@ import logging
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -39,7 +40,7 @@ from shp_ray.redaction import redact_text
 from sweeps import command_line
 from sweeps import job as sweep_job
 from sweeps.plan import describe, gate, make_plan, take_confirm
-from sweeps.redact_callback import protect_process
+from sweeps.redact_callback import SNAPSHOT_FILES, protect_process
 from sweeps.summary import write_job
 
 log = logging.getLogger("shp_ray.sweep")
@@ -147,9 +148,9 @@ def main(cfg: DictConfig) -> dict:
         sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
-        _to_log_file(f"invalid config: {said}")
-        raise SystemExit(f"shp-sweep: invalid config: {said}") from None
+        _refused(f"invalid config: {said}")
     if _planned(job, confirm):
+        _leave_no_run_folder()  # a dry run writes nothing (docs/sweeps.md): not even Hydra's run folder
         return {"dry_run": True}
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
@@ -158,9 +159,7 @@ def main(cfg: DictConfig) -> dict:
         with listening():  # every Ctrl-C recorded: one a library swallows still ends the job (exit 130)
             result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
-        said = redact_text(str(exc))
-        _to_log_file(f"invalid tasks: {said}")
-        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
+        _refused(f"invalid tasks: {redact_text(str(exc))}")
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     except KeyboardInterrupt:
@@ -202,16 +201,60 @@ def _to_log_file(said: str) -> None:
             handler.handle(record)
 
 
+def _refused(said: str, log_it: bool = True) -> NoReturn:
+    """A job refused before any work: the one line on the console (and in the job's log file, where one stays),
+    exit 1; a single run leaves no run folder behind (:func:`_leave_no_run_folder`)."""
+    if log_it:
+        _to_log_file(said)
+    _leave_no_run_folder()
+    raise SystemExit(f"shp-sweep: {said}")
+
+
+def _leave_no_run_folder() -> None:
+    """Remove the run folder Hydra made for this job (``runs/<date>/<time>/``) and the parents that are left empty,
+    up to the working directory: a run that did nothing leaves nothing. Only in a single run (a multirun's folder
+    records the sweep and its other jobs), only that folder, only when it holds nothing but Hydra's own files (the
+    ``.hydra`` snapshots and the job's log); never the working directory itself."""
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.RUN:
+        return
+    folder, cwd = Path(hc.runtime.output_dir).resolve(), Path(hc.runtime.cwd).resolve()
+    snap, job_log = folder / ".hydra", folder / f"{hc.job.name}.log"
+    if folder == cwd or folder in cwd.parents or folder.is_symlink() or not folder.is_dir():
+        return
+    try:
+        own = [p for p in folder.iterdir() if p not in (snap, job_log)]
+        kept = list(snap.iterdir()) if snap.is_dir() and not snap.is_symlink() else []
+    except OSError:
+        return
+    if own or any(p.name not in SNAPSHOT_FILES or p.is_symlink() or not p.is_file() for p in kept):
+        return  # something not Hydra's: the folder is the user's to keep
+    for handler in list(logging.getLogger().handlers):  # the job's log file is open: closed before it goes
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == folder:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    try:
+        for path in [*kept, job_log]:
+            path.unlink(missing_ok=True)
+        if snap.is_dir():
+            snap.rmdir()
+        folder.rmdir()
+        for parent in folder.parents:  # runs/<date>/, runs/: only inside the working directory, only if empty
+            if cwd not in parent.parents:
+                break
+            parent.rmdir()  # refuses a folder that is not empty: a parent holding other runs stays
+    except OSError:
+        return
+
+
 def _planned(job: JobSpec, confirm: bool) -> bool:
     """Print (dry run) or log the job's plan; stop a plan past the gates without +confirm=true. True: dry run."""
     try:
         planned = make_plan(job)
     except DatasetError as exc:  # a tasks file that fails its checks: nothing runs
-        raise SystemExit(f"shp-sweep: invalid tasks: {redact_text(str(exc))}") from None
+        _refused(f"invalid tasks: {redact_text(str(exc))}")
     if planned.refused:  # a report.primary the job cannot have: said before any call, not after the replay
-        said = redact_text(planned.refused)
-        _to_log_file(f"invalid config: {said}")
-        raise SystemExit(f"shp-sweep: invalid config: {said}")
+        _refused(f"invalid config: {redact_text(planned.refused)}")
     block = describe(planned, job)
     if job.dry_run:
         print(block)
@@ -219,7 +262,7 @@ def _planned(job: JobSpec, confirm: bool) -> bool:
         log.info("%s", block)
     why = gate(planned, job)
     if why and not confirm:
-        raise SystemExit(f"shp-sweep: {why}")
+        _refused(why, log_it=False)  # the plan, logged above, is in the log file of a multirun's job
     return job.dry_run
 
 
