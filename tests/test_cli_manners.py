@@ -354,3 +354,18 @@ def test_the_progress_line_is_live_on_a_terminal_and_logged_without_one(tmp_path
     logged = [line for line in piped.stdout.splitlines() if "generate: " in line]
     assert logged and "generate: 0/4 trajectories" in logged[0] and "generate: 4/4 trajectories" in logged[-1], logged
     assert "\x1b[" not in piped.stdout + piped.stderr  # no terminal: no cursor moves
+
+
+def test_help_names_every_key_of_the_small_sections() -> None:
+    """--help's line of a small section names each of its keys (report.primary, the outcome a report leads with,
+    and store.cache_dir were missing); generation's many keys are left to `--cfg job`."""
+    from hydra.core.config_store import ConfigStore
+
+    from sweeps.command_line import help_text
+
+    schema = ConfigStore.instance().load("schema.yaml").node
+    lines = help_text().splitlines()
+    for section in ("halting", "weights", "replay", "report", "store", "ray"):
+        [line] = [s for s in lines if s.strip().startswith(f"{section}.*")]
+        missing = [key for key in schema[section] if key not in line]
+        assert not missing, (section, missing)
