@@ -127,3 +127,8 @@ def test_a_named_pass_fail_score_among_several_gets_its_correctness_section_and_
     with (tmp_path / "report" / "correctness.csv").open() as fh:
         said = list(csv.DictReader(fh))
     assert said and {r["score"] for r in said} == {"correct"}
+    # not named: the first of them leads (no IS to lead) and is the report's correctness too
+    write_report(store, tmp_path / "default", n_resamples=50)
+    md = (tmp_path / "default" / "report.md").read_text()
+    assert "Primary outcome: **`correct`**" in md and "## Correctness: pass at stop of `correct`" in md
+    assert (tmp_path / "default" / "correctness.csv").stat().st_size > 0
