@@ -69,10 +69,12 @@ def _map(row: dict) -> dict:
     return dict(value) if isinstance(value, list) else value or {}
 
 
-def _scores(summary: list[dict], primary: str) -> list[str]:
-    """The scores of the summary's rows (policy_summary's scores map), the primary first."""
+def _scores(summary: list[dict], primary: str) -> tuple[list[str], list[str]]:
+    """The scores of the summary's rows (policy_summary's scores map), the primary first, and those left out: no
+    value anywhere, their scorer having failed on every draft (a column of dashes would say nothing)."""
     names = sorted({name for row in summary for name in _map(row)})
-    return sorted(names, key=lambda name: name != primary)
+    failed = [n for n in names if all((_map(row).get(n) or {}).get("mean") is None for row in summary)]
+    return sorted((n for n in names if n not in failed), key=lambda name: name != primary), failed
 
 
 def _outcomes(row: dict, scores: list[str], has_is: bool, has_f1: bool) -> str:
@@ -96,7 +98,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
     # IS, answer F1 where the tasks have gold answers; the verdict is on the primary outcome. A stopping rule is
     # judged by correctness where it exists, never by the judge's IS alone.
     primary, summary = result.primary, result.summary
-    scores = _scores(summary, primary)
+    scores, failed = _scores(summary, primary)
     has_is, has_f1 = any(r.get("n_is") for r in summary), answers_known(summary)  # F1: as the report decides
     outcome = "".join(f"{n:>{max(7, len(n) + 1)}}{'d' + n:>{max(8, len(n) + 2)}}" for n in scores)
     outcome += f"{'IS':>7}{'dIS':>8}" * has_is + f"{'F1':>7}" * has_f1
@@ -118,6 +120,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
                 f"{_outcomes(row, scores, has_is, has_f1)}  {_num(lead.get('non_inferior'), ''):<12}  {_power(lead)}"
             )
     said = [f"{n}: its mean at the stop (d{n} paired against fixed_k{{depth}})" for n in scores]
+    said += [f"{n}: left out (its scorer failed on every draft; the scores table holds the errors)" for n in failed]
     said += [f"IS by the judge {result.judge!r}"] if has_is else ["IS: left out (no judge scored these drafts)"]
     no_f1 = "F1: left out (no reference answers, or no returned draft states an Answer: line)"
     said += ["F1: HotpotQA answer F1 (strict reading)"] if has_f1 else [no_f1]

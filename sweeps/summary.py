@@ -94,6 +94,8 @@ def outcomes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         }
     for name, v in sorted((row.get("scores") or {}).items()):
         v = v or {}
+        if v.get("mean") is None and not v.get("n_paired"):
+            continue  # no value: its scorer failed on every draft (the job's console says so), no column of dashes
         out[name] = {
             "at_stop": v.get("mean"),
             "delta": v.get("delta"),

@@ -134,3 +134,13 @@ def test_every_point_of_the_summary_figure_is_labelled_once_and_a_shared_point_h
         labels = sorted(t.get_text() for t in ax.texts)
         assert labels == ["abl_no_gain, fixed_k3", "shp"], labels
     plt.close(fig)
+
+
+def test_a_score_with_no_value_is_no_outcome_of_the_summary():
+    from sweeps.summary import outcomes
+
+    row = {
+        **_row("shp", 0.3, -0.01, -0.015, True),
+        "scores": {"python": {"mean": None, "n_paired": 0}, "right": {"mean": 0.5, "delta": 0.0, "n_paired": 30}},
+    }
+    assert set(outcomes(row)) == {"is", "right"}

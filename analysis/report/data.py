@@ -73,6 +73,7 @@ class SplitData:
     outcomes: list[dict] = field(default_factory=list)  # every score at each stop with its test (stats.outcomes)
     scores: list[str] = field(default_factory=list)  # the split's scores (each an outcome)
     pass_fail: list[str] = field(default_factory=list)  # those of them that are pass/fail (✓/✗ in the browser)
+    failed: dict[str, str] = field(default_factory=dict)  # scores with no value (every call failed): one error each
 
     @property
     def tests(self) -> dict[tuple[str, str, str], dict]:
@@ -113,6 +114,12 @@ class ReportData:
     @property
     def pass_fail(self) -> set[str]:
         return {s for p in self.parts for s in p.pass_fail}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """The scores left out because they hold no value in any split (every scorer call failed), one error each."""
+        known = {s for p in self.parts for s in p.scores}
+        return {s: e for p in self.parts for s, e in p.failed.items() if s not in known}
 
     @property
     def has_is(self) -> bool:
@@ -202,6 +209,7 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         intervals=intervals(con),
         outcomes=outcomes.compare_outcomes(con, delta=opts.delta, seed=opts.seed, n_resamples=opts.n_resamples),
         scores=outcomes.score_names(con),
+        failed=outcomes.failed_scores(con),
         pass_fail=correctness.pass_fail_scores(con),
     )
     if not data.has_is:  # no judge: oracle_is stops at round 1 on unknown IS (policy_summary has no row of it either)
