@@ -20,6 +20,7 @@ import logging
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -39,7 +40,7 @@ from shp_ray.redaction import redact_text
 from sweeps import command_line
 from sweeps import job as sweep_job
 from sweeps.plan import describe, gate, make_plan, take_confirm
-from sweeps.redact_callback import protect_process
+from sweeps.redact_callback import SNAPSHOT_FILES, protect_process
 from sweeps.summary import write_job
 
 log = logging.getLogger("shp_ray.sweep")
@@ -68,10 +69,12 @@ def _map(row: dict) -> dict:
     return dict(value) if isinstance(value, list) else value or {}
 
 
-def _scores(summary: list[dict], primary: str) -> list[str]:
-    """The scores of the summary's rows (policy_summary's scores map), the primary first."""
+def _scores(summary: list[dict], primary: str) -> tuple[list[str], list[str]]:
+    """The scores of the summary's rows (policy_summary's scores map), the primary first, and those left out: no
+    value anywhere, their scorer having failed on every draft (a column of dashes would say nothing)."""
     names = sorted({name for row in summary for name in _map(row)})
-    return sorted(names, key=lambda name: name != primary)
+    failed = [n for n in names if all((_map(row).get(n) or {}).get("mean") is None for row in summary)]
+    return sorted((n for n in names if n not in failed), key=lambda name: name != primary), failed
 
 
 def _outcomes(row: dict, scores: list[str], has_is: bool, has_f1: bool) -> str:
@@ -95,7 +98,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
     # IS, answer F1 where the tasks have gold answers; the verdict is on the primary outcome. A stopping rule is
     # judged by correctness where it exists, never by the judge's IS alone.
     primary, summary = result.primary, result.summary
-    scores = _scores(summary, primary)
+    scores, failed = _scores(summary, primary)
     has_is, has_f1 = any(r.get("n_is") for r in summary), answers_known(summary)  # F1: as the report decides
     outcome = "".join(f"{n:>{max(7, len(n) + 1)}}{'d' + n:>{max(8, len(n) + 2)}}" for n in scores)
     outcome += f"{'IS':>7}{'dIS':>8}" * has_is + f"{'F1':>7}" * has_f1
@@ -117,6 +120,7 @@ def _print_table(result: sweep_job.JobResult) -> None:
                 f"{_outcomes(row, scores, has_is, has_f1)}  {_num(lead.get('non_inferior'), ''):<12}  {_power(lead)}"
             )
     said = [f"{n}: its mean at the stop (d{n} paired against fixed_k{{depth}})" for n in scores]
+    said += [f"{n}: left out (its scorer failed on every draft; the scores table holds the errors)" for n in failed]
     said += [f"IS by the judge {result.judge!r}"] if has_is else ["IS: left out (no judge scored these drafts)"]
     no_f1 = "F1: left out (no reference answers, or no returned draft states an Answer: line)"
     said += ["F1: HotpotQA answer F1 (strict reading)"] if has_f1 else [no_f1]
@@ -147,9 +151,9 @@ def main(cfg: DictConfig) -> dict:
         sweep_job.check_folders(job)  # a store or report folder that cannot be written: nothing runs
     except ConfigError as exc:
         said = redact_text(str(exc))  # a rule may echo the value (a base_url with a password)
-        _to_log_file(f"invalid config: {said}")
-        raise SystemExit(f"shp-sweep: invalid config: {said}") from None
+        _refused(f"invalid config: {said}")
     if _planned(job, confirm):
+        _leave_no_run_folder()  # a dry run writes nothing (docs/sweeps.md): not even Hydra's run folder
         return {"dry_run": True}
     tag, output_dir = _job_tag()
     command = "shp-sweep " + " ".join(shlex.quote(redact_text(a)) for a in sys.argv[1:])
@@ -158,9 +162,7 @@ def main(cfg: DictConfig) -> dict:
         with listening():  # every Ctrl-C recorded: one a library swallows still ends the job (exit 130)
             result = sweep_job.run(job, output_dir=output_dir, job_tag=tag, config_snapshot=snap, command=command)
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
-        said = redact_text(str(exc))
-        _to_log_file(f"invalid tasks: {said}")
-        raise SystemExit(f"shp-sweep: invalid tasks: {said}") from None
+        _refused(f"invalid tasks: {redact_text(str(exc))}")
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
         _fail(tag, job.store, exc)
     except KeyboardInterrupt:
@@ -202,16 +204,60 @@ def _to_log_file(said: str) -> None:
             handler.handle(record)
 
 
+def _refused(said: str, log_it: bool = True) -> NoReturn:
+    """A job refused before any work: the one line on the console (and in the job's log file, where one stays),
+    exit 1; a single run leaves no run folder behind (:func:`_leave_no_run_folder`)."""
+    if log_it:
+        _to_log_file(said)
+    _leave_no_run_folder()
+    raise SystemExit(f"shp-sweep: {said}")
+
+
+def _leave_no_run_folder() -> None:
+    """Remove the run folder Hydra made for this job (``runs/<date>/<time>/``) and the parents that are left empty,
+    up to the working directory: a run that did nothing leaves nothing. Only in a single run (a multirun's folder
+    records the sweep and its other jobs), only that folder, only when it holds nothing but Hydra's own files (the
+    ``.hydra`` snapshots and the job's log); never the working directory itself."""
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.RUN:
+        return
+    folder, cwd = Path(hc.runtime.output_dir).resolve(), Path(hc.runtime.cwd).resolve()
+    snap, job_log = folder / ".hydra", folder / f"{hc.job.name}.log"
+    if folder == cwd or folder in cwd.parents or folder.is_symlink() or not folder.is_dir():
+        return
+    try:
+        own = [p for p in folder.iterdir() if p not in (snap, job_log)]
+        kept = list(snap.iterdir()) if snap.is_dir() and not snap.is_symlink() else []
+    except OSError:
+        return
+    if own or any(p.name not in SNAPSHOT_FILES or p.is_symlink() or not p.is_file() for p in kept):
+        return  # something not Hydra's: the folder is the user's to keep
+    for handler in list(logging.getLogger().handlers):  # the job's log file is open: closed before it goes
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).resolve().parent == folder:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    try:
+        for path in [*kept, job_log]:
+            path.unlink(missing_ok=True)
+        if snap.is_dir():
+            snap.rmdir()
+        folder.rmdir()
+        for parent in folder.parents:  # runs/<date>/, runs/: only inside the working directory, only if empty
+            if cwd not in parent.parents:
+                break
+            parent.rmdir()  # refuses a folder that is not empty: a parent holding other runs stays
+    except OSError:
+        return
+
+
 def _planned(job: JobSpec, confirm: bool) -> bool:
     """Print (dry run) or log the job's plan; stop a plan past the gates without +confirm=true. True: dry run."""
     try:
         planned = make_plan(job)
     except DatasetError as exc:  # a tasks file that fails its checks: nothing runs
-        raise SystemExit(f"shp-sweep: invalid tasks: {redact_text(str(exc))}") from None
+        _refused(f"invalid tasks: {redact_text(str(exc))}")
     if planned.refused:  # a report.primary the job cannot have: said before any call, not after the replay
-        said = redact_text(planned.refused)
-        _to_log_file(f"invalid config: {said}")
-        raise SystemExit(f"shp-sweep: invalid config: {said}")
+        _refused(f"invalid config: {redact_text(planned.refused)}")
     block = describe(planned, job)
     if job.dry_run:
         print(block)
@@ -219,7 +265,7 @@ def _planned(job: JobSpec, confirm: bool) -> bool:
         log.info("%s", block)
     why = gate(planned, job)
     if why and not confirm:
-        raise SystemExit(f"shp-sweep: {why}")
+        _refused(why, log_it=False)  # the plan, logged above, is in the log file of a multirun's job
     return job.dry_run
 
 

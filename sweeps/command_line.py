@@ -30,10 +30,10 @@ GROUPS = {  # one line each; the options are read from the ConfigStore
 SECTIONS = {
     "generation": "the loop: max_rounds, temperature, seed, max_tokens, embedder, workers, critic (the code loop)",
     "halting": "the cascade's parameters: " + ", ".join(conf.schema.HALTING_KEYS),
-    "weights": "IS weights: strategy=uniform|entropy|ahp",
-    "replay": "which policies replay: policies=[standard], [standard,families] or names",
-    "report": "enabled, delta (the non-inferiority margin), out",
-    "store": "path: a folder or s3://bucket/prefix",
+    "weights": "IS weights: strategy=uniform|entropy|ahp (ahp: pairwise, force)",
+    "replay": "which policies replay: policies=[standard], [standard,families] or names; random_seeds",
+    "report": "enabled, delta (the non-inferiority margin), out, primary (the outcome it leads with: a score or is)",
+    "store": "path: a folder or s3://bucket/prefix; cache_dir (null: <store>/_cache)",
     "ray": "address: null (start Ray here), auto or host:port (join a cluster); num_cpus",
 }
 FLAGS = {  # the top-level settings (key=value, no section)

@@ -94,6 +94,8 @@ def outcomes(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         }
     for name, v in sorted((row.get("scores") or {}).items()):
         v = v or {}
+        if v.get("mean") is None and not v.get("n_paired"):
+            continue  # no value: its scorer failed on every draft (the job's console says so), no column of dashes
         out[name] = {
             "at_stop": v.get("mean"),
             "delta": v.get("delta"),
@@ -235,6 +237,8 @@ def figure(summary: Sequence[Mapping[str, Any]], path: Path, per_row: int = 4) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from analysis.report.figures import names_label, shared_points
+
     in_order = sorted(summary, key=lambda r: (len(r["dir"]), r["dir"]))  # the jobs in the order they ran
     panels = [(split, d) for split in splits(summary)
               for d in dict.fromkeys(r["dir"] for r in in_order if r.get("split") == split)]  # fmt: skip
@@ -245,17 +249,20 @@ def figure(summary: Sequence[Mapping[str, Any]], path: Path, per_row: int = 4) -
     said = "IS" if primary == IS else primary
     for ax, (split, d) in zip(axes.flat, panels, strict=False):
         pts = [r for r in summary if r.get("split") == split and r["dir"] == d]
-        for r in pts:
+        drawn = [r for r in pts if r["lead"].get("delta") is not None]
+        for r in drawn:
             lead = r["lead"]
-            if lead.get("delta") is None:
-                continue
             colour = ("tab:green" if lead.get("non_inferior") else "tab:olive" if lead.get("underpowered")
                       else "tab:grey")  # fmt: skip
             lo, hi = lead.get("ci95", (None, None))
             x, y = r.get("token_saving") or 0.0, lead["delta"]
             err = [[0.0 if lo is None else y - lo], [0.0 if hi is None else hi - y]]
             ax.errorbar([x], [y], yerr=err, fmt="o", color=colour, capsize=2, ms=4)
-            ax.annotate(str(r["policy"]), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        # One label per point: policies that stop alike (a baseline and the cells that never stop early) land on
+        # the same spot, and their names printed on top of each other could not be read (the report's rule).
+        triples = [(r.get("token_saving") or 0.0, r["lead"]["delta"], r["policy"]) for r in drawn]
+        for x, y, names in shared_points(triples):
+            ax.annotate(names_label(names, width=30), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.axhline(0.0, color="black", lw=0.5)
         ax.set_title(f"{pts[0]['job'] if pts else d}" + (f" · split {split}" if split else ""), fontsize=8)
         ax.set_ylabel(f"d{said} (95% CI)", fontsize=8)

@@ -177,8 +177,7 @@ def test_a_config_error_is_printed_once_and_a_set_scorer_blames_no_key(tmp_path)
     out = _sweep("provider=sim", "provider.rpm=-5", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
     both = out.stdout + out.stderr
     assert out.returncode == 1 and both.count("provider.rpm: ") == 1, both
-    [job_log] = tmp_path.glob("runs/*/*/*.log")  # and once in the job's log file
-    assert job_log.read_text().count("invalid config: provider.rpm: ") == 1
+    assert not (tmp_path / "runs").exists()  # refused before any work: no run folder left (below)
     missing = tmp_path / "absent.py"
     out = _sweep(
         "provider=sim", "score=python", f"score.target={missing}:score", "prompts.file=none.yaml", cwd=tmp_path
@@ -188,6 +187,31 @@ def test_a_config_error_is_printed_once_and_a_set_scorer_blames_no_key(tmp_path)
     from sweeps.command_line import suggestions
 
     assert suggestions(["score.target=my.py:fn", "score.name=x", "prompts.file=p.yaml", "dataset.split_map={}"]) == []
+
+
+def test_a_refused_config_leaves_no_run_folder(tmp_path) -> None:
+    """A config refused before any work leaves nothing: Hydra's run folder (runs/<date>/<time>/: .hydra/ and the
+    job's log) goes, and so do the parents it leaves empty; other runs, and a folder holding a file of the user's,
+    stay."""
+    out = _sweep("generation.max_rounds=0", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.count("generation.max_rounds") == 1, out.stderr
+    assert out.stderr.strip().startswith("shp-sweep: invalid config: generation.max_rounds")
+    assert list(tmp_path.iterdir()) == []  # an empty folder stays empty
+    earlier = tmp_path / "runs" / "2020-01-01" / "00-00-00"
+    earlier.mkdir(parents=True)
+    (earlier / "app.log").write_text("an earlier run\n")
+    assert _sweep("generation.max_rounds=0", cwd=tmp_path).returncode == 1
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "runs", "runs/2020-01-01", "runs/2020-01-01/00-00-00", "runs/2020-01-01/00-00-00/app.log"
+    ]  # fmt: skip
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's\n")
+    assert _sweep("generation.max_rounds=0", f"hydra.run.dir={mine}", cwd=tmp_path).returncode == 1
+    assert (mine / "notes.txt").read_text() == "the user's\n" and (mine / ".hydra").is_dir()  # not ours to remove
+    plan = _sweep("provider=sim", "dataset.limit=1", f"store.path={tmp_path / 'store'}", "dry_run=true", cwd=mine)
+    assert plan.returncode == 0 and plan.stdout.startswith("plan: "), plan.stderr
+    assert not (mine / "runs").exists() and not (tmp_path / "store").exists()  # a dry run writes nothing
 
 
 def test_a_primary_outcome_the_job_cannot_have_is_refused_before_any_call(tmp_path) -> None:
@@ -330,3 +354,18 @@ def test_the_progress_line_is_live_on_a_terminal_and_logged_without_one(tmp_path
     logged = [line for line in piped.stdout.splitlines() if "generate: " in line]
     assert logged and "generate: 0/4 trajectories" in logged[0] and "generate: 4/4 trajectories" in logged[-1], logged
     assert "\x1b[" not in piped.stdout + piped.stderr  # no terminal: no cursor moves
+
+
+def test_help_names_every_key_of_the_small_sections() -> None:
+    """--help's line of a small section names each of its keys (report.primary, the outcome a report leads with,
+    and store.cache_dir were missing); generation's many keys are left to `--cfg job`."""
+    from hydra.core.config_store import ConfigStore
+
+    from sweeps.command_line import help_text
+
+    schema = ConfigStore.instance().load("schema.yaml").node
+    lines = help_text().splitlines()
+    for section in ("halting", "weights", "replay", "report", "store", "ray"):
+        [line] = [s for s in lines if s.strip().startswith(f"{section}.*")]
+        missing = [key for key in schema[section] if key not in line]
+        assert not missing, (section, missing)

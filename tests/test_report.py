@@ -57,7 +57,7 @@ def test_cli_reports_errors_cleanly(store, tmp_path, capsys) -> None:
 
 
 def test_policies_on_the_same_point_share_one_label():
-    from analysis.report.figures import _label, shared_points
+    from analysis.report.figures import names_label, shared_points
 
     rows = [
         {"policy": "shp", "mean_operational_tokens": 1841.0, "mean_is": 0.682},
@@ -70,7 +70,7 @@ def test_policies_on_the_same_point_share_one_label():
     points = {(x, y): names for x, y, names in shared_points(triples)}
     assert points == {(1841.0, 0.682): ["abl_full", "shp"], (3083.0, 0.682): ["abl_no_gain", "fixed_k3"],
                       (578.0, 0.704): ["fixed_k1"]}  # fmt: skip
-    label = _label([f"policy_{i}" for i in range(8)], width=30)
+    label = names_label([f"policy_{i}" for i in range(8)], width=30)
     assert all(len(line) <= 31 for line in label.splitlines()) and label.count("policy_") == 8
 
 

@@ -203,3 +203,52 @@ def test_the_code_report_shows_hidden_pass_per_policy_and_round_in_headless_chro
     assert {c for c, _, _ in seen["charts"]} == {"pareto", "saved"}
     assert all(y == "hidden_pass at stop (share that passes)" for c, y, _ in seen["charts"] if c == "pareto")
     assert seen["page_width"] <= 1400 and seen["last_th"] == [True, True, True]
+
+
+def test_an_imported_stores_own_correct_score_shows_in_headless_chromium(tmp_path) -> None:
+    """An imported store with its loop's pass/fail `correct` and no judge: the page's table leads with
+    correct_at_stop (no IS, no oracle_is row) and each round card says ✓/✗ for `correct`, as the file has it."""
+    import json
+
+    from shp_ray.importer.cli import main
+    from tests.test_report_outcomes import _rows
+
+    if find_chromium() is None:
+        pytest.skip("no Chromium on PATH and none could be installed (make's set-up: apt-get install chromium)")
+    rows = _rows(seed=11)[:8]
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main([str(path), "--store", str(tmp_path / "store")]) == 0
+    write_report(analysis.ReplayScope(tmp_path / "store"), tmp_path / "report", n_resamples=50)
+    sid = rows[0]["id"]
+
+    async def drive() -> dict:
+        async with Chromium.start(tmp_path / "profile", width=1400) as page:
+            loaded = page.expect("Page.loadEventFired")
+            await page.send("Page.navigate", url=f"{(tmp_path / 'report' / INDEX).resolve().as_uri()}#{sid}")
+            await asyncio.wait_for(loaded, 60)
+            await page.evaluate(READY)
+            await page.evaluate(
+                "new Promise(r => { const f = () => document.querySelector('.round-card') ? r(true)"
+                " : requestAnimationFrame(f); f(); })"
+            )
+            return {
+                "heads": await page.evaluate(
+                    "[...document.querySelectorAll('#policy-table th')].map(t => t.textContent)"
+                ),
+                "policies": await page.evaluate(
+                    "[...document.querySelectorAll('#policy-table tbody tr')].map(tr => tr.cells[2].textContent)"
+                ),
+                "marks": await page.evaluate(
+                    "[...document.querySelectorAll('.round-card')].map(c =>"
+                    " c.querySelector('[data-score=correct]').textContent)"
+                ),
+                "errors": list(page.errors),
+            }
+
+    seen = _run(drive())
+    assert seen["errors"] == []
+    assert "correct_at_stop" in seen["heads"] and "IS" not in seen["heads"]
+    assert seen["policies"] and "oracle_is" not in seen["policies"]
+    passed = [r["scores"]["correct"] == 1.0 for r in rows[0]["rounds"]]
+    assert seen["marks"] == [("correct ✓ pass" if p else "correct ✗ fail") for p in passed]

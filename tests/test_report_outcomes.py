@@ -108,3 +108,47 @@ def test_the_primary_outcome_is_chosen_or_refused_with_what_there_is() -> None:
     outcomes.check_requested("quality", ["quality"], False)  # there: no error
     with pytest.raises(AnalysisError, match=r"it has: is; answer EM / F1 are outcomes when the run scores them"):
         outcomes.check_requested("f1", [], True)  # the report's F1 column is no score of a judge-only QA run
+
+
+def test_a_named_pass_fail_score_among_several_gets_its_correctness_section_and_csv(tmp_path) -> None:
+    """Two pass/fail scores and no hidden_pass: no score is the task's correctness unless the user names one; named
+    (report.primary=correct), it leads and has its correctness section and a correctness.csv of rows."""
+    rows = _rows(seed=5)
+    for r in rows:
+        for t in r["rounds"]:
+            t["scores"] = {"correct": t["scores"]["correct"], "strict": float(t["scores"]["quality"] > 0.5)}
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = tmp_path / "store"
+    assert main([str(path), "--store", str(store)]) == 0
+    write_report(store, tmp_path / "report", n_resamples=50, primary="correct")
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "Primary outcome: **`correct`**" in md and "## Correctness: pass at stop of `correct`" in md
+    with (tmp_path / "report" / "correctness.csv").open() as fh:
+        said = list(csv.DictReader(fh))
+    assert said and {r["score"] for r in said} == {"correct"}
+    # not named: the first of them leads (no IS to lead) and is the report's correctness too
+    write_report(store, tmp_path / "default", n_resamples=50)
+    md = (tmp_path / "default" / "report.md").read_text()
+    assert "Primary outcome: **`correct`**" in md and "## Correctness: pass at stop of `correct`" in md
+    assert (tmp_path / "default" / "correctness.csv").stat().st_size > 0
+
+
+def test_a_score_whose_scorer_failed_on_every_draft_is_left_out_saying_why(tmp_path) -> None:
+    """A scorer that raised on every draft leaves a score with no value: no column, chart or row of it in the
+    report or the page, one line each naming the error; the file's own scores stay."""
+    (tmp_path / "broken.py").write_text("def score(task, draft):\n    raise ValueError('no Answer: line')\n")
+    path = tmp_path / "traces.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(seed=7)[:8]))
+    store = tmp_path / "store"
+    assert main([str(path), "--store", str(store), "--score", f"python:{tmp_path / 'broken.py'}:score"]) == 0
+    failed = analysis.connect(store).execute("SELECT DISTINCT score FROM scores WHERE value IS NULL").fetchall()
+    [(name,)] = failed
+    write_report(store, tmp_path / "report", n_resamples=50)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"- `{name}`: left out (its scorer failed on every draft: ValueError: no Answer: line)." in md
+    assert f"{name}_at_stop" not in md and "correct_at_stop" in md
+    scope = analysis.ReplayScope(store)
+    data = report_data.collect(scope, report_data.Options(scope.delta, (0.02,), 0.05, n_resamples=50))
+    assert name not in data.scores and not any(k.startswith(f"{name}_") for k, _, _ in html_report.columns(data))
+    assert any(line.startswith(f"{name}: its scorer failed on every draft") for line in html_report._left_out(data, []))

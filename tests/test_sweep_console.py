@@ -64,3 +64,18 @@ def test_a_job_over_two_splits_prints_a_table_per_split(capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert "split dev, N = 20 trajectories" in lines and "split test, N = 60 trajectories" in lines
     assert sum(line.startswith("shp ") for line in lines) == 2  # never one pooled row
+
+
+def test_a_score_whose_scorer_failed_on_every_draft_is_left_out_with_a_line(capsys) -> None:
+    """A scorer that raised on every draft (the docs' example on the simulator's drafts) has no value to show: no
+    column of dashes under its name, one line saying why; a score with values keeps its columns."""
+    row = {"policy": "shp", "n": 10, "mean_rounds": 2.0, "mean_operational_tokens": 900.0, "token_saving": 0.4,
+           "mean_is": 0.8, "delta_is": -0.01, "non_inferior": True, "n_is": 10, "n_needed": 41, "margin": 0.02,
+           "tost_power": 0.4, "degenerate": False, "split": "test",
+           "scores": {"python": {"mean": None, "delta": None, "n_paired": 0, "share_failed": 1.0},
+                      "right": {"mean": 0.7, "delta": -0.1, "n_paired": 10, "share_failed": 0.0}}}  # fmt: skip
+    app._print_table(_result([row]))
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if line.startswith("policy"))
+    assert "right" in head and "dright" in head and "python" not in head, head
+    assert "python: left out (its scorer failed on every draft" in out

@@ -111,3 +111,36 @@ def test_a_scores_primary_outcome_leads_the_summary_per_split(tmp_path):
     page = (tmp_path / "m" / PAGE).read_text()
     assert '<section data-split="dev">' in page and '<section data-split="test">' in page
     assert "No heatmap: it needs a sweep over two parameters; this one swept 1." in page
+
+
+def test_every_point_of_the_summary_figure_is_labelled_once_and_a_shared_point_has_one_label(tmp_path, monkeypatch):
+    """summary.png: a panel per job; each policy named on its panel exactly once, and policies that stop alike
+    (the baseline and a cell that never stops early) share one label instead of printing on top of each other."""
+    import matplotlib.pyplot as plt
+
+    from sweeps.summary import figure
+
+    for num, eps in enumerate(("0.02", "0.06")):
+        summary = [_row("shp", 0.3, -0.01, -0.015, True), _row("fixed_k3", 0.0, 0.0, 0.0, True),
+                   _row("abl_no_gain", 0.0, 0.0, 0.0, True)]  # fmt: skip
+        write_job(tmp_path / "m" / str(num), [f"halting.eps={eps}"], {"summary": summary})
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)  # keep the figure to read its labels back
+    figure(rows(load_jobs(tmp_path / "m")), tmp_path / "summary.png")
+    [fig] = drawn
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 2
+    for ax in panels:
+        labels = sorted(t.get_text() for t in ax.texts)
+        assert labels == ["abl_no_gain, fixed_k3", "shp"], labels
+    plt.close(fig)
+
+
+def test_a_score_with_no_value_is_no_outcome_of_the_summary():
+    from sweeps.summary import outcomes
+
+    row = {
+        **_row("shp", 0.3, -0.01, -0.015, True),
+        "scores": {"python": {"mean": None, "n_paired": 0}, "right": {"mean": 0.5, "delta": 0.0, "n_paired": 30}},
+    }
+    assert set(outcomes(row)) == {"is", "right"}

@@ -121,6 +121,7 @@ def _outcome_lines(data: report_data.ReportData) -> list[str]:
             + "; ".join(f"`{s}` ({'pass/fail: the share that passes' if s in data.pass_fail else 'mean'}; "
                         f"{tests[s]})" for s in data.scores) + "."
         )  # fmt: skip
+    lines += [f"- `{s}`: left out (its scorer failed on every draft: {error})." for s, error in data.failed.items()]
     if not data.has_is:
         lines.append("- IS: left out (no judge scored these drafts: no IS column, chart, test or oracle_is row).")
     if not data.has_answers:

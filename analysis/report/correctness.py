@@ -15,11 +15,13 @@ from analysis.report.cells import cell, steady
 from analysis.stats import correctness
 
 
-def collect(con: duckdb.DuckDBPyConnection) -> dict:
-    """What the section shows, or {} when the store has no pass/fail score to judge correctness by (``hidden_pass``,
-    else its only pass/fail score: correctness.pick_score; several and no hidden_pass: none)."""
+def collect(con: duckdb.DuckDBPyConnection, primary: str | None = None) -> dict:
+    """What the section shows, or {} when the store has no pass/fail score to judge correctness by: ``primary``
+    (report.primary) when it is one of the store's pass/fail scores, else ``hidden_pass``, else the only pass/fail
+    score (correctness.pick_score; several, none of them hidden_pass or named: none)."""
+    named = primary if primary is not None and primary in correctness.pass_fail_scores(con) else None
     try:
-        score = correctness.pick_score(con)
+        score = correctness.pick_score(con, named)
     except AnalysisError:  # several pass/fail scores, none of them hidden_pass: each is still an outcome column
         return {}
     if score is None:

@@ -73,6 +73,7 @@ class SplitData:
     outcomes: list[dict] = field(default_factory=list)  # every score at each stop with its test (stats.outcomes)
     scores: list[str] = field(default_factory=list)  # the split's scores (each an outcome)
     pass_fail: list[str] = field(default_factory=list)  # those of them that are pass/fail (✓/✗ in the browser)
+    failed: dict[str, str] = field(default_factory=dict)  # scores with no value (every call failed): one error each
 
     @property
     def tests(self) -> dict[tuple[str, str, str], dict]:
@@ -113,6 +114,12 @@ class ReportData:
     @property
     def pass_fail(self) -> set[str]:
         return {s for p in self.parts for s in p.pass_fail}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """The scores left out because they hold no value in any split (every scorer call failed), one error each."""
+        known = {s for p in self.parts for s in p.scores}
+        return {s: e for p in self.parts for s, e in p.failed.items() if s not in known}
 
     @property
     def has_is(self) -> bool:
@@ -200,21 +207,28 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
         dyn=report_dynamics.collect(con),
         cost=report_costs.collect(con, judge),
         intervals=intervals(con),
-        correctness=report_correctness.collect(con),
         outcomes=outcomes.compare_outcomes(con, delta=opts.delta, seed=opts.seed, n_resamples=opts.n_resamples),
         scores=outcomes.score_names(con),
+        failed=outcomes.failed_scores(con),
         pass_fail=correctness.pass_fail_scores(con),
     )
     if not data.has_is:  # no judge: oracle_is stops at round 1 on unknown IS (policy_summary has no row of it either)
         data.outcomes = [r for r in data.outcomes if r["policy"] != ORACLE_IS]
-        if data.correctness:
-            data.correctness["rows"] = [r for r in data.correctness["rows"] if r["policy"] != ORACLE_IS]
+    _correctness(con, data, opts.primary)
     data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
     if opts.trajectories:
         data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
         data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])
         data.stops = [r for r in data.stops if data.has_is or r["policy"] != ORACLE_IS]
     return data
+
+
+def _correctness(con: duckdb.DuckDBPyConnection, data: SplitData, primary: str | None) -> None:
+    """The split's correctness section: of ``primary`` where it is one of the split's pass/fail scores, else of
+    the default pick (report_correctness.collect); no oracle_is row where no judge scored a draft."""
+    data.correctness = report_correctness.collect(con, primary)
+    if data.correctness and not data.has_is:
+        data.correctness["rows"] = [r for r in data.correctness["rows"] if r["policy"] != ORACLE_IS]
 
 
 def provenance(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -245,4 +259,13 @@ def collect(scope: ReplayScope, opts: Options) -> ReportData:
     data = ReportData(setup, prov, parts)
     scores = sorted({s for p in parts for s in p.scores})
     data.primary = outcomes.primary(opts.primary, scores, sorted(data.pass_fail), data.has_is)
+    # A pass/fail score that leads by the default rule without being the default pick (several, none hidden_pass:
+    # the first) is the report's correctness too: its section and correctness.csv, as when it is named.
+    for part, ids in zip(parts, [None] if len(splits) <= 1 else [ids for _, ids in splits], strict=True):
+        if data.primary in part.pass_fail and part.correctness.get("score") != data.primary:
+            con = connect(scope if ids is None else replace(scope, scenario_ids=list(ids)))
+            try:
+                _correctness(con, part, data.primary)
+            finally:
+                con.close()
     return data

@@ -39,7 +39,7 @@ def shared_points(rows: Sequence[tuple[float, float, str]]) -> list[tuple[float,
     return [(x, y, sorted(names)) for (x, y), names in groups.items()]
 
 
-def _label(names: list[str], width: int = 38) -> str:
+def names_label(names: list[str], width: int = 38) -> str:
     """Names joined and wrapped to ``width`` characters a line."""
     lines, line = [], ""
     for name in names:
@@ -93,7 +93,7 @@ def pareto(parts: Sequence, path: Path, title: str, primary: str = "is") -> Path
             if shown:  # labels of the right half point left, so they stay inside the axes
                 right = x > middle
                 ax.annotate(
-                    _label(shown), (x, y), fontsize=7, xytext=(-3 if right else 3, 3), textcoords="offset points",
+                    names_label(shown), (x, y), fontsize=7, xytext=(-3 if right else 3, 3), textcoords="offset points",
                     ha="right" if right else "left",
                 )  # fmt: skip
         fx = sorted(((points[i][0], points[i][1]) for i in front), key=lambda p: p[0])

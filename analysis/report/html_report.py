@@ -175,7 +175,7 @@ def _held_note(parts: Sequence[Any], index: list[list[object]]) -> str:
 
 def _left_out(data: Any, figures: Sequence[dict]) -> list[str]:
     """One line per outcome, column or chart the page leaves out, saying why."""
-    out = []
+    out = [f"{s}: its scorer failed on every draft ({error}), so no {s} column." for s, error in data.failed.items()]
     if not data.has_is:
         out.append("IS: no judge scored these drafts, so no IS column, verdict, IS chart or oracle_is row.")
     if not data.has_answers:

@@ -33,6 +33,12 @@ def score_names(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [s for (s,) in con.execute(sql.query("outcome_scores")).fetchall()]
 
 
+def failed_scores(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The scores of the connection's trajectories whose scorer failed on every draft (no value to be an outcome),
+    each with one error it raised."""
+    return {str(s): str(e or "no value") for s, e in con.execute(sql.query("failed_scores")).fetchall()}
+
+
 def compare_outcomes(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
 ) -> list[dict[str, object]]:
