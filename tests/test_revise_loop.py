@@ -246,12 +246,14 @@ def test_feedback_against_resampling_pairs_the_same_trajectories_and_clusters_by
         ("F", "a", True), ("F", "a#e2", True), ("F", "b", True), ("F", "b#e2", False), ("F", "c", False),
         ("R", "a", False), ("R", "a#e2", False), ("R", "b", True), ("R", "b#e2", False),
     ]  # fmt: skip
-    for gen, sid, passed in rows:
-        con.execute("INSERT INTO correctness VALUES (?, 'test', 'fixed_k1', ?, 'hidden_pass', ?, false, false)",
-                    [gen, sid, passed])  # fmt: skip
+    for gen, sid, passed in rows:  # round 1 passed where the feedback run passes at its stop
+        con.execute("INSERT INTO correctness VALUES (?, 'test', 'fixed_k1', ?, 'hidden_pass', ?, false, ?)",
+                    [gen, sid, passed, passed])  # fmt: skip
     (got,) = feedback.compare(con, "hidden_pass", "F", "R")
     assert (got["n"], got["tasks"], got["feedback"], got["resampling"]) == (4, 2, 0.75, 0.25)
     assert got["diff"] == pytest.approx(0.5) and got["ci95_low"] <= 0.5 <= got["ci95_high"]
     assert got["p"] == 1.0  # task sums (2, 0): one task differs, and either sign of it reaches |2|
-    assert got["test"] == clustered.CLUSTERED_TEST and got["mde"] > 0
+    # the MDE as every table's: two independent drafts at round 1's pass rate (the feedback run's first_passed)
+    assert got["test"] == clustered.CLUSTERED_TEST and got["first"] == 0.75
+    assert got["mde"] == pytest.approx(clustered.mde(2, 2 * 0.75 * 0.25))
     assert feedback.compare(con, "hidden_pass", "F", "nobody") == []

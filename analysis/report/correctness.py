@@ -190,15 +190,16 @@ def feedback_lines(rows: Sequence[dict]) -> list[str]:
     test, ci = rows[0]["test"], rows[0]["ci"]
     lines = [
         f"| policy | trajectories (tasks) | with feedback | resampling | Δ feedback − resampling, pts [95% CI: {ci}] "
-        f"| {test} p | MDE, pts |",
-        "|---|---|---|---|---|---|---|",
+        f"| {test} p |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['policy']} | {r['n']} ({r['tasks']}) | {_pct(r['feedback'])} | {_pct(r['resampling'])} "
-            f"| {_pts(r['diff'])} [{_pts(r['ci95_low'])}, {_pts(r['ci95_high'])}] | {_p(r['p'])} | {_size(r['mde'])} |"
+            f"| {_pts(r['diff'])} [{_pts(r['ci95_low'])}, {_pts(r['ci95_high'])}] | {_p(r['p'])} |"
         )
     return [*lines, "", (
-        "- MDE: the smallest difference a two-sided 5% test detects with 80% power over these tasks, at the share of "
-        "pairs whose two outcomes differ as observed for that policy. Smaller differences are not ruled out."
+        f"- Minimum detectable difference at 80% power (two-sided 5%, {rows[0]['tasks']} tasks): "
+        f"{_size(rows[0]['mde'])} pts, for outcomes that disagree as often as two independent drafts at round 1's "
+        f"pass rate ({_pct(rows[0]['first'])}) would. Smaller differences are not ruled out."
     )]  # fmt: skip
