@@ -302,8 +302,8 @@ def entry() -> None:
         print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
         return
     protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    typos = command_line.option_typos(sys.argv[1:])
-    if typos:  # a mistyped option or preset: one line each, not Hydra's stack of its search path
+    typos = command_line.option_typos(sys.argv[1:]) or command_line.unknown_keys(sys.argv[1:])
+    if typos:  # a mistyped option, preset or key: one line each, not Hydra's stack of its search path or internals
         print("\n".join(typos), file=sys.stderr)
         raise SystemExit(1)
     try:

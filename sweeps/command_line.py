@@ -141,6 +141,14 @@ def suggestions(argv: Iterable[str]) -> list[str]:
     return said
 
 
+def unknown_keys(argv: Sequence[str]) -> list[str]:
+    """:func:`suggestions`, said before Hydra where the config is only ours: a folder of the user's (``--config-dir``,
+    ``hydra.searchpath``) may add groups and keys that only Hydra knows, so there Hydra decides first."""
+    if _config_dirs(argv) or any(arg.split("=", 1)[0].lstrip("+~") == "hydra.searchpath" for arg in argv):
+        return []
+    return suggestions(argv)
+
+
 _SWEEP_FUNCTION = re.compile(r"^\w+\(")  # choice(...), range(...), glob(...): Hydra's sweep syntax, not a name
 
 
