@@ -11,7 +11,7 @@ from shp_ray.generation.score_config import ScoreConfigError, parse
 from shp_ray.importer.ingest import FORMATS, ROLE_FORMATS, ImportRequest, ImportResult, import_traces
 from shp_ray.importer.rescore import rescore
 from shp_ray.importer.traces import TraceError
-from storage.parts import StoreError
+from storage.parts import Store, StoreError, StoreUnusable
 
 SCHEMA = """\
 one trajectory per line (--format jsonl; --format parquet: the same keys as columns, one row each):
@@ -47,13 +47,13 @@ The generation's id is the file's content hash: importing the same file again ad
 A file that does not validate fails with file:line and writes nothing."""
 
 
-def _report(res: ImportResult, path: str, store: str) -> None:
+def _report(res: ImportResult, path: str, shown: str) -> None:
     spans = "" if res.skipped is None else f"; {res.skipped} spans that are not LLM calls skipped"
     if not res.added:
-        print(f"{path} is already in {store} as generation {res.gen_id}: nothing added{spans}")
+        print(f"{path} is already in {shown} as generation {res.gen_id}: nothing added{spans}")
         return
     print(
-        f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {store} "
+        f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {shown} "
         f"as generation {res.gen_id} (kind imported; {res.embedded} embeddings computed{spans})"
     )
     _report_scores(res.failed)
@@ -97,11 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.path is None) == (args.rescore is None):
         ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
     try:
+        store = Store(args.store)  # the one conversion: every step below takes the Store
         specs = tuple(parse(s) for s in args.score)
         if args.rescore is not None:
             if not specs:
                 ap.error("--rescore needs at least one --score")
-            rows = rescore(args.store, args.rescore, specs)
+            rows = rescore(store, args.rescore, specs)
             failed: dict[str, tuple[int, int]] = {}
             for r in rows:
                 bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
         request = ImportRequest(
             args.path,
-            args.store,
+            store,
             args.format,
             args.embedder,
             specs,
@@ -122,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         _report(import_traces(request), args.path, args.store)
         return 0
-    except (TraceError, ScoreConfigError, StoreError, OSError, TimeoutError) as exc:
+    except (TraceError, ScoreConfigError, StoreError, StoreUnusable, OSError, TimeoutError) as exc:
         print(f"shp-import: {exc}", file=sys.stderr)
         return 2
 

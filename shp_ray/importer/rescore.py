@@ -31,11 +31,10 @@ def tasks_of(store: Store) -> dict[str, Task]:
     return out
 
 
-def rescore(store_root: str, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
+def rescore(store: Store, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
     """Score every stored round of ``gen_id`` (or the one generation whose id starts so) with ``specs`` and store
     the new rows; returns them."""
     scorers = [build(s) for s in specs]
-    store = Store(store_root)
     gen_id = full_gen_id(store, gen_id)  # a prefix (the 8 digits a report prints) names one generation
     parts = store.parts("rounds", gen_id)
     rounds = [
