@@ -86,8 +86,8 @@ def _write(store: Path, n: int, rounds: int) -> dict[str, object]:
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     t0 = time.perf_counter()
-    write_synthetic_store(store, SyntheticSpec(n_trajectories=n, rounds=rounds))
-    signals_store.build(store)  # what the generation writes beside its rounds
+    written = write_synthetic_store(store, SyntheticSpec(n_trajectories=n, rounds=rounds))
+    signals_store.build(written)  # what the generation writes beside its rounds
     return {"rounds": rounds, "synth_s": round(time.perf_counter() - t0, 1)}
 
 

@@ -86,7 +86,6 @@ def _sweep_into(a: argparse.Namespace, root: Path) -> dict:
 
     from conf.resolve import to_job
     from shp_ray.generation.datasets import select
-    from storage.parts import Store
     from sweeps.job import ensure_generation, with_tasks
 
     overrides = [
@@ -101,10 +100,10 @@ def _sweep_into(a: argparse.Namespace, root: Path) -> dict:
         job = to_job(compose(config_name="config", overrides=overrides))
     job, tasks = with_tasks(job)
     scenarios = select(tasks, job.split, job.limit)
-    summary = ensure_generation(job, Store(job.store), scenarios, "bench-generate", "shp-bench generate")
+    summary = ensure_generation(job, job.store, scenarios, "bench-generate", "shp-bench generate")
     if summary is None or summary.generated == 0:
         raise SystemExit("shp-bench generate: the sweep generated nothing (see its log above)")
-    rounds = Store(job.store).read("rounds")
+    rounds = job.store.read("rounds")
     tokens = {c: sum(v or 0 for v in rounds[c].to_pylist()) for c in rounds.column_names if c.endswith("_tokens")}
     prompt = tokens.get("writer_prompt_tokens", 0) + tokens.get("critic_prompt_tokens", 0)
     gen = tokens.get("writer_completion_tokens", 0) + tokens.get("critic_completion_tokens", 0)

@@ -153,6 +153,7 @@ def run(n: int, rounds: int, generations: int, repeats: int, workdir: Path) -> d
     import pyarrow.fs as pafs
 
     from analysis.replay import signals_store
+    from storage.parts import Store
     from storage.schemas import TABLES
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
@@ -162,7 +163,7 @@ def run(n: int, rounds: int, generations: int, repeats: int, workdir: Path) -> d
         share = n // generations + (1 if g < n % generations else 0)
         spec = SyntheticSpec(n_trajectories=share, rounds=rounds, seed=g, gen_id=f"synthetic-gen-{g:02d}")
         write_synthetic_store(local, spec)
-    signals_store.build(local)
+    signals_store.build(Store(local))
     synth_s = time.perf_counter() - t0
     env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "xdg")}  # the remote store's record: fresh
     server = None

@@ -253,6 +253,7 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
     a new store twice (its first open, then a later one), a given store once, unless that open computed what
     later opens read back (``built``: then a later open too)."""
     from analysis.replay import signals_store
+    from storage.parts import Store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
     made: dict[str, object] = {}
@@ -271,7 +272,7 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
             write_synthetic_store(store, spec)
         made["synth_s"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        signals_store.build(store)  # what the generation writes beside its rounds
+        signals_store.build(Store(store))  # what the generation writes beside its rounds
         made["signals_build_s"] = round(time.perf_counter() - t0, 1)
         made["dim"] = settings.dim
     cmd = [sys.executable, "-m", "bench.replay", "--measure", str(store)]

@@ -89,7 +89,7 @@ def bucketed(store: Path, spec: object, buckets: int) -> dict[str, object]:
     write_synthetic_store(store, spec)
     made["synth_s"] = round(time.perf_counter() - t0, 1)
     t0 = time.perf_counter()
-    signals_store.build(store)
+    signals_store.build(Store(store))
     made["signals_build_s"] = round(time.perf_counter() - t0, 1)
     return made
 

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from conf import code_loop, plan, schema
 from conf.errors import ConfigError
 from conf.inputs import SCORES, resolve_answer, resolve_prompts, resolve_scores, resolve_tasks
-from conf.spec import JobSpec, ReportSpec, WeightsSpec
+from conf.spec import JobSpec, ReportSpec, WeightsSpec, store_at
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
 from shp_ray.generation.tasks_file import FILE_DATASET
@@ -387,7 +387,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
         halt=halt,
         weights=weights,
         policies=policies,
-        store=str(cfg.store.path),
+        store=store_at(str(cfg.store.path)),
         ray_address=cfg.ray.address,
         num_cpus=cfg.ray.num_cpus,
         report=ReportSpec(**values(cfg.report, schema.REPORT_KEYS)),

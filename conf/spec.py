@@ -10,7 +10,9 @@ ModelPrice / PriceTable (the price table), and here the two no core object owns,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from conf.errors import ConfigError
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.tasks_file import TasksFile
 from shp_ray.policy.cascade import HaltConfig
@@ -20,6 +22,8 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.prices import PriceTable
 from shp_ray.providers.sim.options import SimOptions
+from shp_ray.redaction import redact_text
+from storage.parts import Store, StoreUnusable
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class JobSpec:
     halt: HaltConfig
     weights: WeightsSpec
     policies: tuple[Policy, ...]
-    store: str
+    store: Store  # made once, from store.path, by store_at: every room below takes this object
     ray_address: str | None
     num_cpus: int
     report: ReportSpec
@@ -63,3 +67,19 @@ class JobSpec:
     allow_large: bool = False  # a plan beyond conf.plan's soft bounds was asked for by name
     dry_run: bool = False  # print the plan, make no call
     cache_dir: str | None = None  # the response and judge caches; None: <store>/_cache
+
+    @property
+    def caches(self) -> Path:
+        """Where the response and judge caches are: ``cache_dir`` if set, else the store's own (``Store.cache_dir``)."""
+        return Path(self.cache_dir) if self.cache_dir else self.store.cache_dir
+
+
+def store_at(path: str) -> Store:
+    """``store.path`` as the job's :class:`Store`, the one conversion of the config's text (nothing is read or made
+    here: ``sweeps.job.check_folders`` checks it on disk); a URI that could never name a store is a ConfigError."""
+    try:
+        return Store(path)
+    except StoreUnusable as exc:
+        raise ConfigError(f"store.path: {exc}") from None
+    except (OSError, ValueError) as exc:  # a filesystem URI pyarrow does not know, or cannot make
+        raise ConfigError(f"store.path: {redact_text(path)}: {redact_text(str(exc)).splitlines()[0]}") from None

@@ -20,19 +20,19 @@ from pathlib import Path
 
 from exporter.inspect_eval import EvalHeader, sample, write_eval
 from exporter.trajectories import generation_of, replayed, trajectories
-from storage.parts import StoreError, open_store
+from storage.parts import Store, StoreError, open_store
 from storage.root_check import StoreUnusable
 
 FORMATS = ("inspect",)
 
 
-def export(store_root: str, out: str, gen: str | None = None, policy: str | None = None,
+def export(store: Store, out: str, gen: str | None = None, policy: str | None = None,
            judge: str | None = None) -> tuple[int, int]:  # fmt: skip
     """Write the generation's trajectories (cut at ``policy``'s stops) to ``out``; (samples, rounds) written.
     The file appears whole or not at all (written beside it, then renamed)."""
     if not Path(out).parent.is_dir():
         raise StoreError(f"{out}: the folder {Path(out).parent} does not exist")
-    store = open_store(store_root)
+    store = open_store(store)  # a root that holds no store: refused, nothing created
     row = generation_of(store, gen)
     generated = json.loads(row["config_json"] or "{}").get("kind") != "imported"
     if judge and not (policy or generated):
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.out.endswith(".eval"):
         ap.error(f"{args.out}: an inspect_ai log is written as a .eval file")
     try:
-        n, rounds = export(args.store, args.out, args.gen, args.policy, args.judge)
+        n, rounds = export(Store(args.store), args.out, args.gen, args.policy, args.judge)
     except (StoreError, StoreUnusable, OSError) as exc:
         print(f"shp-export: {exc}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ timeout instead of failing. Caches live on the local disk (SQLite cannot sit
 on object storage): by default ``<store root>/_cache`` for a local store --
 a folder DuckDB's ``<table>/*.parquet`` globs never see -- and, for a store on
 object storage, a folder of this machine named by the store
-(:func:`storage.user_cache.remote_dir`, logged once): not shared across machines.
+(:func:`storage.user_cache.remote_dir`, logged once): not shared across machines. The folder is
+:attr:`storage.parts.Store.cache_dir`, the one place it is named.
 
 The caches hold plain records (a dict, stored as sorted JSON text) under a
 string key; they know nothing of the objects the records come from. What goes
@@ -37,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from storage import user_cache
 from storage.write_fault import WriteFailed, writing
 
 RESPONSES_FILE = "responses.sqlite"
@@ -45,16 +45,6 @@ JUDGMENTS_FILE = "judgments.sqlite"
 CACHE_DIRNAME = "_cache"
 SPACE_WAIT_S = 30.0  # how long a record that found the disk full waits, in memory, for space
 _log = logging.getLogger("shp_ray.store")
-
-
-def default_cache_dir(store_root: str | Path) -> Path:
-    """Where the generation writer keeps its caches: ``<root>/_cache`` for a local store;
-    ``~/.cache/shp-ray/stores/<hash>`` for an object-store URI. A reader records nowhere here
-    (:mod:`storage.user_cache`)."""
-    text = str(store_root)
-    if "://" in text and not text.startswith("file://"):
-        return user_cache.remote_dir(text)
-    return Path(text.removeprefix("file://")).resolve() / CACHE_DIRNAME
 
 
 def cached_replies(cache_dir: str | Path) -> int:

@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown table(s) {unknown}; known: {list(TABLES)}")
     try:
-        store = open_store(a.root)  # an object store: credentials, endpoint and bucket checked first
+        store = open_store(
+            Store(a.root)
+        )  # the one conversion; an object store: credentials, endpoint, bucket checked first
     except StoreUnusable as exc:
         print(f"python -m storage.compact: {exc}", file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from shp_ray.redaction import redact_text
-from storage import buckets, objectstore, partitions
+from storage import buckets, cache, objectstore, partitions, user_cache
 from storage.part_rules import value_problems
 
 # Re-exported: the root checks lived here, and callers import them from here.
@@ -61,12 +61,11 @@ class StoreError(ValueError):
     """A table written with the wrong columns or types; says which table and why."""
 
 
-def open_store(root: str | Path | Store, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
-    """The store at ``root``, for reading; on object storage, checked first (:class:`StoreUnusable`, one
-    line, before any other call): credentials set, the endpoint answering, the bucket there. A root that holds
-    no store -- missing, a file, or a folder with no table folder in it (``rounds/``, ``manifests/`` ...: a
-    sweep makes them) -- is :class:`NoStore`, and nothing is created for it. A :class:`Store` is checked as is."""
-    store = root if isinstance(root, Store) else Store(root)
+def open_store(store: Store, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> Store:
+    """``store``, for reading; on object storage, checked first (:class:`StoreUnusable`, one line, before any other
+    call): credentials set, the endpoint answering, the bucket there. A root that holds no store -- missing, a file,
+    a folder with no table folder (``rounds/``, ``manifests/`` ...: a sweep makes them) -- is :class:`NoStore`, and
+    nothing is created for it."""
     found: list[bool] = []
     if store.remote and objectstore.is_object_store(store.uri):
         try:
@@ -150,7 +149,7 @@ class Store:
     """
 
     def __init__(self, root: str | Path) -> None:
-        text = str(root)
+        self.root = text = str(root)  # as it was named: what a message shows (``uri`` is what it resolved to)
         self._listing: list[pafs.FileInfo] | None = None  # set by snapshot(): every file under the root
         if objectstore.is_object_store(text):
             try:
@@ -180,6 +179,12 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.uri!r})"
+
+    @property
+    def cache_dir(self) -> Path:
+        """The writer's side folder (caches, locks, the parts it wrote): ``<root>/_cache``; on object storage
+        this machine's folder for the store (:func:`storage.user_cache.remote_dir`: SQLite cannot sit there)."""
+        return user_cache.remote_dir(self.uri) if self.remote else Path(self.path).resolve() / cache.CACHE_DIRNAME
 
     def table_path(self, name: str) -> str:
         return f"{self.path}/{name}"
@@ -361,8 +366,7 @@ class Store:
         schema = schema or TABLES[name]
         paths = self.parts(name)
         if not paths:
-            empty = schema.empty_table()
-            return empty.select(columns) if columns else empty
+            return schema.empty_table().select(columns) if columns else schema.empty_table()
         tables = [self.read_part(name, p, columns) for p in paths]
         return pa.concat_tables(tables, promote_options="default")
 
@@ -382,8 +386,7 @@ class Store:
         return table.select(columns) if columns is not None else table
 
     def sweep_temp(self, min_age_s: float = 0.0) -> int:
-        """Remove temp files left by a killed writer (only those older than ``min_age_s``: a younger
-        one may be a live writer's); returns how many."""
+        """Remove the temp files a killed writer left, older than ``min_age_s`` (younger: maybe a live writer's)."""
         removed = 0
         now_ns = time.time_ns()
         for name in TABLES:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from storage.cache import default_cache_dir
 from storage.kept import append_lines, authentic_entry, signed
 from storage.part_rules import part_summary
 from storage.schemas import TABLES
@@ -70,7 +69,7 @@ def unchanged(store: Store, seen: dict[str, Any], info: pafs.FileInfo) -> bool:
 
 
 def _writer_file(store: Store) -> Path:
-    return default_cache_dir(store.uri) / VERIFIED_FILE
+    return store.cache_dir / VERIFIED_FILE
 
 
 def _reader_file(store: Store) -> Path:

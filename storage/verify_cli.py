@@ -14,7 +14,6 @@ import sys
 import time
 from typing import TextIO
 
-from storage.cache import default_cache_dir
 from storage.kept import CONSTANTS_DIRNAME, DERIVED_DIRNAME, KeptFiles
 from storage.part_check import NO_CHECKSUM, PartCheck
 from storage.parts import Store, StoreUnusable, open_store
@@ -27,11 +26,11 @@ def _status(c: PartCheck) -> str:
     return "ok" if c.ok else "DAMAGED"
 
 
-def cli(root: str, *, do_quarantine: bool = False, recheck: bool = False, out: TextIO | None = None) -> int:
+def cli(store: Store, *, do_quarantine: bool = False, recheck: bool = False, out: TextIO | None = None) -> int:
     """``shp-query --store S --verify`` (exit 1 if a part is damaged) / ``--quarantine`` (exit 0 once repaired)."""
     out = out or sys.stdout
     try:  # an object store: credentials, endpoint and bucket checked first; a root with no store refused
-        store = open_store(root)
+        store = open_store(store)
     except StoreUnusable as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2
@@ -105,7 +104,7 @@ def _check_kept(store: Store, *, recheck: bool, discard: bool, out: TextIO) -> i
             f"again); {len(damaged)} damaged (never read: discarded and computed again at the next open)",
             file=out,
         )
-    old = default_cache_dir(store.uri) / DERIVED_DIRNAME
+    old = store.cache_dir / DERIVED_DIRNAME
     if not store.remote and old.is_dir() and any(old.iterdir()):
         print(f"note: {old} holds files kept by an older version, never read now: remove the folder", file=out)
     return len(damaged)

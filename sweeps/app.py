@@ -164,7 +164,7 @@ def main(cfg: DictConfig) -> dict:
     except DatasetError as exc:  # raised before any call or write: nothing generated, no manifest row
         _refused(f"invalid tasks: {redact_text(str(exc))}")
     except (GenerationAborted, EmbeddedLLMError, RayUnavailable, sweep_job.JobFailed) as exc:
-        _fail(tag, job.store, exc)
+        _fail(tag, job.store.root, exc)
     except KeyboardInterrupt:
         _interrupted(job)
     if requested():  # the Ctrl-C was swallowed on its way up: the job ran on, but the user asked to stop
@@ -269,9 +269,9 @@ def _planned(job: JobSpec, confirm: bool) -> bool:
     return job.dry_run
 
 
-def _fail(tag: str, store: str, exc: Exception) -> None:
+def _fail(tag: str, shown: str, exc: Exception) -> None:
     """Say once what failed and what to do; exit 1 (in a multirun: after the other jobs ran)."""
-    print(f"\nshp-sweep: job {tag} FAILED ({type(exc).__name__}): {exc}\nstore: {store}", file=sys.stderr)
+    print(f"\nshp-sweep: job {tag} FAILED ({type(exc).__name__}): {exc}\nstore: {shown}", file=sys.stderr)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         raise sweep_job.JobFailed(str(exc))  # the launcher records it and goes on; Hydra exits 1 at the end
     raise SystemExit(1)
@@ -282,13 +282,12 @@ def _interrupted(job: JobSpec | None) -> None:
     rerun resumes."""
     kept = "no trajectories stored"
     if job is not None:
-        from storage.cache import cached_replies, default_cache_dir  # loaded by the job already
-        from storage.parts import Store
+        from storage.cache import cached_replies  # loaded by the job already
         from storage.resume import done_scenarios
 
         gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
-        stored = len(done_scenarios(Store(job.store), gen_id))
-        replies = cached_replies(job.cache_dir or default_cache_dir(job.store))
+        stored = len(done_scenarios(job.store, gen_id))
+        replies = cached_replies(job.caches)
         kept = f"{stored} trajectories stored, {replies} replies cached"
     print(
         f"\ninterrupted: {kept}; run the same command to resume (a cached reply is not paid for again)",

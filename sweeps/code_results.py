@@ -29,7 +29,7 @@ from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
 from conf.code_loop import CODE_DATASETS
 from shp_ray.providers.registry import describe_provider
-from storage.parts import StoreUnusable, open_store
+from storage.parts import Store, StoreUnusable, open_store
 
 ORACLE_IS = "oracle_is"
 HEADING = "## Code: does the stop keep the draft that passes the hidden tests?"  # where RESULTS.md's code part starts
@@ -39,7 +39,15 @@ HUMANEVAL = (
 )
 
 
-def _generation(store: str, gen_id: str | None) -> tuple[dict, bool]:
+def store_arg(root: str) -> Store:
+    """A renderer's ``store`` argument as the :class:`Store` every step below takes (a URI that can name none: said)."""
+    try:
+        return Store(root)
+    except StoreUnusable as exc:
+        raise AnalysisError(str(exc)) from None
+
+
+def _generation(store: Store, gen_id: str | None) -> tuple[dict, bool]:
     """The one generation to render, and whether the store holds several."""
     try:
         every = open_store(store).read("generations").to_pylist()
@@ -49,7 +57,7 @@ def _generation(store: str, gen_id: str | None) -> tuple[dict, bool]:
     if len(gens) != 1:
         known = ", ".join(g["gen_id"][:12] for g in every) or "none"
         what = "no generation" if not gens else "several generations"
-        raise AnalysisError(f"store {store}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
+        raise AnalysisError(f"store {store.root}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
                             + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
     return gens[0], len(every) > 1
 
@@ -125,7 +133,7 @@ def _tests_said(rows: list[dict]) -> str:
             "wrong; 95% CI of the paired difference: Newcombe's score interval.")  # fmt: skip
 
 
-def render(store: str, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None,
+def render(store: Store, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None,
            heading: str = HEADING) -> str:  # fmt: skip
     """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several), under
     ``heading`` (a Markdown heading: the splits' headings are one level below it)."""
@@ -135,7 +143,9 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     try:
         score = correctness.pick_score(con, score)
         if score is None:
-            raise AnalysisError(f"store {store} has no pass/fail score (hidden_pass): nothing to judge correctness by")
+            raise AnalysisError(
+                f"store {store.root} has no pass/fail score (hidden_pass): nothing to judge correctness by"
+            )
         rows = correctness.compare_pass(con, score)
         # no draft with an IS (no judge, or one that cannot score these tasks): the IS oracle would only ever return
         # round 1, fixed_k1 under another name -- a row of values that do not exist
@@ -157,7 +167,8 @@ def render(store: str, *, judge: str | None = None, score: str | None = None, ge
     out = [
         heading,
         "",
-        f"Rendered by `python -m sweeps.code_results {store}{chosen}` (generation `{gen['gen_id'][:12]}`). Drafts by "
+        f"Rendered by `python -m sweeps.code_results {store.root}{chosen}` (generation `{gen['gen_id'][:12]}`). "
+        f"Drafts by "
         f"{_drafts_by(gen)}; max_rounds {depth}; {_sampling(gen, int(epochs), code)}. Data: {_dataset(datasets)}; "
         f"trajectories per split: {sizes}. "
         f"Correctness: {_correctness_said(score)}, an unknown result counted as a failure. Tokens: operational "
@@ -187,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-id", help="the generation (a prefix), when the store holds several")
     ap.add_argument("--out", type=Path, help="write here (default: stdout)")
     args = ap.parse_args(argv)
-    return emit(lambda: render(args.store, judge=args.judge, score=args.score, gen_id=args.gen_id), args.out, ap.prog)
+    return emit(
+        lambda: render(store_arg(args.store), judge=args.judge, score=args.score, gen_id=args.gen_id), args.out, ap.prog
+    )
 
 
 def emit(rendered: Callable[[], str], out: Path | None, prog: str) -> int:

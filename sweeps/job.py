@@ -37,7 +37,6 @@ from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.registry import describe_provider
 from shp_ray.providers.sim.options import SimOptions
-from storage.cache import default_cache_dir
 from storage.manifest import new_run_id, redact, write_manifest
 from storage.parts import Store, StoreUnusable, check_root
 from storage.resume import done_scenarios, failure_messages
@@ -110,7 +109,7 @@ def check_folders(job: JobSpec) -> None:
     """The folders the job will write, checked on the filesystem before anything starts (bounded
     wait; nothing left behind). A file in the way, a read-only folder, an unreachable bucket are a
     ConfigError naming the key, so no manifest row is written for a job that could never run."""
-    folders = [("store.path", job.store)]
+    folders = [("store.path", job.store.uri)]
     if job.report.enabled and job.report.out:
         folders.append(("report.out", job.report.out))
     for key, path in folders:
@@ -133,7 +132,7 @@ def ensure_generation(
     wanted = {s.scenario_id for s in scenarios}
     if wanted <= done_scenarios(store, gen_id):
         return None
-    with generation_lease(default_cache_dir(job.store), gen_id, store.uri, ray_address=job.ray_address) as waited:
+    with generation_lease(store, gen_id, ray_address=job.ray_address) as waited:
         missing = [s for s in scenarios if s.scenario_id not in done_scenarios(store, gen_id)]
         if not missing:
             log.info("generation %s was produced by a concurrent job (waited %.1f s)", gen_id[:12], waited)
@@ -168,10 +167,9 @@ def ensure_judgments(job: JobSpec, store: Store, gen_id: str, scenarios: list[Sc
 
     if not unjudged(store, gen_id, judge, [s.scenario_id for s in scenarios]):
         return 0
-    lease = generation_lease(default_cache_dir(job.store), gen_id, store.uri, ray_address=job.ray_address)
+    lease = generation_lease(store, gen_id, ray_address=job.ray_address)
     with lease, endpoint(job) as ep:
-        cache = job.cache_dir or default_cache_dir(job.store)
-        return judge_stored(store, gen_id, scenarios, job.generation, ep.spec, cache, judge=judge)
+        return judge_stored(store, gen_id, scenarios, job.generation, ep.spec, job.caches, judge=judge)
 
 
 def check_complete(job: JobSpec, store: Store, gen_id: str, ids: list[str]) -> None:
@@ -281,7 +279,7 @@ def run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[s
             raise
         ran = with_tasks(job)[0] if job.tasks is not None else job  # a tasks file's hash is in its gen_id
         gen_id = ran.generation.gen_id(ran.provider.kind, ran.provider.model)
-        kept = len(done_scenarios(Store(job.store), gen_id))
+        kept = len(done_scenarios(job.store, gen_id))
         raise JobFailed(f"{fault}; {fault.advice}: {kept} trajectories kept") from None
 
 
@@ -296,7 +294,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
     if not scenarios:
         raise DatasetError(f"dataset {job.dataset} split={job.split} has no scenarios")
     run_id = new_run_id()
-    store = Store(job.store)
+    store = job.store
     try:
         require_sound(store)  # every part the job reads is checked before it is believed (each once: recorded)
     except DamagedStore as exc:

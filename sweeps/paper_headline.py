@@ -54,13 +54,13 @@ def headline_sentence(rows: Sequence[dict], judge: str) -> str:
     )
 
 
-def command(store: str, judge: str) -> str:
-    """The shp-query command that prints the rows (the README's runnable block)."""
+def command(shown: str, judge: str) -> str:
+    """The shp-query command that prints the rows (the README's runnable block); ``shown``: the store as named."""
     body = "\n".join("  " + line for line in HEADLINE_QUERY.splitlines())
-    return f"shp-query --store {store} --judge '{judge}' \"\n{body}\""
+    return f"shp-query --store {shown} --judge '{judge}' \"\n{body}\""
 
 
-def section(store: str, judge: str, rows: Sequence[dict]) -> list[str]:
+def section(shown: str, judge: str, rows: Sequence[dict]) -> list[str]:
     """RESULTS.md's headline: the sentence, then the command whose output it reads."""
     return [
         f"## The headline ({HEADLINE_SPLIT} split, LLM judge, its tokens priced in)",
@@ -68,7 +68,7 @@ def section(store: str, judge: str, rows: Sequence[dict]) -> list[str]:
         headline_sentence(rows, judge),
         "",
         "```bash",
-        command(store, judge),
+        command(shown, judge),
         "```",
         "",
     ]

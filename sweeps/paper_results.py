@@ -64,10 +64,9 @@ def paper_job(store: str, overrides: Sequence[str] = ()) -> JobSpec:
         return to_job(compose(config_name="config", overrides=["+sweep=paper", f"store.path={store}", *overrides]))
 
 
-def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
-    st = Store(store)
-    ids = [r["scenario_id"] for r in st.read("scenarios").to_pylist() if r["split"] == split]
-    w = strategy_weights(job, st, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
+def collect(store: Store, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
+    ids = [r["scenario_id"] for r in store.read("scenarios").to_pylist() if r["split"] == split]
+    w = strategy_weights(job, store, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
     policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
     scope = ReplayScope(store, judge=judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids)
@@ -90,16 +89,16 @@ def collect(store: str, job: JobSpec, gen_id: str, split: str, judge: str) -> Sc
     return Scope(split, judge, n, summary, tests, c1, dist, dyn, f1, answers, float(per_call or 0.0), is_f1)
 
 
-def provenance(store: str, gen_id: str) -> dict[str, Any]:
-    gen = next(g for g in Store(store).read("generations").to_pylist() if g["gen_id"] == gen_id)
+def provenance(store: Store, gen_id: str) -> dict[str, Any]:
+    gen = next(g for g in store.read("generations").to_pylist() if g["gen_id"] == gen_id)
     config = json.loads(gen["config_json"])
     # The LLM judges first: an LLM judge paid per round is the paper's setting; the lexical judge is free.
-    judges = sorted({r["judge"] for r in Store(store).read("judgments").select(["judge"]).to_pylist()},
+    judges = sorted({r["judge"] for r in store.read("judgments").select(["judge"]).to_pylist()},
                     key=lambda j: (not j.startswith("llm:"), j))  # fmt: skip
     return {"model": gen["model"], "sha256": config.get("model_sha256"), "judges": judges}
 
 
-def headline(store: str, judges: Sequence[str]) -> list[str]:
+def headline(store: Store, judges: Sequence[str]) -> list[str]:
     """The headline section, read with the store's LLM judge as ``shp-query --judge`` reads it (every default)."""
     llm = next((j for j in judges if j.startswith("llm:")), None)
     if llm is None:
@@ -109,7 +108,7 @@ def headline(store: str, judges: Sequence[str]) -> list[str]:
         rows = paper_headline.headline_rows(con)
     finally:
         con.close()
-    return paper_headline.section(store, llm, rows)
+    return paper_headline.section(store.root, llm, rows)
 
 
 def render(store: str, overrides: Sequence[str] = ()) -> str:
@@ -118,9 +117,9 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
     Long because it is the section's text in reading order: the numbers are collected above
     (:func:`collect`), what is left is prose and table rows.
     """
-    job = paper_job(store, overrides)
+    job = paper_job(store, overrides)  # the one conversion: store.path as the job's Store
     gen_id = job.generation.gen_id(job.provider.kind, job.provider.model)
-    prov, paper, delta = provenance(store, gen_id), paper_tables(), job.report.delta
+    prov, paper, delta = provenance(job.store, gen_id), paper_tables(), job.report.delta
     if not prov["judges"]:
         raise ValueError(f"store {store} has no judgments: the tables need IS (run shp-sweep with a judge first)")
     drafts_by = describe_provider(job.provider.kind, prov["model"])
@@ -162,9 +161,11 @@ def render(store: str, overrides: Sequence[str] = ()) -> str:
         "model): differences in IS are differences in what each judge rewards. N is the paper's (20 dev, 60 "
         "test), so its power problem is ours: a “no” at low power is no evidence of inferiority.",
         "",
-        *headline(store, prov["judges"]),
+        *headline(job.store, prov["judges"]),
     ]
-    by_judge = {j: {split: collect(store, job, gen_id, split, j) for split in ("dev", "test")} for j in prov["judges"]}
+    by_judge = {
+        j: {split: collect(job.store, job, gen_id, split, j) for split in ("dev", "test")} for j in prov["judges"]
+    }
     for judge, scopes in by_judge.items():
         for split, sc in scopes.items():
             ref = paper["splits"][split]

@@ -58,11 +58,9 @@ class JobPlan:
         return self.scenarios - self.stored
 
 
-def _stored(root: str) -> Store | None:
+def _stored(store: Store) -> Store | None:
     """The store to read, or None when a local one does not exist yet (reading it must not create it)."""
-    if "://" not in root and not Path(root).exists():
-        return None
-    return Store(root)
+    return None if store.local and not Path(store.path).exists() else store
 
 
 def _tokens(scn: Scenario, job: JobSpec) -> tuple[int, int]:

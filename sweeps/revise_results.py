@@ -23,8 +23,8 @@ from analysis.errors import AnalysisError
 from analysis.report.correctness import feedback_lines, is_known
 from analysis.stats import correctness, feedback
 from shp_ray.generation.humaneval import N_PROBLEMS
-from storage.parts import StoreUnusable, open_store
-from sweeps.code_results import ORACLE_IS, emit
+from storage.parts import Store, StoreUnusable, open_store
+from sweeps.code_results import ORACLE_IS, emit, store_arg
 from sweeps.code_results import render as render_code
 
 HEADING = "## Code, revising on feedback against drawing again: HumanEval, public and private tests"
@@ -40,7 +40,7 @@ def _epochs(gen: dict) -> int:
     return int((json.loads(gen.get("config_json") or "{}").get("generation") or {}).get("epochs") or 1)
 
 
-def _pair(store: str) -> tuple[dict, dict, dict[str, int]]:
+def _pair(store: Store) -> tuple[dict, dict, dict[str, int]]:
     """(the feedback generation, the resampling one, trajectories stored per gen_id)."""
     try:
         s = open_store(store)
@@ -52,7 +52,7 @@ def _pair(store: str) -> tuple[dict, dict, dict[str, int]]:
     revising = [g for g in gens if _critic(g) != RESAMPLING]
     if len(resampling) != 1 or len(revising) != 1:
         said = ", ".join(f"{g['gen_id'][:12]} (critic {_critic(g)})" for g in gens) or "none"
-        raise AnalysisError(f"store {store}: needs one generation with a Critic and one with critic {RESAMPLING} "
+        raise AnalysisError(f"store {store.root}: needs one generation with a Critic and one with critic {RESAMPLING} "
                             f"(generations: {said})")  # fmt: skip
     held: dict[str, set[str]] = {}
     for r in rounds:
@@ -69,13 +69,13 @@ def _status(gens: tuple[dict, dict], stored: dict[str, int]) -> str:
             f"{_epochs(gens[0])} epochs) each generation plans; every table reads only what is stored.")  # fmt: skip
 
 
-def render(store: str) -> str:
+def render(store: Store) -> str:
     revising, resampling, stored = _pair(store)
     con = connect(ReplayScope(store, policies=correctness.code_policies(int(revising["max_rounds"]))))
     try:
         score = correctness.pick_score(con, None)
         if score is None:
-            raise AnalysisError(f"store {store} has no pass/fail score (hidden_pass)")
+            raise AnalysisError(f"store {store.root} has no pass/fail score (hidden_pass)")
         rows = feedback.compare(con, score, revising["gen_id"], resampling["gen_id"])
         if not is_known(correctness.compare_pass(con, score)):  # no judge scored a draft: no IS oracle to compare
             rows = [r for r in rows if r["policy"] != ORACLE_IS]
@@ -84,7 +84,7 @@ def render(store: str) -> str:
     out = [
         HEADING,
         "",
-        f"Rendered by `python -m sweeps.revise_results {store}`. {_status((revising, resampling), stored)} "
+        f"Rendered by `python -m sweeps.revise_results {store.root}`. {_status((revising, resampling), stored)} "
         f"Both generations run the same Writer, prompts, tasks and seeds; one revises on the Critic's report, the "
         f"other draws every round afresh from the first prompt, so both pay the same Writer calls.",
         "",
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("store", help="a store holding a code run with a Critic and its critic=none control")
     ap.add_argument("--out", type=Path, help="write here (default: stdout)")
     args = ap.parse_args(argv)
-    return emit(lambda: render(args.store), args.out, ap.prog)
+    return emit(lambda: render(store_arg(args.store)), args.out, ap.prog)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def store(tmp_path_factory):  # noqa: ANN201
     tmp_path = tmp_path_factory.mktemp("marker")
     root = tmp_path / "store"
     write_synthetic_store(root, SyntheticSpec(n_trajectories=30, seed=3, approve_rate=0.3))
-    signals_store.build(root)  # the old generation's signals, read with APPROVED
+    signals_store.build(Store(root))  # the old generation's signals, read with APPROVED
     _lgtm_generation(tmp_path, root)
     return root
 
@@ -115,7 +115,7 @@ def test_recomputed_approvals_equal_the_stored_ones(store, tmp_path, capsys) -> 
     want = {g: sum(a for (gi, _, _), a in computed.items() if gi == g) for g in (LGTM, OLD)}
     assert out.stdout.strip().splitlines()[-2:] == [f"{g},{n}" for g, n in sorted(want.items())]
 
-    report = signals_store.build(plain)  # shp-query --signals rebuild
+    report = signals_store.build(Store(plain))  # shp-query --signals rebuild
     assert report.built == 60
     assert _stored(plain) == _stored(store)
 

@@ -57,7 +57,7 @@ MAY_IMPORT = {
     "report": {"stats", "replay", "analysis floor", "policy", "providers", "storage", "redaction"},
     "query": {"replay", "analysis floor", "policy", "providers", "storage", "redaction"},
     "analysis": {"query", "report", "stats", "replay", "analysis floor"},
-    "conf": {"policy", "providers", "sandbox", "generation", "redaction"},
+    "conf": {"policy", "providers", "sandbox", "storage", "generation", "redaction"},
 }
 MAY_IMPORT["apps"] = set(MAY_IMPORT)  # everything below
 # The policy package is pure: the standard library and numpy, nothing that reaches a disk,

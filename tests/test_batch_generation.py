@@ -61,7 +61,7 @@ class Approx:
 
 def _live_reference(tmp_path: Path, scenarios: list, cfg: GenerationConfig) -> list[dict]:
     with SimServer() as sim:
-        generate(scenarios, cfg, tmp_path / "live", _spec(sim), RunOptions(backend="local", progress=False))
+        generate(scenarios, cfg, Store(tmp_path / "live"), _spec(sim), RunOptions(backend="local", progress=False))
     return _rounds(tmp_path / "live")
 
 
@@ -71,7 +71,11 @@ def test_batch_mode_on_ray_stores_what_live_mode_stores(tmp_path, ray_session) -
     live = _live_reference(tmp_path, scenarios, cfg)
     with SimServer(batch_delay_s=0.05) as sim:
         s = generate(
-            scenarios, cfg, tmp_path / "batch", _spec(sim, batch=True, batch_poll_s=0.05), RunOptions(progress=False)
+            scenarios,
+            cfg,
+            Store(tmp_path / "batch"),
+            _spec(sim, batch=True, batch_poll_s=0.05),
+            RunOptions(progress=False),
         )
         stats = sim.stats
     assert (s.generated, s.failed) == (20, 0)
@@ -88,7 +92,7 @@ def test_failed_lines_go_in_the_next_batch_then_live(tmp_path) -> None:
     live = _live_reference(tmp_path, scenarios, cfg)
     with SimServer(batch_fault_rate=0.3, batch_malformed_rate=0.1) as sim:
         spec = _spec(sim, batch=True, batch_poll_s=0.02, batch_max_tries=2)
-        s = generate(scenarios, cfg, tmp_path / "batch", spec, RunOptions(backend="local", progress=False))
+        s = generate(scenarios, cfg, Store(tmp_path / "batch"), spec, RunOptions(backend="local", progress=False))
         stats = sim.stats
     b = s.batch
     assert s.generated == 8 and b["batch_failed_lines"] > 0 and b["live_fallbacks"] > 0
@@ -112,8 +116,9 @@ import json, sys
 from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
+from storage.parts import Store
 
-store, base_url = sys.argv[1], sys.argv[2]
+store, base_url = Store(sys.argv[1]), sys.argv[2]
 cfg = GenerationConfig(max_rounds=4, embedder="fake-hash")
 spec = ProviderSpec(kind="sim", base_url=base_url, model="sim-model", batch=True, batch_poll_s=0.05)
 summary = generate(load_scenarios("shp_paper", limit=12), cfg, store, spec, RunOptions(backend="local"))
@@ -202,12 +207,12 @@ def test_judging_in_batches_scores_what_live_judging_scores(tmp_path) -> None:
     with SimServer(batch_delay_s=0.05) as sim:
         for mode in ("live", "batch"):
             root = tmp_path / mode
-            generate(scenarios, gen, root, _spec(sim), RunOptions(backend="local", progress=False))
+            generate(scenarios, gen, Store(root), _spec(sim), RunOptions(backend="local", progress=False))
             cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", judge="llm", judge_batch=mode == "batch")
             spec = _spec(sim, batch_poll_s=0.02)
             gen_id = gen.gen_id("sim", "sim-model")
             before = sim.stats["batch"]["batches_created"]
-            n = judge_stored(root, gen_id, scenarios, cfg, spec, root / "_cache", judge="llm:sim-model")
+            n = judge_stored(Store(root), gen_id, scenarios, cfg, spec, root / "_cache", judge="llm:sim-model")
             batches = sim.stats["batch"]["batches_created"] - before
             assert n == 18 and batches == (1 if mode == "batch" else 0)
             rows = Store(root).read("judgments").to_pylist()

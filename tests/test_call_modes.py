@@ -58,7 +58,11 @@ def test_the_mode_of_each_call_reaches_the_store_and_a_cache_hit_keeps_it(tmp_pa
     factory = "tests.test_call_modes:make_provider"
     batch = ProviderSpec(kind="scripted-batch", model="m")
     generate(
-        scenarios, cfg, tmp_path / "a", batch, RunOptions(cache_dir=cache, provider_factory=factory, backend="local")
+        scenarios,
+        cfg,
+        Store(tmp_path / "a"),
+        batch,
+        RunOptions(cache_dir=cache, provider_factory=factory, backend="local"),
     )
     rounds = Store(tmp_path / "a").read("rounds").to_pylist()
     assert {r["writer_mode"] for r in rounds} == {BATCH}
@@ -71,7 +75,11 @@ def test_the_mode_of_each_call_reaches_the_store_and_a_cache_hit_keeps_it(tmp_pa
     # The same requests again (a live provider now): every call is a cache hit and keeps the mode it was paid at.
     live = ProviderSpec(kind="scripted", model="m")
     generate(
-        scenarios, cfg, tmp_path / "b", live, RunOptions(cache_dir=cache, provider_factory=factory, backend="local")
+        scenarios,
+        cfg,
+        Store(tmp_path / "b"),
+        live,
+        RunOptions(cache_dir=cache, provider_factory=factory, backend="local"),
     )
     again = Store(tmp_path / "b").read("rounds").to_pylist()
     assert {r["writer_mode"] for r in again} == {BATCH}
@@ -141,7 +149,7 @@ def test_an_old_store_stays_sound_reads_as_live_and_is_priced_exactly(tmp_path) 
         assert modes == [(LIVE, LIVE, LIVE)]
     finally:
         con.close()
-    checked = signals_store.check(tmp_path / "old")  # old rows lacking the new columns are no difference
+    checked = signals_store.check(Store(tmp_path / "old"))  # old rows lacking the new columns are no difference
     assert checked.checked_rows == 3 and checked.different_rows == 0
 
 

@@ -61,7 +61,7 @@ def _unique(rows: list[dict], *cols: str) -> bool:
 def _reference(tmp_path: Path, scenarios: list, cfg: GenerationConfig) -> tuple[list[dict], int]:
     """The same generation in one process, no Ray: its rows and how many calls it paid."""
     with SimServer(latency_s=0.0) as sim:
-        s = generate(scenarios, cfg, tmp_path / "ref", _spec(sim), RunOptions(backend="local", progress=False))
+        s = generate(scenarios, cfg, Store(tmp_path / "ref"), _spec(sim), RunOptions(backend="local", progress=False))
         assert s.failed == 0
         return _rows(tmp_path / "ref"), sim.stats["ok"]
 
@@ -99,7 +99,9 @@ def test_batch_mode_on_the_cluster_stores_what_live_mode_stores(tmp_path, cluste
     ref, _ = _reference(tmp_path, scenarios, cfg)
     with SimServer(batch_delay_s=0.05) as sim:
         spec = _spec(sim, batch=True, batch_poll_s=0.05)
-        s = generate(scenarios, cfg, tmp_path / "batch", spec, RunOptions(ray_address=cluster.address, progress=False))
+        s = generate(
+            scenarios, cfg, Store(tmp_path / "batch"), spec, RunOptions(ray_address=cluster.address, progress=False)
+        )
         stats = sim.stats
     assert (s.generated, s.failed) == (6, 0) and len(s.nodes) == 3  # every node ran trajectories
     assert stats["batch"]["batches_created"] == 5 and stats["requests"] == 0  # 3 Writer + 2 Critic steps
@@ -134,7 +136,7 @@ def test_a_worker_node_killed_mid_generation_costs_only_its_calls_in_flight(tmp_
         gen_id = cfg.gen_id("sim", "sim-model")
         killer = threading.Thread(target=kill_when_stored, args=(gen_id,), daemon=True)
         killer.start()
-        s = generate(scenarios, cfg, root, _spec(sim), RunOptions(ray_address=cluster.address, progress=False))
+        s = generate(scenarios, cfg, Store(root), _spec(sim), RunOptions(ray_address=cluster.address, progress=False))
         killer.join(60)
         paid, base_url = sim.stats["ok"], sim.base_url
     try:
@@ -183,7 +185,9 @@ def test_a_worker_node_killed_mid_batch_pays_no_line_twice(tmp_path, cluster) ->
         killer = threading.Thread(target=kill_in_second_batch, daemon=True)
         killer.start()
         spec = _spec(sim, batch=True, batch_poll_s=0.1)
-        s = generate(scenarios, cfg, tmp_path / "batch", spec, RunOptions(ray_address=cluster.address, progress=False))
+        s = generate(
+            scenarios, cfg, Store(tmp_path / "batch"), spec, RunOptions(ray_address=cluster.address, progress=False)
+        )
         killer.join(60)
         stats = sim.stats
     try:

@@ -95,7 +95,7 @@ def test_a_sweep_on_two_nodes_into_s3_survives_a_node_kill_and_ends_exact(aws, c
     scenarios = load_scenarios("hotpotqa", split="test", limit=N)
     with SimServer(latency_s=0.0) as ref_sim:
         spec = ProviderSpec(kind="sim", base_url=ref_sim.base_url, model=gen["model"])
-        s = generate(scenarios, cfg, tmp_path / "ref", spec, RunOptions(backend="local", progress=False))
+        s = generate(scenarios, cfg, Store(tmp_path / "ref"), spec, RunOptions(backend="local", progress=False))
         ref_paid = ref_sim.stats["ok"]
     assert (s.generated, s.failed) == (N, 0) and ref_paid == calls
     got = _rows(uri)

@@ -229,7 +229,7 @@ def test_a_humaneval_sweep_on_the_simulated_server_stores_rounds_with_scores(hyd
     # (no contexts), so no draft has an IS and there is no oracle_is row (it would be fixed_k1 under another name)
     from sweeps.code_results import render
 
-    text = render(str(tmp_path / "store"))
+    text = render(Store(str(tmp_path / "store")))
     assert "critic `tests`; test split `docstring` (visible tests: the docstring's examples, the whole check" in text
     assert "scored none of these drafts (no IS column, no oracle_is row)" in text and "| oracle_is |" not in text
     assert "| IS |" not in text

@@ -26,7 +26,6 @@ from shp_ray.generation.datasets import load_scenarios
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
 from shp_ray.providers.sim.options import SimOptions
-from storage.parts import Store
 from sweeps import job as sweep_job
 from tests import test_conf
 from tests.test_conf import schema_keys
@@ -265,7 +264,7 @@ FLOWS: dict[str, Flow] = {
     "report.primary": flow("report.primary=is", where=lambda j: j.report.primary, expected="is"),
     "report.out": flow("report.out=elsewhere/report", where=lambda j: j.report.out, expected="elsewhere/report"),
     # where the job stores and runs
-    "store.path": flow("store.path=elsewhere/store", where=lambda j: j.store, expected="elsewhere/store"),
+    "store.path": flow("store.path=elsewhere/store", where=lambda j: j.store.root, expected="elsewhere/store"),
     "store.cache_dir": flow("store.cache_dir=elsewhere/cache", where=lambda j: j.cache_dir, expected="elsewhere/cache"),
     "ray.address": flow("ray.address=auto", where=lambda j: j.ray_address, expected="auto"),
     "ray.num_cpus": flow("ray.num_cpus=1", where=lambda j: j.num_cpus, expected=1),
@@ -359,7 +358,7 @@ def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_pa
         calls.append({"cfg": cfg, "store": store_root, "spec": spec, **vars(options)})
 
     @contextlib.contextmanager
-    def fake_lease(cache_dir, gen_id, store_uri, *, ray_address=None):
+    def fake_lease(store, gen_id, *, ray_address=None):
         calls.append({"lease_address": ray_address})  # the real lease would join that cluster
         yield 0.0
 
@@ -370,7 +369,7 @@ def test_ray_and_progress_settings_reach_generate(hydra_ctx, monkeypatch, tmp_pa
         "provider=openai", "provider.base_url=http://127.0.0.1:9/v1", f"store.path={tmp_path / 'store'}",
         "ray.address=auto", "ray.num_cpus=1", "progress=false", f"store.cache_dir={tmp_path / 'cache'}",
     )  # fmt: skip
-    store = Store(job.store)
+    store = job.store
     sweep_job.ensure_generation(job, store, load_scenarios(job.dataset, split=job.split, limit=1), "run-1", "t")
     lease, call = calls
     assert lease == {"lease_address": "auto"}

@@ -26,6 +26,7 @@ from shp_ray.policy.reference import family_replay, replay
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import policy_by_name
 from shp_ray.policy.trajectory import Round, Trajectory
+from storage.parts import Store
 from sweeps import app
 from sweeps.code_results import render
 from sweeps.job import JobResult
@@ -256,8 +257,8 @@ def test_a_score_that_is_not_pass_fail_is_refused_naming_the_ones_there_are(con)
 
 
 def test_the_code_section_renders_the_same_numbers(store) -> None:
-    text = render(store)
-    assert text == render(store)  # the same store, the same bytes
+    text = render(Store(store))
+    assert text == render(Store(store))  # the same store, the same bytes
     assert "imported trajectories (from `traces.jsonl`" in text and "### dev split (N = 4)" in text
     assert "### test split (N = 10)" in text and "| oracle_hidden_pass |" in text
     # test split: round 1 passes 3 of 10, the oracle 9 of 10
@@ -308,7 +309,7 @@ def test_the_renderer_runs_from_the_command_line_and_refuses_a_path_without_a_st
 
     out = tmp_path / "code.md"
     assert main([store, "--out", str(out)]) == 0
-    assert out.read_text() == render(store)
+    assert out.read_text() == render(Store(store))
     assert main([str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nowhere" in err[0] and "Traceback" not in err[0]

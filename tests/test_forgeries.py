@@ -52,7 +52,7 @@ def plain(tmp_path) -> Path:
 def store(tmp_path) -> Path:
     root = tmp_path / "store"
     write_synthetic_store(root, SyntheticSpec(n_trajectories=8, rounds=3, dim=8, seed=4))
-    signals_store.build(root)  # signals and trajectory_inputs, as a generation writes them
+    signals_store.build(Store(root))  # signals and trajectory_inputs, as a generation writes them
     return root
 
 

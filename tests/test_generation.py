@@ -53,7 +53,9 @@ def test_a_model_that_cannot_embed_stops_the_run_before_anything_is_written(tmp_
     with SimServer() as sim:
         spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
         with pytest.raises(GenerationAborted, match="could not embed a text") as err:
-            generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / "store", spec, RunOptions(progress=False))
+            generate(
+                load_scenarios("shp_paper", limit=2), cfg, Store(tmp_path / "store"), spec, RunOptions(progress=False)
+            )
         assert sim.stats["requests"] == 0
     said = str(err.value)
     assert str(model) in said and "Nothing was generated" in said
@@ -95,9 +97,9 @@ def test_generation_on_ray_with_sim_server_and_real_embedder(tmp_path, ray_sessi
     cfg = GenerationConfig(max_rounds=3, judge="llm", workers=2, concurrency=4, flush_every=2)
     with SimServer(latency_s=0.01) as sim:
         spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
-        s = generate(scenarios, cfg, tmp_path / "store", spec, RunOptions(progress=False))
+        s = generate(scenarios, cfg, Store(tmp_path / "store"), spec, RunOptions(progress=False))
         paid = sim.stats["ok"]
-        again = generate(scenarios, cfg, tmp_path / "store", spec, RunOptions(progress=False))
+        again = generate(scenarios, cfg, Store(tmp_path / "store"), spec, RunOptions(progress=False))
         assert sim.stats["ok"] == paid  # the rerun found everything stored: no call at all
     assert (s.generated, s.failed, s.skipped) == (5, 0, 0)
     assert (again.generated, again.skipped) == (0, 5)
@@ -159,8 +161,9 @@ from analysis.replay import signals_store
 from shp_ray.generation.datasets import load_scenarios, with_epochs
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
+from storage.parts import Store
 
-store, base_url, n, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+store, base_url, n, epochs = Store(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 cfg = GenerationConfig(max_rounds=3, embedder="fake-hash", workers=1, concurrency=2, flush_every=1,
                        temperature=0.7, epochs=epochs)
 spec = ProviderSpec(kind="sim", base_url=base_url, model="sim-model")
@@ -298,7 +301,9 @@ def test_a_run_starts_only_the_actors_it_needs(tmp_path, ray_session) -> None:
         with SimServer() as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model")
             opts = RunOptions(progress=False, ephemeral_endpoint=ephemeral)
-            s = generate(load_scenarios("shp_paper", limit=2), cfg, tmp_path / f"s{workers}{ephemeral}", spec, opts)
+            s = generate(
+                load_scenarios("shp_paper", limit=2), cfg, Store(tmp_path / f"s{workers}{ephemeral}"), spec, opts
+            )
             assert s.generated == 2 and s.paid_calls == 2 and s.embedded_texts == 2
         new = [c for key, c in classes().items() if key not in seen]
         expected = ["TrajectoryWorker"] * workers + (["EmbedActor"] if workers > 1 else [])

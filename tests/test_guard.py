@@ -135,7 +135,7 @@ def test_an_aborted_run_stops_early_and_records_why(tmp_path):
             cache_dir=tmp_path / "cache", backend="local", provider_factory="tests.test_guard:failing_factory",
             progress=False,
         )  # fmt: skip
-        generate(scenarios, cfg, tmp_path / "store", spec, opts)
+        generate(scenarios, cfg, Store(tmp_path / "store"), spec, opts)
     assert "Rerun the same command" in str(err.value)
     assert FAILING[0].calls == 1  # one trajectory failed, the other five were never started
     store = Store(tmp_path / "store")

@@ -40,7 +40,7 @@ def test_results_md_code_section_is_exactly_what_the_store_replays(tmp_path, mon
     text = (ROOT / "RESULTS.md").read_text()
     assert text.count(HEADING) == 1
     section = results_section(text, HEADING)
-    assert section == render(STORE)
+    assert section == render(Store(STORE))
     # written before dataset.tests existed, its config records no test split: the header leaves it unsaid; its
     # lexical judge scored no code draft: no oracle_is row and no IS column
     assert "test split `" not in section and "| oracle_is |" not in section and "| IS |" not in section

@@ -73,7 +73,9 @@ def test_generate_mode_round_semantics(embedder: Embedder) -> None:
 def test_live_stop_rounds_equal_replay_for_every_policy(tmp_path, embedder: Embedder) -> None:
     scenarios = load_scenarios("shp_paper", limit=12)
     cfg = GenerationConfig(max_rounds=6, embedder="default", workers=1, concurrency=4)
-    summary = generate(scenarios, cfg, tmp_path / "store", SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    summary = generate(
+        scenarios, cfg, Store(tmp_path / "store"), SPEC, RunOptions(provider_factory=FACTORY, backend="local")
+    )
     assert summary.generated == 12 and summary.failed == 0
     trajs = load_trajectories(Store(tmp_path / "store"), summary.gen_id, judge=summary.judge)
     assert len(trajs) == 12
@@ -110,7 +112,7 @@ def test_bad_input_never_crashes_the_run(tmp_path) -> None:
     ]
     cfg = GenerationConfig(max_rounds=3, embedder="fake-hash")
     store = Store(tmp_path / "s")
-    s = generate(marked, cfg, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    s = generate(marked, cfg, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert (s.generated, s.failed) == (6, 1)
     failures = store.read("failures").to_pylist()
     assert [(f["scenario_id"], f["stage"], f["round"]) for f in failures] == [("fail", "writer", 1)]
@@ -129,7 +131,7 @@ def test_bad_input_never_crashes_the_run(tmp_path) -> None:
     assert math.isnan(noctx["faithfulness"]) and math.isnan(noctx["context_recall"]) and "no contexts" in noctx["error"]
     assert 0.0 <= noctx["answer_relevancy"] <= 1.0
     # A rerun retries the failed scenario (it has no rounds), skips the rest, duplicates nothing.
-    again = generate(marked, cfg, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    again = generate(marked, cfg, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert (again.skipped, again.failed, again.generated) == (6, 1, 0)
     assert store.read("rounds").num_rows == 18 and store.read("scenarios").num_rows == 7
 
@@ -146,7 +148,7 @@ def test_unparsable_llm_judge_is_nan_not_zero(tmp_path) -> None:
     scns = [replace(base[0], scenario_id="bad", question=base[0].question + " [bad-judge]"), base[1]]
     cfg = GenerationConfig(max_rounds=2, embedder="fake-hash", judge="llm", judge_parse_retries=2)
     store = Store(tmp_path / "s")
-    s = generate(scns, cfg, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    s = generate(scns, cfg, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert s.generated == 2 and s.judge == "llm:scripted-model"
     rows = store.read("judgments").to_pylist()
     bad = [r for r in rows if r["scenario_id"] == "bad"]
@@ -172,10 +174,10 @@ def test_a_shallower_generation_pays_nothing_and_shares_judgments(tmp_path) -> N
     scns = load_scenarios("shp_paper", limit=3)
     store = Store(tmp_path / "s")
     deep = GenerationConfig(max_rounds=3, embedder="fake-hash", judge="llm")
-    first = generate(scns, deep, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    first = generate(scns, deep, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert first.paid_tokens > 0 and store.read("judgments").num_rows == 9
     shallow = replace(deep, max_rounds=2)
-    again = generate(scns, shallow, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    again = generate(scns, shallow, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert again.gen_id != first.gen_id and again.generated == 3
     # rounds 1-2 of every scenario: response cache hits; their drafts' judgments: judge cache hits.
     assert again.paid_tokens == 0 and again.calls == again.cached_calls == 3 * 3
@@ -183,11 +185,11 @@ def test_a_shallower_generation_pays_nothing_and_shares_judgments(tmp_path) -> N
     assert store.read("rounds").num_rows == 9 + 6 and store.read("generations").num_rows == 2
     # retry_failed=False: a known failure is not tried again
     bad = [replace(scns[0], scenario_id="f", question=scns[0].question + " [fail-writer]")]
-    generate(bad, shallow, store.uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    generate(bad, shallow, store, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     skip = generate(
         bad,
         replace(shallow, retry_failed=False),
-        store.uri,
+        store,
         SPEC,
         RunOptions(provider_factory=FACTORY, backend="local"),
     )

@@ -16,6 +16,7 @@ from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import RunOptions, generate
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.sim.server import SimServer
+from storage.parts import Store
 from sweeps.paper_results import paper_job, paper_tables, render
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def store(tmp_path_factory):
     scenarios = load_scenarios("shp_paper", split="dev", limit=3) + load_scenarios("shp_paper", split="test", limit=4)
     with SimServer() as sim:
         spec = ProviderSpec(kind="sim", base_url=sim.base_url, model=job.provider.model)
-        s = generate(scenarios, job.generation, root, spec, RunOptions(backend="local", progress=False))
+        s = generate(scenarios, job.generation, Store(root), spec, RunOptions(backend="local", progress=False))
     assert (s.generated, s.failed) == (7, 0)
     return root, job
 

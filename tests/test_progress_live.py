@@ -21,6 +21,7 @@ from shp_ray.generation.datasets import load_scenarios
 from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
 from shp_ray.providers.app_thread import AppThread
 from shp_ray.providers.base import ProviderSpec
+from storage.parts import Store
 
 pytestmark = pytest.mark.integration
 DEADLINE_S = 180.0
@@ -74,7 +75,7 @@ def test_paid_calls_show_while_the_only_trajectory_is_in_flight(tmp_path, ray_se
     try:
         cfg = GenerationConfig(max_rounds=2, embedder="fake-hash", judge="none", workers=1, concurrency=1)
         spec = ProviderSpec(kind="sim", base_url=f"http://127.0.0.1:{endpoint.host.port}/v1", model="m")
-        summary = generate(load_scenarios("shp_paper", limit=1), cfg, tmp_path / "store", spec,
+        summary = generate(load_scenarios("shp_paper", limit=1), cfg, Store(tmp_path / "store"), spec,
                            RunOptions(progress=False))  # fmt: skip
     finally:
         endpoint.release.set()

@@ -40,7 +40,7 @@ def _bucketed(root: str, capsys: pytest.CaptureFixture[str], count: int = 5) -> 
     assert compact.main([root, "--buckets", str(count)]) == 0
     moved = json.loads(capsys.readouterr().out)["rebucket"]
     assert moved["parts_moved"] > 0
-    assert signals_store.build(root).built == SPEC.n_trajectories  # written into the buckets
+    assert signals_store.build(Store(root)).built == SPEC.n_trajectories  # written into the buckets
 
 
 def test_the_ray_replay_of_a_local_store_equals_the_single_node_replay(cluster, tmp_path, capsys) -> None:
@@ -77,7 +77,7 @@ def test_a_store_never_bucketed_and_killed_mid_write_replays_on_ray_as_on_one_no
     scenario, equal to the single-node replay."""
     root = str(tmp_path / "flat")
     write_synthetic_store(root, SyntheticSpec(n_trajectories=12, rounds=3, dim=8, seed=2, chunk=4))
-    assert signals_store.build(root).built == 12
+    assert signals_store.build(Store(root)).built == 12
     store = Store(root)
     for table in ("signals", "trajectory_inputs"):  # what the killed flush did not write
         store.fs.delete_file(store.parts(table)[0])

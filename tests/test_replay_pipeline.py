@@ -34,7 +34,11 @@ def generated(tmp_path_factory):
     scenarios = [*base[:8], replace(base[8], scenario_id="empty", question=base[8].question + " [empty-draft]")]
     cfg = GenerationConfig(max_rounds=5, embedder="fake-hash", workers=1, concurrency=4)
     summary = generate(
-        scenarios, cfg, root, SPEC, RunOptions(provider_factory="tests.gen_support:make_provider", backend="local")
+        scenarios,
+        cfg,
+        Store(root),
+        SPEC,
+        RunOptions(provider_factory="tests.gen_support:make_provider", backend="local"),
     )
     assert summary.generated == 9
     return root, summary

@@ -23,6 +23,7 @@ from shp_ray.generation.loop import critic_request, generate_trajectory, writer_
 from shp_ray.generation.prompts import PRESETS, critic_messages, preset, writer_messages
 from shp_ray.generation.records import scenario_row
 from shp_ray.providers.sim.scripted import ScriptedProvider
+from storage.parts import Store
 from tests.test_code_loop import sweep  # one sweep-in-process helper for the code-loop tests
 
 REVISE = GenerationConfig(prompts=preset("code-v1"), critic="tests", max_rounds=3, temperature=0.7, tests="split")
@@ -214,7 +215,7 @@ def test_a_sampled_two_epoch_humaneval_sweep_with_feedback_and_its_resampling_co
         assert drafts[("humaneval_0", 1)] != drafts[("humaneval_0#e2", 1)]  # two epochs, two samples
         if critic == "none":
             assert all(r["feedback"] == "" for r in rounds)
-        text = render(str(tmp_path / "store"), gen_id=done.gen_id)
+        text = render(Store(str(tmp_path / "store")), gen_id=done.gen_id)
         assert "Writer temperature 0.7 (a seed per task, epoch and round); epochs 2" in text
         assert "cluster sign-flip p" in text and "Minimum detectable difference at 80% power" in text
         assert "Drafts that changed:" in text and f"critic `{critic}`" in text
@@ -223,7 +224,7 @@ def test_a_sampled_two_epoch_humaneval_sweep_with_feedback_and_its_resampling_co
     # round 1 is the same request in both: the control's first drafts are the feedback run's, from the cache
     first = {(r["gen_id"], r["scenario_id"]): r["draft"] for r in store.read("rounds").to_pylist() if r["round"] == 1}
     assert all(first[(gen_ids["none"], s)] == d for (g, s), d in first.items() if g == gen_ids["tests"])
-    both = revise_results.render(str(tmp_path / "store"))
+    both = revise_results.render(Store(str(tmp_path / "store")))
     assert "6 with critic `tests` and 6 with critic `none` of the 328 trajectories" in both
     assert both.count("Pass at stop per policy:") == 2 * 2  # two generations x two splits
     assert "| fixed_k1 | 4 (2) | 0.0% | 0.0% | +0.0 [+0.0, +0.0] | 1.00 |" in both  # simulated prose never passes

@@ -59,7 +59,7 @@ def test_stored_and_computed_signals_replay_the_same(tmp_path) -> None:
     kind, computed, rounds_computed = _open(root)
     assert kind == "computed" and len(computed) == 120 * 15
 
-    report = signals_store.build(root)
+    report = signals_store.build(Store(root))
     assert (report.trajectories, report.built) == (120, 120)
     assert report.rows_written == len(rounds_computed)
     kind, stored, rounds_stored = _open(root)
@@ -68,16 +68,16 @@ def test_stored_and_computed_signals_replay_the_same(tmp_path) -> None:
     _same_rounds(rounds_stored, rounds_computed)
     assert sum(r[4] for r in rounds_stored) > 0  # the synthetic critic approves sometimes
 
-    again = signals_store.build(root)  # nothing missing: nothing written
+    again = signals_store.build(Store(root))  # nothing missing: nothing written
     assert (again.built, again.rows_written) == (0, 0)
-    checked = signals_store.check(root)
+    checked = signals_store.check(Store(root))
     assert (checked.checked_rows, checked.different_rows, checked.unstored) == (len(rounds_stored), 0, 0)
 
 
 def test_stored_distances_are_the_live_stoppers_bit_for_bit(tmp_path) -> None:
     root = tmp_path / "store"
     store = _synthetic(root, n_trajectories=30)
-    signals_store.build(root)
+    signals_store.build(Store(root))
     rounds = store.read("rounds").sort_by([("scenario_id", "ascending"), ("round", "ascending")])
     sig = store.read("signals").sort_by([("scenario_id", "ascending"), ("round", "ascending")])
     emb = np.stack(rounds["embedding"].to_numpy(zero_copy_only=False))
@@ -92,7 +92,7 @@ def test_stored_distances_are_the_live_stoppers_bit_for_bit(tmp_path) -> None:
 def test_trajectories_without_signals_are_computed_and_named(tmp_path, caplog) -> None:
     root = tmp_path / "store"
     _synthetic(root)
-    signals_store.build(root)
+    signals_store.build(Store(root))
     # A second generation's rounds, written before the signals table existed (unjudged here: its judge keys
     # would collide with the first generation's, which a real judge cache never lets happen).
     other = tmp_path / "other"
@@ -122,8 +122,8 @@ def test_duplicated_and_stale_signals_are_never_counted_twice_or_believed(tmp_pa
     root = tmp_path / "store"
     store = _synthetic(root, n_trajectories=40)
     _, reference, _ = _open(root)
-    signals_store.build(root)
-    signals_store.build(root, missing_only=False)  # two writers raced: identical copies
+    signals_store.build(Store(root))
+    signals_store.build(Store(root), missing_only=False)  # two writers raced: identical copies
     kind, twice, _ = _open(root)
     assert kind == "stored" and twice == reference  # each copy read once (analysis.replay.uniqueness): all stored
 
@@ -194,10 +194,10 @@ def test_signals_whose_rounds_are_gone_are_never_replayed(tmp_path) -> None:
     root = tmp_path / "store"
     _synthetic(root, n_trajectories=30)
     _synthetic(root, n_trajectories=5, gen_id="second-gen", seed=9)
-    signals_store.build(root)
+    signals_store.build(Store(root))
     kept = tmp_path / "kept"
     _synthetic(kept, n_trajectories=30)
-    signals_store.build(kept)
+    signals_store.build(Store(kept))
     _, reference, _ = _open(kept)
     shutil.rmtree(root / "rounds" / "gen_id=second-gen")  # e.g. moved to _quarantine/
     kind, replayed, rounds = _open(root)
@@ -209,7 +209,7 @@ def test_one_generation_opens_only_its_folder_and_slices_partition_the_store(tmp
     root = tmp_path / "store"
     _synthetic(root, n_trajectories=40)
     _synthetic(root, n_trajectories=12, gen_id="second-gen", seed=9)
-    signals_store.build(root)
+    signals_store.build(Store(root))
     assert sorted(p.name for p in (root / "rounds").iterdir()) == ["gen_id=second-gen", "gen_id=synthetic-gen"]
     con = analysis.connect(root)
     everything = con.sql(REPLAY).fetchall()

@@ -18,7 +18,7 @@ from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.services import CachedChat, JudgeService, completion_from_record, completion_record
 from shp_ray.providers.base import ChatRequest, Completion, Usage
-from storage.cache import JudgeCache, ResponseCache, default_cache_dir
+from storage.cache import JudgeCache, ResponseCache
 from storage.compact import HIDDEN_SUFFIX, JOURNAL_PREFIX, compact_table, recover
 from storage.manifest import REDACTED, redact, write_manifest
 from storage.parts import Store
@@ -153,7 +153,8 @@ def test_cache_rows_written_earlier_are_still_read(tmp_path) -> None:
 
 
 def test_default_cache_dir_is_outside_every_table_glob(tmp_path) -> None:
-    assert default_cache_dir(tmp_path) == tmp_path.resolve() / "_cache"
+    assert Store(tmp_path).cache_dir == tmp_path.resolve() / "_cache"
+    assert Store(tmp_path.as_uri()).cache_dir == tmp_path.resolve() / "_cache"  # file://: the same folder
 
 
 def _rounds(n: int, start: int) -> list[dict]:

@@ -59,7 +59,7 @@ def _scenarios(n: int):
 
 
 def _generate(uri: str, n: int):
-    return generate(_scenarios(n), CFG, uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    return generate(_scenarios(n), CFG, Store(uri), SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
 
 
 def _summary(root) -> list[tuple]:
@@ -92,7 +92,7 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     assert not [o for o in objects if "/_tmp-" in o or "_cache" in o or o.endswith(".sqlite")]
     # The same generation written to a local folder replays to the same numbers.
     local = tmp_path / "local-store"
-    generate(_scenarios(5), CFG, local, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    generate(_scenarios(5), CFG, Store(local), SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     remote_rows = _summary(uri)
     assert remote_rows == _summary(local) and len(remote_rows) > 10
     con = analysis.connect(
@@ -114,7 +114,7 @@ def test_generation_query_report_on_s3_equal_the_local_store(s3, tmp_path, capsy
     con = analysis.connect(uri, policies=standard_policies() + family_policies())
     assert con.execute("SELECT count(DISTINCT policy) FROM family_replay").fetchall()[0][0] >= 10
     con.close()
-    _, artefact = fit_gain_model(uri, summary.gen_id)
+    _, artefact = fit_gain_model(Store(uri), summary.gen_id)
     fit = artefact.rsplit("/", 1)[1].removesuffix(".json")
     assert artefact == f"{uri}/artefacts/gain_model/{summary.gen_id}/{fit}.json"
     assert f"{bucket}/runs/store/artefacts/gain_model/{summary.gen_id}/{fit}.json" in _objects(fs, bucket)
@@ -186,7 +186,7 @@ def test_resume_after_a_kill_reads_no_leftover(s3, monkeypatch) -> None:
     # The resumed run generates only what is missing; a young temp is left alone (it may be a live
     # writer's), an old one is swept.
     monkeypatch.setattr(generate_module, "TEMP_GRACE_S", 0.0)
-    again = generate(_scenarios(5), CFG, uri, SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
+    again = generate(_scenarios(5), CFG, Store(uri), SPEC, RunOptions(provider_factory=FACTORY, backend="local"))
     assert (first.generated, again.generated, again.skipped) == (3, 2, 3)
     assert leftover not in _objects(fs, bucket)
     con = analysis.connect(uri)
@@ -313,7 +313,7 @@ def test_a_missing_bucket_is_one_line(s3, capsys) -> None:
     err = _query_error("s3://no-such-bucket-here/store", capsys)
     assert "bucket 'no-such-bucket-here' does not exist" in err
     with pytest.raises(StoreUnusable, match="does not exist"):
-        open_store("s3://no-such-bucket-here/store")
+        open_store(Store("s3://no-such-bucket-here/store"))
     assert compact.main(["s3://no-such-bucket-here/store"]) == 2
     assert "does not exist" in capsys.readouterr().err
 

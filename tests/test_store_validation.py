@@ -121,7 +121,7 @@ def test_report_out_is_checked_like_the_store(hydra_ctx, tmp_path):
 def test_a_good_local_store_passes_and_nothing_is_created(hydra_ctx, tmp_path):
     store = tmp_path / "deep" / "runs" / "store"
     job = job_of(f"store.path={store}", f"report.out={tmp_path / 'report'}")
-    assert job.store == str(store)
+    assert job.store.root == str(store) and job.store.uri == str(store.resolve())
     assert listing(tmp_path) == []  # neither the store nor a probe entry is left behind
     store.mkdir(parents=True)
     (store / "manifests").mkdir()
@@ -229,7 +229,7 @@ def _objects(fs, bucket: str = "shp-bucket") -> list[str]:
 
 def test_an_s3_store_in_an_existing_bucket_passes_and_leaves_nothing(hydra_ctx, s3_server):
     job = job_of("store.path=s3://shp-bucket/runs/store")
-    assert job.store == "s3://shp-bucket/runs/store"
+    assert job.store.uri == "s3://shp-bucket/runs/store"
     assert _objects(s3_server) == []  # the probe object was removed and no folder marker made
 
 

@@ -337,7 +337,7 @@ def test_damaged_generated_part_is_refused_everywhere_then_repaired_and_regenera
     base, job, snap, rounds, summary = generated
     store = tmp_path / "store"
     shutil.copytree(base, store)  # with its response cache: the rerun repays no call
-    case = dataclasses.replace(job, store=str(store))
+    case = dataclasses.replace(job, store=Store(store))
     part = Store(store).parts("rounds")[0]
     lost = _ids(part)
     damage, reason = DAMAGES[kind]

@@ -39,7 +39,7 @@ def _open(root: Path, **scope) -> tuple[str, list, list]:
 def written(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("inputs") / "store"
     write_synthetic_store(root, SPEC)
-    assert signals_store.build(root).inputs_parts == 3  # one per rounds part, as a generation writes them
+    assert signals_store.build(Store(root)).inputs_parts == 3  # one per rounds part, as a generation writes them
     return root
 
 
@@ -100,7 +100,7 @@ def test_a_part_no_row_accounts_for_or_a_draft_judged_twice_is_computed_from_the
 def test_a_trajectory_written_without_inputs_sends_the_store_back_to_its_parts(pair, tmp_path) -> None:
     more = tmp_path / "more"
     write_synthetic_store(more, SyntheticSpec(n_trajectories=3, rounds=2, seed=99, gen_id="other-gen"))
-    signals_store.build(more)
+    signals_store.build(Store(more))
     for root in pair:
         for table in ("rounds", "signals", "judgments", "scenarios", "generations"):
             for i, part in enumerate(Store(more).parts(table)):

@@ -222,7 +222,7 @@ def test_halting_eps_and_ray_num_cpus_reach_where_they_act(tmp_path):
         cfg = compose(config_name="config", overrides=[*overrides, "halting.eps=0.031", "ray.num_cpus=1"])
     job = to_job(cfg)
     scenarios = sweep_job.load_scenarios(job.dataset, split=job.split, limit=job.limit)
-    summary = sweep_job.ensure_generation(job, Store(job.store), scenarios, "run-1", "t")
+    summary = sweep_job.ensure_generation(job, job.store, scenarios, "run-1", "t")
     assert summary is not None and summary.generated == 2 and summary.ray_cpus == 1
     result = sweep_job.run(job, output_dir=tmp_path / "out", job_tag="t", config_snapshot=snapshot(cfg), command="t")
     report = Path(result.report).read_text()

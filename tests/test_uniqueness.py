@@ -26,7 +26,7 @@ SUMMARY = "SELECT policy, n, mean_is, mean_rounds, mean_operational_tokens FROM 
 def base(tmp_path_factory) -> tuple[Path, list[tuple]]:
     root = tmp_path_factory.mktemp("unique") / "store"
     write_synthetic_store(root, SyntheticSpec(n_trajectories=24, rounds=4, seed=11))
-    signals_store.build(root)  # as a generation writes them
+    signals_store.build(Store(root))  # as a generation writes them
     return root, _summary(root)
 
 

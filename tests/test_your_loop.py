@@ -159,7 +159,7 @@ def test_the_job_refuses_a_bad_tasks_file_before_it_writes(tmp_path, line, broke
     lines = TASKS.read_text().splitlines()
     lines[line - 1] = broken
     path.write_text("\n".join(lines) + "\n")
-    job = replace(job_of(path, "provider.base_url=http://127.0.0.1:9/v1"), store=str(store))
+    job = replace(job_of(path, "provider.base_url=http://127.0.0.1:9/v1"), store=Store(store))
     with pytest.raises(DatasetError) as err:
         sweep_job.run(job, output_dir=tmp_path / "out", job_tag="t", config_snapshot={}, command="t")
     assert str(err.value) == said.format(path=path)
@@ -170,7 +170,9 @@ def test_a_placeholder_naming_no_column_fails_before_the_job_writes(tmp_path):
     store = tmp_path / "store"
     job = job_of(TASKS, "prompts.critic.user='Round: {round} {draft} ({difficulty})'")
     with pytest.raises(DatasetError, match=r"a prompt template uses \{difficulty\}, which names no metadata column"):
-        sweep_job.run(replace(job, store=str(store)), output_dir=tmp_path, job_tag="t", config_snapshot={}, command="t")
+        sweep_job.run(
+            replace(job, store=Store(store)), output_dir=tmp_path, job_tag="t", config_snapshot={}, command="t"
+        )
     assert not store.exists()
 
 

@@ -43,6 +43,7 @@ from analysis.query.read_only import ReadOnlyError, check_read_only, refuse_earl
 from analysis.replay.db import DEFAULT_DELTA, AnalysisError, ReplayScope, connect, write_init_script
 from shp_ray.policy.table import Policy, family_policies, policy_by_name, standard_policies
 from shp_ray.providers.prices import load_prices
+from storage.parts import Store, StoreUnusable, open_store
 
 # The settings an AnalysisError may ask to change, as this command spells them.
 QUERY_FLAGS = {"judge": "--judge", "judge_prompt_version": "analysis.ReplayScope(judge_prompt_version=...), not a flag"}
@@ -203,27 +204,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
     bounds = query_bounds.from_args(args)
+    try:  # the one conversion: every step below takes the Store
+        store = Store(args.store)
+    except StoreUnusable as exc:
+        print(f"shp-query: {exc}", file=sys.stderr)
+        return 2
     if args.batches is not None:
         if args.sql:
             ap.error("--batches takes no SQL")
         from analysis.query import batches
 
-        return batches.run(args.store, args.batches)
+        return batches.run(store, args.batches)
     if args.signals is not None:
         if args.sql is not None:
             ap.error("--signals takes no SQL")
-        return _signals(args.store, args.signals)
+        return _signals(store, args.signals)
     if args.verify or args.quarantine:
         if args.sql is not None:
             ap.error("--verify and --quarantine take no SQL")
         from storage.verify_cli import cli as verify_cli
 
-        return verify_cli(args.store, do_quarantine=args.quarantine, recheck=args.recheck)
+        return verify_cli(store, do_quarantine=args.quarantine, recheck=args.recheck)
     try:
         weights = json.loads(args.weights) if args.weights else None
         prices = load_prices(args.prices) if args.prices else None
         scope = ReplayScope(
-            args.store, judge=args.judge, weights=weights, policies=policies_from(args.policies), delta=args.delta,
+            store, judge=args.judge, weights=weights, policies=policies_from(args.policies), delta=args.delta,
             prices=prices,
         )  # fmt: skip
         if args.write_init:
@@ -253,11 +259,12 @@ def main(argv: list[str] | None = None) -> int:
         con.close()
 
 
-def _signals(store: str, action: str) -> int:
+def _signals(store: Store, action: str) -> int:
     from analysis.replay import signals_store
 
     try:
-        report = signals_store.build(store) if action == "rebuild" else signals_store.check(store)
+        opened = open_store(store)  # a root that holds no store: refused, nothing created
+        report = signals_store.build(opened) if action == "rebuild" else signals_store.check(opened)
     except (AnalysisError, ValueError, OSError) as exc:
         print(f"shp-query: {exc}", file=sys.stderr)
         return 2

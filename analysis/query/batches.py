@@ -10,19 +10,19 @@ from pathlib import Path
 
 from shp_ray.providers.batches import cancel
 from storage.batch_ledger import BATCHES_FILE, BatchLedger
-from storage.cache import default_cache_dir
+from storage.parts import Store
 
 
-def _ledger(store: str) -> BatchLedger | None:
-    path = default_cache_dir(store) / BATCHES_FILE
+def _ledger(store: Store) -> BatchLedger | None:
+    path = store.cache_dir / BATCHES_FILE
     return BatchLedger(path) if path.exists() else None
 
 
-def run(store: str, action: str) -> int:
+def run(store: Store, action: str) -> int:
     """Print the ledger (``list``) or cancel the unfinished batches (``cancel``); the exit status."""
     ledger = _ledger(store)
     if ledger is None:
-        print(json.dumps({"batches": 0, "store": str(Path(store))}))
+        print(json.dumps({"batches": 0, "store": str(Path(store.root))}))
         return 0
     try:
         records = ledger.all() if action == "list" else [r for r in ledger.unfinished() if r.batch_id]

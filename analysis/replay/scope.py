@@ -22,13 +22,13 @@ from shp_ray.providers.prices import PriceTable, default_prices
 from storage.parts import NoStore, Store, open_store
 
 
-def open_for_reading(root: str | Path | Store) -> Store:
+def open_for_reading(store: Store) -> Store:
     """The store, for reading (an object store: credentials, endpoint and bucket checked first); a root that
     holds no store is refused in one line, nothing created."""
-    if isinstance(root, Store) and root._listing is not None:  # listed already: a snapshot, or one bucket of it
-        return root
+    if store._listing is not None:  # listed already: a snapshot, or one bucket of it
+        return store
     try:
-        return open_store(root)
+        return open_store(store)
     except NoStore as exc:
         raise AnalysisError(str(exc)) from None
 

@@ -29,7 +29,7 @@ from analysis.errors import AnalysisError, require_sound
 from analysis.replay.sandbox import new_connection
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.round_signals import SIGNALS_VERSION, RoundColumns, trajectory_signals
-from storage.parts import Store, open_store
+from storage.parts import Store
 from storage.schemas import ADDED_COLUMNS, JUDGMENTS, SIGNALS
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
@@ -124,10 +124,9 @@ def _computed(store: Store, skip: set[str] | None) -> Iterator[tuple[pa.Table, i
         yield pa.table(cols, schema=SIGNALS), n_traj, part
 
 
-def build(store_root: str | Store, *, missing_only: bool = True) -> SignalsReport:
+def build(store: Store, *, missing_only: bool = True) -> SignalsReport:
     """Write the signals of every trajectory that lacks stored ones (``missing_only=False``: of all), and with
     those of a whole rounds part its trajectories' replay inputs (:mod:`storage.trajectory_inputs`)."""
-    store = store_root if isinstance(store_root, Store) else open_store(store_root)  # no store: refused
     require_sound(store)
     report = SignalsReport()
     skip = _stored_keys(store) if missing_only else None
@@ -152,9 +151,8 @@ def _verdicts(store: Store) -> pa.Table:
     return pa.concat_tables(tables) if tables else judged_rows(JUDGMENTS.empty_table(), "")
 
 
-def check(store_root: str | Store, max_examples: int = 5) -> SignalsReport:
+def check(store: Store, max_examples: int = 5) -> SignalsReport:
     """Recompute the signals of every stored row from its rounds; count rows that differ (NULL = NULL)."""
-    store = store_root if isinstance(store_root, Store) else open_store(store_root)  # no store: refused
     require_sound(store)
     report = SignalsReport()
     stored = store.read("signals")

@@ -47,21 +47,16 @@ def _artefact_name(gen_id: str, fit: str) -> str:
     return f"{ARTEFACT_DIR}/{gen_id}/{fit}.json"
 
 
-def _store(root: str | Path | Store) -> Store:
-    return root if isinstance(root, Store) else Store(root)
-
-
-def artefact_path(store_root: str | Path | Store, gen_id: str, fit: str) -> Path | str:
+def artefact_path(store: Store, gen_id: str, fit: str) -> Path | str:
     """``<store>/artefacts/gain_model/<gen_id>/<fit>.json``: a path for a local store, the object's URI for a
     remote one."""
-    store = _store(store_root)
     if not store.local:
         return f"{store.uri}/{_artefact_name(gen_id, fit)}"
     return Path(store.path) / _artefact_name(gen_id, fit)
 
 
 def fit_gain_model(
-    store_root: str | Path | Store,
+    store: Store,
     gen_id: str,
     *,
     judge: str | None = None,
@@ -71,7 +66,6 @@ def fit_gain_model(
     lam: float = 1.0,
 ) -> tuple[gain_model.GainModel, Path | str]:
     """Fit on the ``split`` trajectories of ``gen_id`` and write the artefact (atomically)."""
-    store = _store(store_root)
     con = connect(ReplayScope(store, judge=judge, weights=weights, policies=(), gen_id=gen_id))
     try:
         setup = setup_of(con)
@@ -102,7 +96,7 @@ def fit_gain_model(
 
 def with_fitted_gain_models(
     policies: Iterable[Policy],
-    store_root: str | Path | Store,
+    store: Store,
     gen_id: str,
     *,
     judge: str | None = None,
@@ -117,7 +111,7 @@ def with_fitted_gain_models(
     if not todo:
         return policies
     try:
-        model, _ = fit_gain_model(store_root, gen_id, judge=judge, weights=weights)
+        model, _ = fit_gain_model(store, gen_id, judge=judge, weights=weights)
     except (AnalysisError, ValueError) as exc:
         log.warning("gain_model stays UNFITTED (it will run to the cap): %s", exc)
         return policies

@@ -20,19 +20,19 @@ import hashlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from shp_ray.generation.cluster import driver_node, on_node, start_ray
 from shp_ray.providers.shared_limiter import ray_running
 from storage.lock import generation_lock
+from storage.parts import Store
 
 NAMESPACE = "shp-ray"
 
 
-def lease_name(store_uri: str, gen_id: str) -> str:
-    """The lease of one generation of one store (the store as a hash: names stay short)."""
-    return f"shp-lock:{hashlib.sha256(store_uri.encode()).hexdigest()[:16]}:{gen_id[:16]}"
+def lease_name(uri: str, gen_id: str) -> str:
+    """The lease of one generation of the store at ``uri`` (as a hash: names stay short; every driver names it so)."""
+    return f"shp-lock:{hashlib.sha256(uri.encode()).hexdigest()[:16]}:{gen_id[:16]}"
 
 
 @contextmanager
@@ -66,17 +66,16 @@ def cluster_lease(name: str, *, timeout_s: float | None = None, poll_s: float = 
 
 
 @contextmanager
-def generation_lease(
-    cache_dir: str | Path, gen_id: str, store_uri: str, *, ray_address: str | None = None
-) -> Iterator[float]:
-    """The host's file lock, then (joining ``ray_address``, or on a running Ray) the cluster's lease.
+def generation_lease(store: Store, gen_id: str, *, ray_address: str | None = None) -> Iterator[float]:
+    """The host's file lock (in the store's cache folder), then (joining ``ray_address``, or on a running Ray) the
+    cluster's lease.
 
     Ray started here for the lease is shut down after it; ``generate`` inside reuses it.
     """
-    with generation_lock(cache_dir, gen_id) as waited:
+    with generation_lock(store.cache_dir, gen_id) as waited:
         started = start_ray(ray_address) if ray_address else False
         try:
-            with cluster_lease(lease_name(store_uri, gen_id)) as more:
+            with cluster_lease(lease_name(store.uri, gen_id)) as more:
                 yield waited + more
         finally:
             if started:

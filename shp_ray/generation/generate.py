@@ -1,4 +1,4 @@
-"""``generate(scenarios, cfg, store_root, provider_spec)``: full trajectories on Ray into the store.
+"""``generate(scenarios, cfg, store, provider_spec)``: full trajectories on Ray into the store.
 
 Scenarios stream in (any iterable); at most ``workers x concurrency``
 trajectories are in flight, so memory does not grow with the number of
@@ -49,7 +49,7 @@ from shp_ray.generation.services import (
     load_factory,
 )
 from shp_ray.providers.base import ProviderSpec
-from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache, default_cache_dir
+from storage.cache import JUDGMENTS_FILE, RESPONSES_FILE, JudgeCache, ResponseCache
 from storage.compact import recover
 from storage.manifest import new_run_id, write_manifest
 from storage.parts import TEMP_GRACE_S, Store
@@ -83,7 +83,7 @@ def judge_label(cfg: GenerationConfig, spec: ProviderSpec) -> str:
 def generate(
     scenarios: Iterable[Scenario],
     cfg: GenerationConfig,
-    store_root: str | Path | Store,
+    store: Store,
     provider_spec: ProviderSpec,
     options: RunOptions | None = None,
 ) -> GenerationSummary:
@@ -93,7 +93,6 @@ def generate(
     progress line (default: on Ray, the paper's defaults). Raises GenerationAborted when the run stops early.
     """
     options = RunOptions() if options is None else options
-    store = Store(store_root) if not isinstance(store_root, Store) else store_root
     cache = _open_store_and_caches(store, options)
     gen_id = cfg.gen_id(provider_spec.kind, provider_spec.model)
     skip = done_scenarios(store, gen_id)
@@ -155,7 +154,7 @@ def _open_store_and_caches(store: Store, options: RunOptions) -> Path:
     recover(store)  # first: a killed compaction's temp is settled by its journal, never swept
     store.sweep_temp(min_age_s=TEMP_GRACE_S)
     require_sound(store, writer=True)  # resume reads the store: a damaged part is named, never half-believed
-    cache = Path(options.cache_dir) if options.cache_dir else default_cache_dir(store.uri)
+    cache = Path(options.cache_dir) if options.cache_dir else store.cache_dir
     with writing(cache):
         cache.mkdir(parents=True, exist_ok=True)
     for opened in (ResponseCache(cache / RESPONSES_FILE), JudgeCache(cache / JUDGMENTS_FILE)):

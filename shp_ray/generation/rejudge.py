@@ -84,23 +84,21 @@ async def _judge_all(
 
 
 def judge_stored(
-    store_root: str | Path | Store,
+    store: Store,
     gen_id: str,
     scenarios: Sequence[Scenario],
     cfg: GenerationConfig,
     spec: ProviderSpec,
-    cache_dir: str | Path,
+    cache: Path,
     *,
     judge: str,
     provider_factory: str = DEFAULT_FACTORY,
 ) -> int:
     """Score every stored draft of ``gen_id`` that ``judge`` lacks; returns how many rows were written."""
-    store = store_root if isinstance(store_root, Store) else Store(store_root)
     by_id = {s.scenario_id: s for s in scenarios}
     todo = unjudged(store, gen_id, judge, list(by_id))
     if not todo:
         return 0
-    cache = Path(cache_dir)
     chat, lockstep = None, None
     if cfg.judge == "llm":
         live = load_factory(provider_factory)(replace(spec, batch=False))

@@ -13,7 +13,7 @@ from shp_ray.generation.score_config import ScoreConfigError, parse
 from shp_ray.importer.ingest import FORMATS, ROLE_FORMATS, ImportRequest, ImportResult, import_traces
 from shp_ray.importer.rescore import rescore, rescore_answers
 from shp_ray.importer.traces import TraceError
-from storage.parts import Store, StoreError
+from storage.parts import Store, StoreError, StoreUnusable
 from storage.resume import full_gen_id
 
 SCHEMA = """\
@@ -53,13 +53,13 @@ The generation's id is the file's content hash: importing the same file again ad
 A file that does not validate fails with file:line and writes nothing."""
 
 
-def _report(res: ImportResult, path: str, store: str) -> None:
+def _report(res: ImportResult, path: str, shown: str) -> None:
     spans = "" if res.skipped is None else f"; {res.skipped} spans that are not LLM calls skipped"
     if not res.added:
-        print(f"{path} is already in {store} as generation {res.gen_id}: nothing added{spans}")
+        print(f"{path} is already in {shown} as generation {res.gen_id}: nothing added{spans}")
         return
     print(
-        f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {store} "
+        f"imported {res.trajectories} trajectories ({res.rounds} rounds) from {path} into {shown} "
         f"as generation {res.gen_id} (kind imported; {res.embedded} embeddings computed{spans})"
     )
     _report_scores(res.failed)
@@ -105,13 +105,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.path is None) == (args.rescore is None):
         ap.error("give a PATH to import, or --rescore GEN_ID (not both)")
     try:
+        store = Store(args.store)  # the one conversion: every step below takes the Store
         specs = tuple(parse(s) for s in args.score)
         if args.rescore is not None:
-            answers = rescore_answers(args.store, args.rescore, parse_answer(args.answer))
+            answers = rescore_answers(store, args.rescore, parse_answer(args.answer))
             stated = sum(r["answer"] is not None for r in answers)
-            gen = full_gen_id(Store(args.store), args.rescore)  # the whole id a prefix names
+            gen = full_gen_id(store, args.rescore)  # the whole id a prefix names
             print(f"answers of generation {gen}: {len(answers)} new rows, {stated} drafts state one (no model call)")
-            rows = rescore(args.store, args.rescore, specs) if specs else []
+            rows = rescore(store, args.rescore, specs) if specs else []
             failed: dict[str, tuple[int, int]] = {}
             for r in rows:
                 bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
@@ -123,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = "shp-import " + " ".join(sys.argv[1:] if argv is None else argv)
         request = ImportRequest(
             args.path,
-            args.store,
+            store,
             args.format,
             args.embedder,
             specs,
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         _report(import_traces(request), args.path, args.store)
         return 0
-    except (TraceError, ScoreConfigError, AnswerConfigError, StoreError, OSError, TimeoutError) as exc:
+    except (TraceError, ScoreConfigError, AnswerConfigError, StoreError, StoreUnusable, OSError, TimeoutError) as exc:
         print(f"shp-import: {exc}", file=sys.stderr)
         return 2
 

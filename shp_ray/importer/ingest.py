@@ -37,7 +37,6 @@ from shp_ray.importer.otlp import read_otlp
 from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
 from shp_ray.policy.scorers import Scorer, Task, score_rows
 from storage.answers_schema import DRAFT_ANSWERS
-from storage.cache import default_cache_dir
 from storage.lock import generation_lock
 from storage.manifest import manifest_row, new_run_id
 from storage.parts import Store
@@ -62,7 +61,7 @@ ROLE_FORMATS = ("otlp", "inspect")
 @dataclass(frozen=True)
 class ImportRequest:
     path: str
-    store: str
+    store: Store  # made once from --store by the command (shp_ray.importer.cli)
     fmt: str = "jsonl"
     embedder: str = DEFAULT_EMBEDDER  # for rounds without an embedding
     scores: tuple[ScoreSpec, ...] = ()  # scorers run on every imported draft (besides the file's own scores)
@@ -216,7 +215,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
     n_rounds = sum(len(t.rounds) for t in traces)
     computes = any(r.embedding is None for t in traces for r in t.rounds)
     gen_id = generation_id(req.fmt, data, req.embedder if computes else None)
-    store = Store(req.store)
+    store = req.store
     if gen_id in column_values(store, "generations", "gen_id"):
         return ImportResult(gen_id, False, len(traces), n_rounds, skipped=skipped)
     given = next((len(r.embedding) for t in traces for r in t.rounds if r.embedding is not None), None)
@@ -229,7 +228,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
     if stored_dim is not None and dim != stored_dim:
         where = f"{req.path}:{line}" if given else req.path
         raise TraceError(f"{where}: embedding size {dim} differs from the store's {stored_dim} ({store.uri})")
-    with generation_lock(default_cache_dir(req.store), gen_id):
+    with generation_lock(store.cache_dir, gen_id):
         if gen_id in column_values(store, "generations", "gen_id"):  # imported meanwhile by another process
             return ImportResult(gen_id, False, len(traces), n_rounds, skipped=skipped)
         known = _check_scenarios(store, req.path, traces)

@@ -50,11 +50,10 @@ def _rounds(store: Store, gen_id: str) -> list[dict[str, object]]:
     return rounds
 
 
-def rescore(store_root: str, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
+def rescore(store: Store, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
     """Score every stored round of ``gen_id`` (or the one generation whose id starts so) with ``specs`` and store
     the new rows; returns them."""
     scorers = [build(s) for s in specs]
-    store = Store(store_root)
     gen_id = full_gen_id(store, gen_id)  # a prefix (the 8 digits a report prints) names one generation
     rounds = _rounds(store, gen_id)
     stored = {
@@ -74,12 +73,11 @@ def rescore(store_root: str, gen_id: str, specs: Sequence[ScoreSpec]) -> list[di
     return rows
 
 
-def rescore_answers(store_root: str, gen_id: str, spec: AnswerSpec | None = None) -> list[dict[str, object]]:
+def rescore_answers(store: Store, gen_id: str, spec: AnswerSpec | None = None) -> list[dict[str, object]]:
     """Extract the answer of every stored round of ``gen_id`` (or the one generation whose id starts so) with the
     extractor ``spec`` builds (default: the task's own) and store the rows not stored yet by that extractor;
     returns them."""
     extractor = build_extractor(spec or AnswerSpec())
-    store = Store(store_root)
     gen_id = full_gen_id(store, gen_id)
     rounds = _rounds(store, gen_id)
     columns = ["gen_id", "scenario_id", "round", "extractor"]
