@@ -52,6 +52,9 @@ def _parts(root: Path) -> set[str]:
 def test_rescoring_a_copy_of_the_shipped_store_adds_answers_and_the_families_replay(tmp_path, capsys) -> None:
     copy = tmp_path / "store"
     shutil.copytree(SHIPPED, copy)
+    # the shipped store holds its answers (rescored once): taken out of the copy, they come back the same, no model call
+    shipped = Store(str(copy)).read("draft_answers").to_pylist()
+    shutil.rmtree(copy / "draft_answers")
     before = _parts(copy)
     (gen,) = Store(str(copy)).read("generations").column("gen_id").to_pylist()
     assert main(["--rescore", gen[:8], "--store", str(copy)]) == 0
@@ -65,6 +68,9 @@ def test_rescoring_a_copy_of_the_shipped_store_adds_answers_and_the_families_rep
     assert len(stored) == 480 and {r["extractor"] for r in stored} == {QA_EXTRACTOR}
     drafts = {(r["scenario_id"], r["round"]): r["draft"] for r in Store(str(copy)).read("rounds").to_pylist()}
     assert all(r["answer"] == qa_answer(drafts[(r["scenario_id"], r["round"])]) for r in stored)
+    assert sorted((r["scenario_id"], r["round"], r["answer"] or "") for r in stored) == sorted(
+        (r["scenario_id"], r["round"], r["answer"] or "") for r in shipped
+    )
 
     pols = [policy_by_name(n) for n in ("fixed_k6", *ANSWER_FAMILIES)]
     con = analysis.connect(str(copy), judge=JUDGE, policies=pols)
