@@ -21,8 +21,11 @@ from analysis import sql
 from analysis.sql.rows import fetch_dicts
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
+from shp_ray.generation.answer_config import AnswerSpec
+from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.importer.cli import main as shp_import
 from shp_ray.policy.reference import family_replay, replay
+from shp_ray.policy.scorers import Task
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import policy_by_name
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -124,6 +127,9 @@ def _trajectory(row: dict, verdicts: bool) -> Trajectory:
                            embedding=emb))  # fmt: skip
         prev = emb
     meta = {"verdicts": [r["scores"]["visible_pass"] == 1.0 for r in row["rounds"]]} if verdicts else {}
+    # each draft's answer as the import stored it (the task's own reader: these tasks name no entry point, so QA's)
+    task, extractor = Task(row["id"], row["question"]), build_extractor(AnswerSpec())
+    meta["answers"] = [extractor.extract(task, r["draft"])[1] for r in row["rounds"]]
     return Trajectory(row["id"], tuple(built), meta=meta)
 
 

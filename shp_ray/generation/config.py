@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 from shp_ray.generation.answer_config import AnswerSpec
@@ -66,6 +67,10 @@ class GenerationConfig:
     tests: str = "docstring"
 
     def __post_init__(self) -> None:
+        # a config rebuilt from a generation's stored JSON (config_json["generation"]) holds these as mappings
+        if isinstance(self.answer, Mapping):
+            object.__setattr__(self, "answer", AnswerSpec(**self.answer))
+        object.__setattr__(self, "scores", tuple(ScoreSpec(**s) if isinstance(s, Mapping) else s for s in self.scores))
         check_int("GenerationConfig.max_rounds", self.max_rounds, 1)
         check_int("GenerationConfig.seed", self.seed, 0)
         check_int("GenerationConfig.max_tokens", self.max_tokens, 1)
