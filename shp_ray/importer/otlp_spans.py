@@ -148,16 +148,21 @@ def _content(value: object) -> str:
     return ""
 
 
+def _json(text: str, said: str) -> object:
+    """``text`` parsed, or a TraceError: ``said`` and where the JSON broke."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{said} ({exc.msg} at column {exc.colno})") from None
+
+
 def _body(attrs: Mapping[str, object], where: str) -> Mapping[str, object]:
     """A message event's body: its gen_ai.event.content (a JSON object), else its own attributes."""
     if EVENT_BODY not in attrs:
         return attrs
     body = attrs[EVENT_BODY]
     if isinstance(body, str):
-        try:
-            body = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{where}.{EVENT_BODY} is not JSON ({exc.msg} at column {exc.colno})") from None
+        body = _json(body, f"{where}.{EVENT_BODY} is not JSON")
     if not isinstance(body, Mapping):
         raise TraceError(f"{where}.{EVENT_BODY} must be a JSON object (the event's body), got {type(body).__name__}")
     return body
@@ -177,10 +182,7 @@ def _message_events(events: list[tuple[str, dict[str, object]]], where: str) -> 
             continue
         message = body.get("message") or {}
         if isinstance(message, str):  # a body flattened into attributes: the message as its JSON
-            try:
-                message = json.loads(message)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{at}: a choice's message is not JSON ({exc.msg} at column {exc.colno})") from None
+            message = _json(message, f"{at}: a choice's message is not JSON")
         if not isinstance(message, Mapping):
             raise TraceError(f"{at}: a choice's message must be an object, got {type(message).__name__}")
         index = body.get("index", 0)
