@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from shp_ray.policy.checks import check_int
-from shp_ray.policy.families.agreement import answers
+from shp_ray.policy.families.agreement import answers, run_length
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
@@ -20,10 +20,9 @@ def check_params(params: Mapping[str, object]) -> None:
 
 
 def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
-    """Halt at round t when drafts t-w+1..t state one answer (None is no answer)."""
-    window = answers(history)[-int(params["w"]) :]  # type: ignore[call-overload]
-    hit = len(window) == params["w"] and window[0] is not None and all(a == window[0] for a in window)
-    return "answer_stable" if hit else None
+    """Halt at round t when drafts t-w+1..t state one answer: the last draft's answer (None is no answer) has run
+    at least w drafts."""
+    return "answer_stable" if run_length(answers(history)) >= int(params["w"]) else None  # type: ignore[call-overload]
 
 
 FAMILY = Family(
