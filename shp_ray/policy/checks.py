@@ -1,5 +1,6 @@
 """The one integer check of the project: a setting, a parameter or a count read from a file that must be
-a whole number of at least some minimum; and the one did-you-mean: the known name nearest to a refused one.
+a whole number of at least some minimum; its twin for a finite number; and the one did-you-mean: the known name
+nearest to a refused one.
 
 It lives in the policy package because that is the floor every room that checks integers or names may import
 (the config, generation, the importers, analysis, the apps, the policy's own parameters). A bool is refused though
@@ -9,6 +10,7 @@ Python counts it as an int: ``True`` given for ``k`` is a mistake in the config,
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterable
 
 
@@ -22,6 +24,13 @@ def check_int(what: str, value: object, minimum: int, error: type[Exception] = V
     if not is_int(value) or value < minimum:  # type: ignore[operator]
         raise error(f"{what} must be an integer >= {minimum}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def check_finite(what: str, value: object) -> float:
+    """``value`` as a float when it is a finite number (no bool); else ValueError saying what ``what`` must be."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {value!r}")
+    return float(value)
 
 
 def nearest(name: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:

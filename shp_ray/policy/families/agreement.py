@@ -7,10 +7,10 @@ no answer (None) never counts as agreeing with anything, None included.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from shp_ray.policy.checks import check_finite
 from shp_ray.policy.families.signals import RoundSignal
 
 
@@ -37,11 +37,9 @@ def run_length(found: Sequence[str | None]) -> int:
 
 def number(family: str, params: Mapping[str, object], key: str, lo: float, hi: float, *, open_: bool = True) -> float:
     """params[key] as a finite number in (lo, hi) (``open_``) or [lo, hi]; ValueError naming it otherwise."""
-    v = params.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{family}: {key} must be a finite number, got {v!r}")
+    v = check_finite(f"{family}: {key}", params.get(key))
     inside = lo < v < hi if open_ else lo <= v <= hi
     if not inside:
         where = f"({lo:g}, {hi:g})" if open_ else f"[{lo:g}, {hi:g}]"
-        raise ValueError(f"{family}: {key} must be in {where}, got {v!r}")
-    return float(v)
+        raise ValueError(f"{family}: {key} must be in {where}, got {params.get(key)!r}")
+    return v

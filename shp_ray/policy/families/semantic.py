@@ -13,13 +13,12 @@ Modes (each a policy name; NaN never halts, as in the SHP cascade):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from shp_ray.policy.checks import check_int
+from shp_ray.policy.checks import check_finite, check_int
 from shp_ray.policy.families.family import Family
 from shp_ray.policy.families.signals import RoundSignal
 
@@ -49,9 +48,7 @@ def check_params(params: Mapping[str, object]) -> None:
     check_int(f"{mode}: n", n, 1)
     for key in ("threshold", "start", "end", "tol"):
         if key in params:
-            v = params[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{mode}: {key} must be a finite number, got {v!r}")
+            check_finite(f"{mode}: {key}", params[key])
 
 
 def dynamic_schedule(t: int, start: float, end: float, horizon: int) -> float:
