@@ -106,7 +106,8 @@ def test_every_statement_lives_in_its_owners_folder() -> None:
     """sweep_* beside the sweeps' own, bench_* beside the benchmarks', the rest in the room that reads them: a
     statement's folder is its reader's, or the room below every reader's (one name, one file, across folders)."""
     assert set(sql.OWNERS) == set(OWNER_CODE)
-    folders = {f.stem: f.parent.name for f in (ROOT / "analysis" / "sql").glob("*/*.sql")}
+    base = ROOT / "analysis" / "sql"
+    folders = {f.stem: f.relative_to(base).parts[0] for f in base.glob("*/**/*.sql")}
     assert sorted(folders) == sql.names(), "a name in two owners' folders, or a .sql file outside them"
     wrong = []
     for path, (named, _) in _callers().items():
@@ -131,4 +132,7 @@ def test_the_name_check_reads_every_form_of_call(tmp_path: Path) -> None:
 
 def test_an_installed_package_ships_the_files() -> None:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert "*/*.sql" in conf["tool"]["setuptools"]["package-data"]["analysis.sql"]
+    shipped = conf["tool"]["setuptools"]["package-data"]["analysis.sql"]
+    base = ROOT / "analysis" / "sql"
+    unshipped = set(base.rglob("*.sql")).difference(*(base.glob(g) for g in shipped))  # setuptools globs alike
+    assert not unshipped, f"package-data {shipped} leaves out {unshipped}"
