@@ -209,20 +209,10 @@ def signals_check_sql(values: Sequence[str], limit: int, later: Sequence[str] = 
     return query("signals_check", differs=f"({differs})", limit=int(limit))
 
 
-def signals_calls_fill_sql(signals: str) -> str:
-    """``signals`` with the prompt tokens and call modes its older rows lack read from the rounds."""
-    return query("signals_calls_fill", signals=signals)
-
-
 def signals_mixed_sql(dim: int) -> str:
     """Stored signals where a trajectory has them, computed from its rounds where not (needs signal_status)."""
     computed = signals_from_rounds_sql(f"({query('signals_unstored_rounds')})", dim)
     return query("signals_mixed", stored=signals_stored_sql(), computed=computed)
-
-
-def trajectories_sql() -> str:
-    """One row per trajectory with per-round lists (index t = round t): replay_inputs' lists."""
-    return query("trajectories")
 
 
 def answer_normalize_sql(text: str) -> str:
@@ -340,25 +330,6 @@ def score_summary_sql(delta: float) -> str:
 
 
 # --- the other stopping families (analysis.replay.family_replay runs them) ------------------------------------
-
-
-def family_inputs_sql(dim: int) -> str:
-    """Per trajectory: the lists the family executor reads (critique embedding NULL where unknown)."""
-    return query("family_inputs", dim=int(dim))
-
-
-def dynamics_sql() -> str:
-    """Revision dynamics per generation; approval is the cascade's own test."""
-    return query("dynamics")
-
-
-def dynamics_by_round_sql() -> str:
-    return query("dynamics_by_round")
-
-
-def family_rounds_sql(dim: int) -> str:
-    """Per round, in trajectory and round order: what the column-wise family executor streams."""
-    return query("family_rounds", dim=int(dim))
 
 
 def family_policies_sql(kinds: Iterable[str]) -> str:

@@ -52,7 +52,9 @@ def names() -> list[str]:
 def _file(name: str) -> Traversable:
     path = _files().get(name) if _NAME.fullmatch(name) else None
     if path is None:
-        raise UnknownQuery(f"no SQL named {name!r} (analysis/sql/<owner>/[<concept>/]{name}.sql); known: {', '.join(names())}")
+        raise UnknownQuery(
+            f"no SQL named {name!r} (analysis/sql/<owner>/[<concept>/]{name}.sql); known: {', '.join(names())}"
+        )
     return path
 
 
