@@ -34,6 +34,7 @@ from analysis.replay.sources import TableSources
 from analysis.sql import ScenarioSlice
 from analysis.sql.answer_text import answers_lenient_sql
 from analysis.sql.tost_table import detectable_margins
+from shp_ray.policy import resample
 from storage.parts import Store
 from storage.schemas import EMBEDDING_DIM
 
@@ -348,7 +349,7 @@ def correctness_statements() -> list[str]:
     return [
         sql.create("pass_rounds", sql.query("pass_rounds")),
         sql.create("oracle_pass", sql.query("oracle_pass")),
-        sql.create("correctness", sql.query("correctness")),
+        sql.create("correctness", sql.query("correctness", reason=resample.REASON, kind=resample.KIND)),
         sql.create(
             "correctness_summary",
             sql.query(
