@@ -24,6 +24,7 @@ from pathlib import Path
 
 from analysis import ReplayScope, connect, setup_of, sql
 from analysis.errors import AnalysisError
+from analysis.report import policy_groups
 from analysis.report.correctness import is_known, policy_lines, round_lines
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
@@ -196,6 +197,8 @@ def render(store: Store, *, judge: str | None = None, score: str | None = None, 
     ]
     if simulated:
         out += ["**These drafts are SIMULATED (no model at all)**: the tables show the pipeline, not a finding.", ""]
+    out += ["The policies of every table below, grouped by family as the tables list them, and what each reads:", "",
+            *policy_groups.legend(str(r["policy"]) for r in rows), ""]  # fmt: skip
     for split in splits:
         mine = [r for r in rows if str(r["split"]) == split]
         n = max(r["n"] for r in mine)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import duckdb
 
 from analysis.errors import AnalysisError
+from analysis.report import policy_groups
 from analysis.report.cells import cell, steady
 from analysis.stats import correctness
 from shp_ray.policy import resample
@@ -130,7 +131,8 @@ def is_known(rows: Sequence[dict]) -> bool:
 
 
 def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
-    """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
+    """pass_at_stop per policy with its paired tests, grouped by family (analysis.report.policy_groups: the bounds
+    and the resampling control last, together), and the oracle's gap with the share each policy closes."""
     base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
     test = str(rows[0].get("test", "McNemar"))
     has_is = is_known(rows)  # no judge scored a draft: no column of dashes
@@ -140,7 +142,7 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         "| gap to the oracle, pts |",
         "|" + "---|" * (9 if has_is else 8),
     ]
-    for r in beside_the_bound(rows):
+    for r in sorted(rows, key=lambda r: (policy_groups.group(str(r["policy"])).order, str(r["policy"]))):
         lines.append(
             f"| {r['policy']} | {r['kind']} | {cell(r['mean_rounds'], 2)} | {_saving(r['token_saving'])} "
             + (f"| {cell(r['mean_is'])} " if has_is else "")
@@ -169,15 +171,6 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
             "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
         )
     return [*lines, mde_line(rows)]
-
-
-def beside_the_bound(rows: Sequence[dict]) -> list[dict]:
-    """The rows in their order, the resampling control moved beside the oracle rows (after the last of them) so the
-    table reads the bound and the control together."""
-    control = [r for r in rows if r["kind"] == resample.KIND]
-    rest = [r for r in rows if r["kind"] != resample.KIND]
-    at = max((i + 1 for i, r in enumerate(rest) if r["kind"] == "oracle"), default=len(rest))
-    return [*rest[:at], *control, *rest[at:]]
 
 
 def control_line(rows: Sequence[dict], base: str) -> str:
