@@ -24,11 +24,11 @@ from pathlib import Path
 
 from analysis import ReplayScope, connect, setup_of, sql
 from analysis.errors import AnalysisError
-from analysis.report import policy_groups
 from analysis.report.correctness import is_known, policy_lines, round_lines
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
 from conf.code_loop import CODE_DATASETS
+from shp_ray.policy import groups as policy_groups
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store, StoreUnusable, open_store
 
@@ -66,6 +66,7 @@ def _generation(store: Store, gen_id: str | None) -> tuple[dict, bool]:
 def _control_beside(store: Store, gen: dict) -> bool:
     """Whether the store holds ``gen``'s resampling control: a ``critic=none`` generation of the same model and
     max_rounds beside a ``gen`` that revises (resample_control.sql pairs them; the replay must then read both)."""
+
     def critic(g: dict) -> object:
         return _recorded(json.loads(g.get("config_json") or "{}"), "critic")
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.report import policy_groups
 from analysis.report import power as report_power
 from analysis.report.cells import cell, steady
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy.families.registry import FAMILIES
 
 DERIVED = " (derived)"

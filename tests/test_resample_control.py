@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "results/humaneval-revise/store"
 DEPTH = 4
 N = 16
+CONTROL_ROWS = "SELECT * FROM replay_scores WHERE policy = ? AND score = 'hidden_pass'"
 
 
 def _trace(i: int, rng: np.random.Generator, revising: bool) -> dict:
@@ -99,8 +100,7 @@ def test_the_sql_control_is_the_reference_on_every_trajectory(built) -> None:
     root, revising, resampling, none, _ = built
     con = analysis.connect(str(root), policies=code_policies(DEPTH))
     try:
-        got = {r["scenario_id"]: r for r in fetch_dicts(
-            con, "SELECT * FROM replay_scores WHERE policy = ? AND score = 'hidden_pass'", [resample.NAME])}  # fmt: skip
+        got = {r["scenario_id"]: r for r in fetch_dicts(con, CONTROL_ROWS, [resample.NAME])}
         rows = correctness.compare_pass(con, "hidden_pass")
     finally:
         con.close()
@@ -176,14 +176,15 @@ def test_on_the_shipped_revising_store_it_replays_from_the_stored_drafts_alone(t
     by_trajectory: dict[tuple[str, str], list[dict]] = {}
     for r in sorted(store.read("rounds").to_pylist(), key=lambda r: r["round"]):
         by_trajectory.setdefault((r["gen_id"], r["scenario_id"]), []).append(r)
-    lt = {k: _loop_tokens({"rounds": [{"tokens": {
-        "writer_prompt": r["writer_prompt_tokens"], "writer_completion": r["writer_completion_tokens"],
-        "critic_prompt": r["critic_prompt_tokens"], "critic_completion": r["critic_completion_tokens"]}} for r in rs]})
-        for k, rs in by_trajectory.items()}  # fmt: skip
-    scores = {(s["gen_id"], s["scenario_id"], s["round"], s["score"]): s["value"] for s in store.read("scores").to_pylist()}
+    parts = ("writer_prompt", "writer_completion", "critic_prompt", "critic_completion")
+    lt = {k: _loop_tokens({"rounds": [{"tokens": {n: r[f"{n}_tokens"] for n in parts}} for r in rs]})
+          for k, rs in by_trajectory.items()}  # fmt: skip
+    scores = {
+        (s["gen_id"], s["scenario_id"], s["round"], s["score"]): s["value"] for s in store.read("scores").to_pylist()
+    }
     con = analysis.connect(str(copy), policies=code_policies(DEPTH))
     try:
-        got = fetch_dicts(con, "SELECT * FROM replay_scores WHERE policy = ? AND score = 'hidden_pass'", [resample.NAME])
+        got = fetch_dicts(con, CONTROL_ROWS, [resample.NAME])
     finally:
         con.close()
     expect = sorted(s for g, s in lt if g == rev and (none, s) in lt)

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import duckdb
 
 from analysis.errors import AnalysisError
-from analysis.report import policy_groups
 from analysis.report.cells import cell, steady
 from analysis.stats import correctness
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy import resample
 
 
@@ -178,11 +178,17 @@ def control_line(rows: Sequence[dict], base: str) -> str:
     (fixed_k1) and the oracle's bound; one line saying it is left out where the replay holds no control."""
     control = next((r for r in rows if r["policy"] == resample.NAME), None)
     if control is None:
-        return (f"- No resampling control beside these drafts: `{resample.NAME}` needs a generation that revises and "
-                "a `critic=none` one of the same model and rounds, tasks and epochs in one replay; left out.")  # fmt: skip
+        return (
+            f"- No resampling control beside these drafts: `{resample.NAME}` needs a generation that revises and "
+            "a `critic=none` one of the same model and rounds, tasks and epochs in one replay; left out."
+        )
     spent = control["token_saving"]
-    cheaper = (f"; it spent {_saving(spent).lstrip('-')} fewer tokens, as the store holds no more than "
-               f"{int(control['depth'])} fresh drafts per task and epoch" if spent is not None and spent > 0.005 else "")
+    cheaper = (
+        f"; it spent {_saving(spent).lstrip('-')} fewer tokens, as the store holds no more than "
+        f"{int(control['depth'])} fresh drafts per task and epoch"
+        if spent is not None and spent > 0.005
+        else ""
+    )
     return (
         f"- Resampling instead of revising at equal compute (`{resample.NAME}`, the self-repair literature's control: "
         f"fresh first drafts of the same task and epoch, as many as {base}'s tokens buy, the first the visible tests "

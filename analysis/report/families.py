@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 import duckdb
 
 from analysis import sql
-from analysis.report import policy_groups
 from analysis.report import power as report_power
 from analysis.report.cells import cell
 from analysis.sql.rows import fetch_dicts
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import FAMILIES
 
@@ -85,8 +85,9 @@ def section(
             ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
             saving = None if r["token_saving"] is None else 100 * r["token_saving"]
             label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
+            needs = policy_groups.group(str(r["policy"])).needs
             lines.append(
-                f"| {r['policy']} | {label} | {policy_groups.group(str(r['policy'])).needs} | {cell(r['mean_rounds'], 2)} "
+                f"| {r['policy']} | {label} | {needs} | {cell(r['mean_rounds'], 2)} "
                 f"| {cell(r['mean_operational_tokens'], 0)} | {cell(saving, 1)}% | {cell(r['mean_is'])} "
                 f"| {cell(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, cell(is_.get('tost_p')))} "
                 f"| {report_power.verdict(r['non_inferior'], is_)} "

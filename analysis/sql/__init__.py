@@ -42,8 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from analysis import scipy_stats as _st
 from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
-from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy import resample
+from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.cascade import Reason
 from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
 from shp_ray.policy.round_signals import SIGNALS_VERSION

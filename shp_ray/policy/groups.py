@@ -84,15 +84,20 @@ def ordered(policies: Iterable[str]) -> list[str]:
     return sorted(policies, key=lambda p: (group(p).order, p))
 
 
-def legend(policies: Iterable[str]) -> list[str]:
-    """A Markdown table: each family of ``policies`` with its policies and what it needs, in table order."""
-    families: dict[tuple[int, str], tuple[dict[str, None], list[str]]] = {}
+def families(policies: Iterable[str]) -> list[tuple[str, list[str], str]]:
+    """(family, its policies, what it needs: the union over them) of each family of ``policies``, in table order."""
+    found: dict[tuple[int, str], tuple[dict[str, None], list[str]]] = {}
     for p in ordered(set(policies)):
         g = group(p)
-        needs, names = families.setdefault((g.order, g.family), ({}, []))
-        needs.update(dict.fromkeys(n for n in g.needs.split(", ") if n != "nothing"))  # the union over its policies
+        needs, names = found.setdefault((g.order, g.family), ({}, []))
+        needs.update(dict.fromkeys(n for n in g.needs.split(", ") if n != "nothing"))
         names.append(p)
+    return [(family, names, ", ".join(needs) or "nothing") for (_, family), (needs, names) in found.items()]
+
+
+def legend(policies: Iterable[str]) -> list[str]:
+    """A Markdown table: each family of ``policies`` with its policies and what it needs, in table order."""
     lines = ["| family | policies | needs |", "|---|---|---|"]
-    for (_, name), (needs, names) in families.items():
-        lines.append(f"| {name} | {', '.join(f'`{n}`' for n in names)} | {', '.join(needs) or 'nothing'} |")
+    for family, names, needs in families(policies):
+        lines.append(f"| {family} | {', '.join(f'`{n}`' for n in names)} | {needs} |")
     return lines
