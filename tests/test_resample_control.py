@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import analysis
@@ -60,7 +61,7 @@ def _mark_resampling(store: Store, source: str) -> str:
     """The imported generation read from ``source`` becomes a critic=none one: its generations part is replaced by
     the same row with ``generation.critic`` recorded (an import records no Critic; a generated store does)."""
     for part in store.parts("generations"):
-        table = pa.parquet.read_table(part)
+        table = pq.read_table(part)
         (row,) = table.to_pylist()
         config = json.loads(row["config_json"])
         if config["source"] == str(Path(source).resolve()):
