@@ -36,6 +36,7 @@ from analysis.replay.sources import TableSources
 from analysis.replay.views import COMPUTED, MIXED, STORED, StoreFacts, coverage, guarded_sources, source
 from analysis.sql.answer_text import answers_lenient_sql
 from analysis.sql.tost_table import detectable_margins
+from shp_ray.policy import resample
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ VIEWS: tuple[View, ...] = (
     View("scores", ("scores_raw",)),
     View(
         "replay_scores",
-        ("scores", "replay_core", "replay_inputs"),
+        ("scores", "replay_core", "replay_inputs", "generations"),
         make=lambda b: sql.replay_scores_sql(families=False),
     ),
     View("replay_score_map", ("replay_scores",)),
@@ -259,7 +260,11 @@ VIEWS: tuple[View, ...] = (
     # break and fix
     View("pass_rounds", ("scores", "replay_inputs", "trajectories", "scenario_splits")),
     View("oracle_pass", ("pass_rounds",)),
-    View("correctness", ("replay_scores", "oracle_pass", "replay_inputs", "policies")),
+    View(
+        "correctness",
+        ("replay_scores", "oracle_pass", "replay_inputs", "policies"),
+        make=lambda b: sql.query("correctness", reason=resample.REASON, kind=resample.KIND),
+    ),
     View("correctness_summary", ("correctness", "oracle_pass"), make=_correctness_summary),
     View("pass_by_round", ("pass_rounds",)),
     View("break_rate", ("pass_by_round",)),

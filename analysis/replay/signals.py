@@ -101,8 +101,8 @@ def connect_signals(
 
 
 # The store's views (analysis.replay.catalog), over given rows in place of a store: round_signals holds the rows,
-# the caller makes the policies table; no scenarios (a split is NULL), no scores, no drafts (answer metrics NULL),
-# no generation to price (every cost NULL).
+# the caller makes the policies table; no scenarios (a split is NULL), no generations (nothing to price or to
+# resample: every cost NULL, no control), no scores, no drafts (answer metrics NULL: signals_input.sql).
 _GIVEN = ("round_signals", "policies")
 _LOADED = ("replay_inputs", "trajectories", "replay_core")  # what load_signals (re)builds over new rows
 # what connect_signals adds: the summaries, and the views a caller reads beside them, as on a store
@@ -110,6 +110,7 @@ _SUMMARIES = ("policy_summary", "answers", "prices", "replay_score_map", "correc
 _OVER_SIGNALS = {
     "scenario_splits": catalog.View("scenario_splits", make=lambda b: sql.query("scenario_splits_unknown")),
     "scores_raw": catalog.View("scores_raw", make=lambda b: sql.empty_select(fields("scores"))),
+    "generations": catalog.View("generations", make=lambda b: sql.empty_select(fields("generations"))),
 }
 
 

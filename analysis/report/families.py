@@ -11,6 +11,7 @@ from analysis import sql
 from analysis.report import power as report_power
 from analysis.report.cells import cell
 from analysis.sql.rows import fetch_dicts
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import FAMILIES
 
@@ -63,7 +64,7 @@ def section(
     ]
     for gen in sorted({r["gen_id"] for r in summary}):
         rows = {r["policy"]: r for r in summary if r["gen_id"] == gen}
-        fam_rows = [r for p, r in rows.items() if kinds.get(p, {}).get("kind") in FAMILIES]
+        fam_rows = [rows[p] for p in policy_groups.ordered(rows) if kinds.get(p, {}).get("kind") in FAMILIES]
         if not fam_rows:
             continue
         refs = [rows[p] for p in REFERENCE_POLICIES if p in rows]
@@ -74,9 +75,9 @@ def section(
         lines += [
             f"### Generation `{gen}`",
             "",
-            f"| policy | family | rounds | op. tokens | saving | IS | ΔIS [95% CI] | TOST δ={delta:g} p "
+            f"| policy | family | needs | rounds | op. tokens | saving | IS | ΔIS [95% CI] | TOST δ={delta:g} p "
             "| non-inferior | stopped by |",
-            "|" + "---|" * 10,
+            "|" + "---|" * 11,
         ]
         for r in refs + fam_rows:
             kind = kinds.get(r["policy"], {}).get("kind")
@@ -84,8 +85,9 @@ def section(
             ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
             saving = None if r["token_saving"] is None else 100 * r["token_saving"]
             label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
+            needs = policy_groups.group(str(r["policy"])).needs
             lines.append(
-                f"| {r['policy']} | {label} | {cell(r['mean_rounds'], 2)} "
+                f"| {r['policy']} | {label} | {needs} | {cell(r['mean_rounds'], 2)} "
                 f"| {cell(r['mean_operational_tokens'], 0)} | {cell(saving, 1)}% | {cell(r['mean_is'])} "
                 f"| {cell(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, cell(is_.get('tost_p')))} "
                 f"| {report_power.verdict(r['non_inferior'], is_)} "

@@ -42,8 +42,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from analysis import scipy_stats as _st
 from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
+from shp_ray.policy import resample
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.cascade import Reason
+from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
 from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights
 
@@ -315,13 +317,15 @@ def sweep_summary_view_sql(delta: float) -> str:
 
 def replay_scores_sql(families: bool) -> str:
     """Every stored score at each policy's stop and the baseline's, with the oracle of each score
-    (replay_scores.sql). ``families``: the family rows too (family_replay, returning selected_round)."""
+    (replay_scores.sql) and the resampling control where the store holds one (resample_control.sql). ``families``:
+    the family rows too (family_replay, returning selected_round)."""
     rows = (
         "UNION ALL SELECT policy, gen_id::VARCHAR, scenario_id, stop_round, selected_round, reason, "
         "operational_tokens, depth FROM family_replay"
     )
     stops = query("replay_scores_stops", families=rows if families else "")
-    return query("replay_scores", stops=stops)
+    control = query("resample_control", policy=resample.NAME, reason=resample.REASON, verdict=VISIBLE_TESTS_SCORE)
+    return query("replay_scores", stops=stops, control=control)
 
 
 def score_summary_sql(delta: float) -> str:
