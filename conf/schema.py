@@ -9,7 +9,7 @@ progress, allow_partial, allow_large, dry_run) are declared here.
 
 Hydra validates types and rejects unknown keys (a typo'd key fails before any paid call, with
 Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve`
-turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
+turns the tree into the typed job: a key added here gets its rule in ``conf.rules.RULES``.
 YAML files only select groups and override values.
 
 Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | humaneval: the code loop, whose

@@ -14,7 +14,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 import conf.schema  # noqa: F401
-from conf.resolve import MAX_RETRIES, RULES, ConfigError, to_job
+from conf.resolve import ConfigError, to_job
+from conf.rules import MAX_RETRIES, RULES
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.prompts import TEMPLATE_KEYS
 from shp_ray.policy.cascade import HaltConfig
