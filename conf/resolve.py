@@ -22,7 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from conf import code_loop, plan, schema
 from conf.errors import ConfigError
-from conf.inputs import SCORES, resolve_answer, resolve_prompts, resolve_scores, resolve_tasks
+from conf.inputs import SCORES, resolve_answer, resolve_logprobs, resolve_prompts, resolve_scores, resolve_tasks
 from conf.spec import JobSpec, ReportSpec, WeightsSpec, store_at
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.datasets import DATASETS, SPLITS
@@ -338,6 +338,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
             prompts=prompts,
             scores=resolve_scores(cfg.score),
             answer=resolve_answer(cfg.answer),
+            logprobs=resolve_logprobs(cfg.logprobs),
             tests=cfg.dataset.tests,
         ),
     )
@@ -359,8 +360,7 @@ def to_job(cfg: DictConfig) -> JobSpec:
     if halting["max_rounds"] is None:
         halting["max_rounds"] = generation.max_rounds
     halt = _guard("halting", lambda: HaltConfig(**halting))
-    if halt.max_rounds > generation.max_rounds:
-        # Replay cannot see rounds that were never generated; say so instead of silently capping.
+    if halt.max_rounds > generation.max_rounds:  # replay cannot see rounds never generated: said, not capped
         raise ConfigError(
             f"halting.max_rounds: {halt.max_rounds} exceeds generation.max_rounds={generation.max_rounds}"
         )

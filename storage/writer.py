@@ -8,8 +8,9 @@ response cache, paying nothing. The rounds' ``signals`` come right after the
 rounds: derived data, so a kill between the two loses nothing (the reader
 computes missing signals from the embeddings; ``shp-query --signals rebuild``
 stores them). Its ``scores`` and ``draft_answers`` come next, measurements of the stored drafts that
-``shp-import --rescore`` computes again if a kill lost them; last, each trajectory's replay inputs
-(:mod:`storage.trajectory_inputs`), derived too: a kill before them costs the reader one computation, nothing else.
+``shp-import --rescore`` computes again if a kill lost them, then ``draft_logprobs`` (the replies' log-probabilities
+stay in the response cache); last, each trajectory's replay inputs (:mod:`storage.trajectory_inputs`), derived too:
+a kill before them costs the reader one computation, nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from storage.resume import key_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
-_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals", "scores", "draft_answers")
+_ORDER = (
+    "scenarios", "generations", "judgments", "failures", "rounds", "signals", "scores", "draft_answers",
+    "draft_logprobs",
+)  # fmt: skip
 
 
 def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:

@@ -8,6 +8,7 @@ that sets the views up (shared by :func:`analysis.connect` and the plain-CLI ``v
     scores_raw, scores, replay_scores, replay_score_map,      the user's scores at each policy's stop (and in
     score_summary                                             policy_summary's scores map)
     draft_answers                                             each draft's extracted answer (answer-based families)
+    draft_logprobs                                            each draft's token log-probability summaries (confidence)
     pass_rounds, oracle_pass, correctness,                    the pass/fail scores (hidden_pass): pass_at_stop,
     correctness_summary, pass_by_round, break_rate            the oracle, McNemar, break and fix rates
     prices, generation_prices                                  the price table (analysis.replay.costs)
@@ -322,6 +323,8 @@ def build_statements(
         *score_statements(sql.narrowed(source(sources, "scores", gen_id), gen_id, scenario_ids), delta),
         # each draft's stated answer (storage.answers_schema): an empty view over a store without answers
         sql.create("draft_answers", sql.narrowed(source(sources, "draft_answers", gen_id), gen_id, scenario_ids)),
+        # each draft's token log-probability summaries (storage.logprobs_schema): empty without them
+        sql.create("draft_logprobs", sql.narrowed(source(sources, "draft_logprobs", gen_id), gen_id, scenario_ids)),
         sql.create("policy_summary", sql.policy_summary_sql(delta)),
         sql.create("sweep_summary", sql.sweep_summary_view_sql(delta)),
     ]

@@ -1,0 +1,4 @@
+-- The generations in the replay's scope that hold no token log-probabilities (draft_logprobs): the token-confidence
+-- family is left out of the replay while any has none (analysis.replay.family_replay).
+SELECT DISTINCT gen_id::VARCHAR FROM replay_inputs
+WHERE gen_id::VARCHAR NOT IN (SELECT DISTINCT gen_id FROM draft_logprobs) ORDER BY 1
