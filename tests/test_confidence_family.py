@@ -78,6 +78,22 @@ def test_the_rule_stops_at_the_first_draft_whose_stat_reaches_the_threshold() ->
     )  # a summary of the caller's own last_k is taken as it is
 
 
+def test_asking_is_no_part_of_gen_id_and_reaches_the_writers_request() -> None:
+    from shp_ray.generation.datasets import load_scenarios
+    from shp_ray.generation.loop import critic_request, writer_request
+
+    asked = GenerationConfig(logprobs=LogprobSpec(request=True, last_k=4))
+    assert asked.gen_id("sim", "m") == GenerationConfig().gen_id("sim", "m")
+    scn = load_scenarios("shp_paper", limit=1)[0]
+    assert (
+        writer_request(scn, asked, "m", 1, "", "").logprobs
+        and not writer_request(scn, GenerationConfig(), "m", 1, "", "").logprobs
+    )
+    assert not critic_request(scn, asked, "m", 1, "a draft").logprobs  # only drafts are read for confidence
+    with pytest.raises(ValueError, match="logprobs.last_k: must be an integer >= 1"):
+        LogprobSpec(last_k=0)
+
+
 def test_a_request_asks_for_logprobs_only_when_told_and_keys_them_only_then() -> None:
     plain = ChatRequest("m", (("user", "q"),), max_tokens=8, seed=3)
     asked = ChatRequest("m", (("user", "q"),), max_tokens=8, seed=3, logprobs=True)
@@ -207,10 +223,13 @@ def test_the_embedded_llama_server_returns_logprobs_that_a_new_store_keeps(tmp_p
     assert got == ref and len(got) == 1
 
 
-def test_a_store_without_logprobs_leaves_confidence_out_in_one_line(tmp_path, caplog) -> None:
+def test_a_store_without_logprobs_for_every_trajectory_leaves_confidence_out_in_one_line(tmp_path, caplog) -> None:
     from tests.test_families_property import make_encoder, write_store
 
-    trajs = [("s0", ["Paris", "Paris"], ["Be shorter.", ""], [(5, 3), (5, 0)], [0.2, 0.4], [], ["paris"] * 2)]
+    trajs = [
+        ("s0", ["Paris", "Paris"], ["Be shorter.", ""], [(5, 3), (5, 0)], [0.2, 0.4], [], ["paris"] * 2),
+        ("s1", ["Rome"], [""], [(5, 0)], [0.2], [], ["rome"], [[-0.01]]),
+    ]  # s1's draft has log-probabilities, s0's none (a rerun that asked skipped it): still left out
     write_store(str(tmp_path), trajs, make_encoder(0.01))
     pols = [policy_by_name("confidence"), policy_by_name("answer_stable")]
     with caplog.at_level("WARNING", logger="analysis.replay.family_replay"):
@@ -221,6 +240,9 @@ def test_a_store_without_logprobs_leaves_confidence_out_in_one_line(tmp_path, ca
         con.close()
     assert replayed == {"answer_stable"}
     (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith("confidence left out of the replay") and "logprobs.request=true" in line
+    assert line.startswith("confidence left out of the replay: generation g holds") and "logprobs.request=true" in line
+    # the reference replay, asked anyway: s0's drafts never stop it; a store with none at all is refused
+    assert replay(pols[0], load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"]).reason == "failsafe"
+    write_store(str(tmp_path / "none"), trajs[:1], make_encoder(0.01))
     with pytest.raises(ValueError, match="token log-probabilities"):
-        replay(policy_by_name("confidence"), load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"])
+        replay(pols[0], load_trajectories(Store(str(tmp_path / "none")), "g", judge="j")["s0"])

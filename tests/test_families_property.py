@@ -152,7 +152,8 @@ def cases(draw: st.DrawFn, only: tuple[str, ...] = ()):
         metrics = [draw(st.sampled_from([0.1, 0.5, 0.9, math.nan])) for _ in range(depth)]
         said = draw(st.lists(st.sampled_from(ANSWERS), min_size=1, max_size=3))  # few answers: runs, ties
         answers = [draw(st.sampled_from(said)) for _ in range(depth)]
-        lps = [draw(st.none() | st.lists(st.sampled_from(LOGPROBS), min_size=1, max_size=20)) for _ in range(depth)]
+        lps = [draw(st.lists(st.sampled_from(LOGPROBS), min_size=1, max_size=20)) for _ in range(depth)]
+        lps = [lp if draw(st.sampled_from([True, True, True, False])) else None for lp in lps]  # None: none returned
         trajs.append((f"s{i}", drafts, fbs, tokens, metrics, draw(st.sampled_from(CONTEXTS)), answers, lps))
     pols = [draw(family_policy(i, only)) for i in range(draw(st.integers(1, 4)))]
     return trajs, pols, draw(st.sampled_from([0.0, 0.001, 0.05, 0.5]))
@@ -243,7 +244,7 @@ def test_the_confidence_family_agrees_on_random_logprob_trajectories(case) -> No
 
 def check_three_executors(case) -> None:
     trajs, pols, noise = case
-    if not any(summarise(lp) for traj in trajs for lp in traj[7]):  # no draft_logprobs: confidence is left out
+    if not all(any(summarise(lp) for lp in traj[7]) for traj in trajs):  # a trajectory without: confidence left out
         pols = [p for p in pols if p.kind != "confidence"]
         if not pols:
             return

@@ -272,8 +272,9 @@ def leave_out_unanswered(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def leave_out_without_logprobs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Take the token-confidence family's policies out of ``policies`` while a generation in scope has no stored
-    log-probabilities (draft_logprobs), saying so in one line: they never run on zeros. Returns those left out."""
+    """Take the token-confidence family's policies out of ``policies`` while a generation in scope has a trajectory
+    without stored log-probabilities (draft_logprobs), saying so in one line: they never run on zeros, nor on
+    nothing. Returns the policies left out."""
     kinds = [k for k, f in FAMILIES.items() if f.needs_logprobs]
     names = [r[0] for r in con.execute(sql.family_policies_sql(kinds)).fetchall()] if kinds else []
     lacking = [r[0] for r in con.execute(sql.query("family_logprob_gens")).fetchall()] if names else []
@@ -281,8 +282,8 @@ def leave_out_without_logprobs(con: duckdb.DuckDBPyConnection) -> list[str]:
         return []
     con.execute(sql.query("policies_leave_out", kinds=sql.quote_list(kinds)))
     _log.warning(
-        "%s left out of the replay: generation%s %s hold%s no token log-probabilities (draft_logprobs); a run "
-        "stores them with logprobs.request=true on a provider that returns them (llama, openai, sim)",
+        "%s left out of the replay: generation%s %s hold%s trajectories without token log-probabilities "
+        "(draft_logprobs); a new store written with logprobs.request=true on a provider that returns them has them",
         ", ".join(names), "s" if len(lacking) > 1 else "", ", ".join(g[:8] for g in lacking),
         "" if len(lacking) > 1 else "s",
     )  # fmt: skip
