@@ -56,7 +56,9 @@ def measure(store: Path, rounds: int) -> dict[str, object]:
     from analysis.stats import correctness
     from analysis.stats.correctness import code_policies
 
-    pols = code_policies(rounds)
+    from shp_ray.policy.families.registry import needs_logprobs
+
+    pols = [p for p in code_policies(rounds) if not (p.family and needs_logprobs(p.kind))]  # an import has none
     out: dict[str, object] = {"policies": len(pols)}
     t0 = time.perf_counter()
     con = analysis.connect(store, policies=pols)
