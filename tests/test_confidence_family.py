@@ -207,6 +207,30 @@ def test_a_sim_generation_stores_logprobs_and_replays_confidence(tmp_path, ray_s
 
 
 @pytest.mark.integration
+def test_live_and_batch_calls_store_the_same_logprobs_in_process(tmp_path) -> None:
+    """The local backend, live and through the simulator's Batch API (the batch line carries ``logprobs: true``,
+    its result line is read as a live reply is): the same draft_logprobs rows."""
+    from shp_ray.generation.datasets import load_scenarios
+    from shp_ray.generation.generate import RunOptions, generate
+    from shp_ray.providers.base import ProviderSpec
+    from shp_ray.providers.sim.server import SimServer
+
+    cfg = GenerationConfig(max_rounds=2, judge="none", embedder="fake-hash", logprobs=LogprobSpec(request=True))
+    rows = {}
+    with SimServer(batch_delay_s=0.0) as sim:
+        for mode in ("live", "batch"):
+            spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", batch=mode == "batch",
+                                batch_poll_s=0.05)  # fmt: skip
+            store = Store(tmp_path / mode)
+            generate(
+                load_scenarios("shp_paper", limit=2), cfg, store, spec, RunOptions(backend="local", progress=False)
+            )
+            rows[mode] = sorted(store.read("draft_logprobs").to_pylist(), key=lambda r: (r["scenario_id"], r["round"]))
+        batched = sim.stats["batch"]["lines_ok"]
+    assert batched > 0 and len(rows["live"]) == 4 and rows["live"] == rows["batch"]
+
+
+@pytest.mark.integration
 def test_the_embedded_llama_server_returns_logprobs_that_a_new_store_keeps(tmp_path, ray_session, embedded_llm) -> None:
     """The real llama-server answers ``logprobs: true`` with choices[0].logprobs.content[].logprob: a tiny run stores
     one summary per draft, and ``confidence`` replays on them (DuckDB = reference)."""
