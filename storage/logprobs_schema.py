@@ -5,7 +5,9 @@ Written beside ``draft_answers`` by the generation writer when the run asked the
 endpoints do); read by the token-confidence family (``confidence``). Its own table, so no stored part is
 rewritten and a store without it replays as before, that family left out. The four summaries are in nats
 (shp_ray.policy.logprobs: ``mean``, ``min``, ``tail10``, ``last_k``, the mean of the last ``k`` tokens);
-``tokens``: how many log-probabilities they summarise. A reply without them has no row, never zeros.
+``tokens``: how many log-probabilities they summarise. A reply without them has no row, never zeros. Written before
+the trajectory's rounds (storage.writer): a kill between the two regenerates the trajectory from the response cache,
+so a round may hold two equal rows, which the readers read once.
 """
 
 from __future__ import annotations
