@@ -270,3 +270,28 @@ def test_a_store_without_logprobs_for_every_trajectory_leaves_confidence_out_in_
     write_store(str(tmp_path / "none"), trajs[:1], make_encoder(0.01))
     with pytest.raises(ValueError, match="token log-probabilities"):
         replay(pols[0], load_trajectories(Store(str(tmp_path / "none")), "g", judge="j")["s0"])
+
+
+def test_a_round_stored_twice_is_read_once(tmp_path) -> None:
+    """A kill between a trajectory's draft_logprobs and its rounds regenerates it from the cache: equal rows twice."""
+    import pyarrow as pa
+
+    from storage.logprobs_schema import DRAFT_LOGPROBS
+    from tests.test_families_property import make_encoder, write_store
+
+    trajs = [("s0", ["Lyon", "Paris"], ["Fix.", ""], [(5, 3), (5, 0)], [0.2, 0.4], [], ["lyon", "paris"],
+              [[-0.9, -0.4], [-0.05]])]  # fmt: skip
+    write_store(str(tmp_path), trajs, make_encoder(0.01))
+    store, policy = Store(str(tmp_path)), policy_by_name("confidence")
+
+    def stops() -> list[tuple]:
+        con = analysis.connect(str(tmp_path), policies=[policy])
+        try:
+            return con.sql("SELECT scenario_id, stop_round, reason FROM replay").fetchall()
+        finally:
+            con.close()
+
+    once = stops()
+    store.write("draft_logprobs", pa.Table.from_pylist(store.read("draft_logprobs").to_pylist(), schema=DRAFT_LOGPROBS))
+    assert store.read("draft_logprobs").num_rows == 4 and stops() == once == [("s0", 2, "confident")]
+    assert replay(policy, load_trajectories(store, "g", judge="j")["s0"]).stop_round == 2
