@@ -295,3 +295,42 @@ def test_a_round_stored_twice_is_read_once(tmp_path) -> None:
     store.write("draft_logprobs", pa.Table.from_pylist(store.read("draft_logprobs").to_pylist(), schema=DRAFT_LOGPROBS))
     assert store.read("draft_logprobs").num_rows == 4 and stops() == once == [("s0", 2, "confident")]
     assert replay(policy, load_trajectories(store, "g", judge="j")["s0"]).stop_round == 2
+
+
+def test_an_imported_log_with_logprobs_stores_them_and_replays_confidence(tmp_path) -> None:
+    """--format openai-chat: a writer reply's choices[0].logprobs; the traces format: a round's "logprobs" list."""
+    from shp_ray.importer.cli import main
+
+    def reply(text: str, lps: list[float] | None) -> dict:
+        choice: dict = {"message": {"role": "assistant", "content": text}}
+        if lps is not None:
+            choice["logprobs"] = {"content": [{"token": "x", "logprob": v} for v in lps]}
+        return {"choices": [choice], "usage": {"prompt_tokens": 5, "completion_tokens": len(lps or [1])}}
+
+    calls = [
+        ("writer", "Answer: Lyon", [-0.9, -1.2]),
+        ("critic", "Check it.", None),
+        ("writer", "Answer: Paris", [-0.02]),
+    ]
+    asked = {"messages": [{"role": "user", "content": "q"}]}
+    loop = {"id": "q1", "question": "Capital of France?", "answers": ["Paris"],
+            "calls": [{"agent": a, "request": asked, "response": reply(t, lp)} for a, t, lp in calls]}  # fmt: skip
+    traced = {"id": "q2", "question": "Capital of Italy?", "answers": ["Rome"],
+              "rounds": [{"draft": "Answer: Rome", "logprobs": [-0.01, -0.03]}]}  # fmt: skip
+    chat, plain = tmp_path / "chat.jsonl", tmp_path / "traces.jsonl"
+    chat.write_text(json.dumps(loop) + "\n")
+    plain.write_text(json.dumps(traced) + "\n")
+    store = tmp_path / "store"
+    assert main([str(chat), "--store", str(store), "--format", "openai-chat", "--embedder", "fake-hash"]) == 0
+    assert main([str(plain), "--store", str(store), "--embedder", "fake-hash"]) == 0
+    rows = {(r["scenario_id"], r["round"]): r for r in Store(str(store)).read("draft_logprobs").to_pylist()}
+    assert sorted(rows) == [("q1", 1), ("q1", 2), ("q2", 1)] and rows[("q1", 1)]["mean"] == pytest.approx(-1.05)
+    con = analysis.connect(str(store), policies=[policy_by_name("confidence")])
+    try:
+        got = sorted(con.sql("SELECT scenario_id, stop_round, reason FROM replay").fetchall())
+    finally:
+        con.close()
+    assert got == [("q1", 2, "confident"), ("q2", 1, "confident")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**traced, "id": "q3", "rounds": [{"draft": "x", "logprobs": [0.5]}]}) + "\n")
+    assert main([str(bad), "--store", str(store), "--embedder", "fake-hash"]) == 2

@@ -14,7 +14,7 @@ from shp_ray.generation.answer_config import Extractor, answer_rows, pick_extrac
 from shp_ray.generation.datasets import Scenario
 from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.judge import JudgeResult
-from shp_ray.generation.loop import RoundRecord, TrajectoryResult
+from shp_ray.generation.loop import TrajectoryResult
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.logprobs import DEFAULT_LAST_K, STATS, summarise
 from shp_ray.policy.round_signals import RoundColumns, trajectory_signals
@@ -94,6 +94,7 @@ def trajectory_rows(
     items = [(task, r["round"], r["draft"]) for r in rounds]
     scores = score_rows(scorers, gen_id, items)
     answers = [] if extractor is None else answer_rows(extractor, gen_id, items)
+    drafted = [(r.round, r.writer.logprobs if r.writer is not None else None) for r in result.rounds]
     failures = [
         {
             "gen_id": gen_id,
@@ -112,22 +113,23 @@ def trajectory_rows(
         "signals": signals,
         "scores": scores,
         "draft_answers": answers,
-        "draft_logprobs": logprob_rows(gen_id, sid, result.rounds, last_k),
+        "draft_logprobs": logprob_rows(gen_id, sid, drafted, last_k),
         "judgments": judgments,
         "failures": failures,
     }
 
 
-def logprob_rows(gen_id: str, sid: str, rounds: Sequence[RoundRecord], last_k: int) -> list[dict[str, object]]:
-    """The ``draft_logprobs`` rows of a trajectory: one per draft whose Writer reply carried log-probabilities
-    (none for a provider that returns none: the token-confidence family is then left out, never run on zeros)."""
+def logprob_rows(
+    gen_id: str, sid: str, drafts: Sequence[tuple[int, Sequence[float] | None]], last_k: int = DEFAULT_LAST_K
+) -> list[dict[str, object]]:
+    """The ``draft_logprobs`` rows of a trajectory's (round, its draft's token log-probabilities) pairs: one per draft
+    whose Writer reply carried them (none for a provider that returns none: the token-confidence family is then left
+    out, never run on zeros). The generation writes them, and shp-import from a log that holds them."""
     out: list[dict[str, object]] = []
-    for r in rounds:
-        lps = r.writer.logprobs if r.writer is not None else None
+    for t, lps in drafts:
         summary = summarise(lps, last_k)
         if summary is not None and lps is not None:
-            out.append({"gen_id": gen_id, "scenario_id": sid, "round": r.round, "tokens": len(lps), "k": last_k,
-                        **summary})  # fmt: skip
+            out.append({"gen_id": gen_id, "scenario_id": sid, "round": t, "tokens": len(lps), "k": last_k, **summary})
     return out
 
 
