@@ -334,3 +334,23 @@ def test_an_imported_log_with_logprobs_stores_them_and_replays_confidence(tmp_pa
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({**traced, "id": "q3", "rounds": [{"draft": "x", "logprobs": [0.5]}]}) + "\n")
     assert main([str(bad), "--store", str(store), "--embedder", "fake-hash"]) == 2
+
+
+def test_a_provider_that_returns_none_stores_none_and_confidence_is_left_out(tmp_path, caplog) -> None:
+    """Asked of a provider that returns no log-probabilities (the scripted double): no row, never zeros."""
+    from shp_ray.generation.datasets import load_scenarios
+    from shp_ray.generation.generate import RunOptions, generate
+    from shp_ray.providers.base import ProviderSpec
+
+    cfg = GenerationConfig(max_rounds=2, judge="none", embedder="fake-hash", logprobs=LogprobSpec(request=True))
+    store = Store(tmp_path / "store")
+    spec = ProviderSpec(kind="scripted", model="scripted")
+    s = generate(load_scenarios("shp_paper", limit=2), cfg, store, spec, RunOptions(backend="local", progress=False))
+    assert s.generated == 2 and store.read("rounds").num_rows == 4 and store.read("draft_logprobs").num_rows == 0
+    with caplog.at_level("WARNING", logger="analysis.replay.family_replay"):
+        con = analysis.connect(str(store.root), policies=[policy_by_name("confidence"), policy_by_name("verifier")])
+    try:
+        assert {r[0] for r in con.sql("SELECT DISTINCT policy FROM replay").fetchall()} == {"verifier"}
+    finally:
+        con.close()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["confidence left out of the replay"]
