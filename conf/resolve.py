@@ -34,12 +34,12 @@ from shp_ray.policy.table import Policy, family_policies, policy_by_name, standa
 from shp_ray.providers.base import ProviderSpec
 from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.prices import PriceTable, price_table
+from shp_ray.providers.registry import batch_kinds, config_kinds
 
-PROVIDER_KINDS = ("llama", "sim", "openai")
 JUDGES = ("lexical", "llm")
 WEIGHT_STRATEGIES = ("uniform", "entropy", "ahp")  # constrained_ls needs labels a sweep does not have
 MAX_RETRIES = 30  # backoff (full jitter) is capped at 20 s: 30 retries can hold one call up to ~10 min
-BATCH_KINDS = ("openai", "sim")  # provider kinds whose endpoints serve /v1/batches
+BATCH_KINDS = tuple(batch_kinds())  # provider kinds whose endpoints serve /v1/batches
 MIN_N_CTX = 256  # a floor for the embedded model's context; n_ctx must also exceed generation.max_tokens
 
 
@@ -136,7 +136,7 @@ def _ray_address(v: Any) -> bool:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("provider.kind", *one_of(PROVIDER_KINDS)),
+    Rule("provider.kind", *one_of(tuple(config_kinds()))),  # the registry's kinds a config may choose
     Rule("provider.base_url", _http_url, 'an http(s):// URL, or "" (llama / sim: start the local server)'),
     Rule(
         "provider.api_key_env",

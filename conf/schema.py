@@ -48,8 +48,9 @@ from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap
 from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
+from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
+from shp_ray.providers.registry import config_kinds, describe_provider
 from shp_ray.providers.sim.options import SimOptions
 
 
@@ -99,14 +100,9 @@ SERVER_OPTIONS: dict[str, tuple[type, dict[str, str]]] = {
     "sim": (SimOptions, SIM_KEYS),
 }
 
-# Each provider option's defaults, as the spec it resolves to when nothing is overridden.
-PROVIDER_PRESETS = {
-    "llama": LLAMA_SPEC,  # the embedded llama.cpp server (it is started unless base_url is set)
-    "sim": ProviderSpec(kind="sim", model="sim-model"),
-    "openai": ProviderSpec(
-        kind="openai", base_url="https://api.openai.com/v1", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
-    ),
-}
+# Each provider option's defaults, as the spec it resolves to when nothing is overridden: the registry's kinds
+# (shp_ray.providers.registry), so a new kind is its file and its registration.
+PROVIDER_PRESETS = config_kinds()
 
 
 def _hydra_type(kind: Any) -> Any:
@@ -150,25 +146,20 @@ ProviderConf = derive(
     exposed(ProviderSpec, PROVIDER_KEYS, changed={"kind": (str, MISSING)}),  # kind: llama | sim | openai
     doc="An OpenAI-compatible endpoint. The key is read from the env var NAMED here, never stored.",
 )
-LlamaProviderConf = derive(
-    "LlamaProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["llama"]) + exposed(LlamaOptions, LLAMA_KEYS),
-    doc="The embedded default: llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 (tiny, often wrong).",
-    bases=(ProviderConf,),
-)
-SimProviderConf = derive(
-    "SimProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["sim"]) + exposed(SimOptions, SIM_KEYS),
-    doc="shp-serve, the simulated OpenAI-compatible server (a test double), started in-process unless "
-    "base_url points at a running one.",
-    bases=(ProviderConf,),
-)
-OpenAIProviderConf = derive(
-    "OpenAIProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["openai"]),
-    doc="Any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, Ollama, a gateway.",
-    bases=(ProviderConf,),
-)
+
+
+def _provider_conf(kind: str, preset: ProviderSpec) -> type:
+    """The config option ``provider=<kind>``: the spec's keys with the kind's defaults, and its server's options."""
+    fields = exposed(ProviderSpec, PROVIDER_KEYS, preset=preset)
+    if kind in SERVER_OPTIONS:
+        fields += exposed(*SERVER_OPTIONS[kind])
+    name = f"{kind.title()}ProviderConf"
+    cls = derive(name, fields, doc=f"provider={kind}: {describe_provider(kind)}.", bases=(ProviderConf,))
+    globals()[name] = cls  # pickled by name (derive): a module attribute, as if written out
+    return cls
+
+
+PROVIDER_CONFS = {kind: _provider_conf(kind, preset) for kind, preset in PROVIDER_PRESETS.items()}
 GenerationConf = derive("GenerationConf", exposed(GenerationConfig, GENERATION_KEYS))
 JudgeConf = derive(  # kind: lexical | llm
     "JudgeConf", exposed(GenerationConfig, JUDGE_KEYS, changed={"kind": (str, MISSING)})
@@ -338,9 +329,8 @@ def register() -> None:
     """Put the schema and its group options in the ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
     cs.store(name="schema", node=Config)
-    cs.store(group="provider", name="llama", node=LlamaProviderConf)
-    cs.store(group="provider", name="sim", node=SimProviderConf)
-    cs.store(group="provider", name="openai", node=OpenAIProviderConf)
+    for kind, node in PROVIDER_CONFS.items():
+        cs.store(group="provider", name=kind, node=node)
     for name in DATASETS:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
     cs.store(group="dataset", name=FILE_DATASET, node=FileDatasetConf(name=FILE_DATASET))

@@ -213,9 +213,10 @@ def _dim(con: duckdb.DuckDBPyConnection) -> int:
     return int(dim or 1)
 
 
-def statements(policies: Iterable[Policy], dim: int, materialize: bool = True) -> list[str]:
-    """The family views that are SQL alone (family_inputs); :func:`refresh` computes the decisions."""
-    return [sql.create("family_inputs", sql.family_inputs_sql(dim))]
+def inputs_sql(dim: int) -> str:
+    """The family view that is SQL alone (family_inputs: per trajectory, the lists the family executor reads,
+    critique embedding NULL where unknown); :func:`refresh` computes the decisions."""
+    return sql.query("family_inputs", dim=int(dim))
 
 
 def refresh(
