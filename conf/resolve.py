@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from conf import code_loop, plan, schema
 from conf.errors import ConfigError
-from conf.inputs import resolve_answer, resolve_prompts, resolve_scores, resolve_tasks
+from conf.inputs import resolve_answer, resolve_logprobs, resolve_prompts, resolve_scores, resolve_tasks
 from conf.rules import check_rules
 from conf.spec import JobSpec, ReportSpec, WeightsSpec, store_at
 from shp_ray.generation.config import GenerationConfig
@@ -183,6 +183,7 @@ def _generation(cfg: DictConfig, tasks: Any, options: Any) -> GenerationConfig:
             prompts=resolve_prompts(cfg.prompts, tasks),
             scores=resolve_scores(cfg.score),
             answer=resolve_answer(cfg.answer),
+            logprobs=resolve_logprobs(cfg.logprobs),
             tests=cfg.dataset.tests,
         ),
     )

@@ -21,7 +21,7 @@ registered here as the group's option; a table of your own is a YAML in ``<dir>/
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
 in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
 stored draft (``shp_ray.generation.score_config``). The plain section answer: what reads each stored draft's
-answer (``shp_ray.generation.answer_config``).
+answer (``shp_ray.generation.answer_config``); logprobs: whether the Writer asks for token log-probabilities.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.answer_config import AnswerSpec
-from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
+from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig, LogprobSpec
 from shp_ray.generation.datasets import DATASETS
 from shp_ray.generation.prompts import PRESETS, PromptSet, preset
 from shp_ray.generation.score_config import KINDS as SCORE_KINDS
@@ -91,6 +91,7 @@ WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
 SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
 ANSWER_KEYS = every(AnswerSpec)  # answer.kind: what reads each draft's answer as it is stored (draft_answers)
+LOGPROB_KEYS = every(LogprobSpec)  # logprobs.request: the Writer asks for token log-probabilities (draft_logprobs)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -179,6 +180,12 @@ AnswerConf = derive(  # kind: auto | qa | code | python
     exposed(AnswerSpec, ANSWER_KEYS),
     doc="What reads each stored draft's answer (the draft_answers table, for the answer-based stopping families): "
     "a measurement, never part of gen_id.",
+)
+LogprobsConf = derive(
+    "LogprobsConf",
+    exposed(LogprobSpec, LOGPROB_KEYS),
+    doc="Whether the Writer asks for token log-probabilities (the draft_logprobs table, for the token-confidence "
+    "family) and the tail their last_k summary averages: a measurement, never part of gen_id.",
 )
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
@@ -301,6 +308,7 @@ class Config:
     prices: PricesConf = MISSING
     score: ScoreConf = MISSING
     answer: AnswerConf = field(default_factory=AnswerConf)  # type: ignore[valid-type]
+    logprobs: LogprobsConf = field(default_factory=LogprobsConf)  # type: ignore[valid-type]
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)

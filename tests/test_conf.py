@@ -292,6 +292,8 @@ FREE_KEYS = {
     "answer.kind",  # auto | qa | code | python: checked by building the extractor (conf.inputs.resolve_answer)
     "answer.target",  # a string; the function it names is imported by resolve_answer
     "answer.timeout_s",  # a number; above 0 and finite: checked by building the extractor
+    "logprobs.request",  # a bool (Hydra's type check); asked of the Writer's calls
+    "logprobs.last_k",  # an integer (Hydra's type check); >= 1: checked by building LogprobSpec (resolve_logprobs)
     "dataset.tests",  # docstring | split, with the dataset it needs: checked with the code loop's keys (conf.code_loop)
 }
 

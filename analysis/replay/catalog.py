@@ -12,6 +12,7 @@ The relations, by concept (their files in ``analysis/sql/replay/<concept>/``)::
     scores_raw, scores, replay_scores, replay_score_map,      the user's scores at each policy's stop (and in
     score_summary                                             policy_summary's scores map)
     draft_answers                                             each draft's extracted answer (answer-based families)
+    draft_logprobs                                            each draft's token log-probability summaries (confidence)
     pass_rounds, oracle_pass, correctness,                    the pass/fail scores (hidden_pass): pass_at_stop,
     correctness_summary, pass_by_round, break_rate            the oracle, McNemar, break and fix rates
     prices, generation_prices                                  the price table (analysis.replay.costs)
@@ -270,6 +271,8 @@ VIEWS: tuple[View, ...] = (
     View("break_rate", ("pass_by_round",)),
     # each draft's stated answer (storage.answers_schema): an empty view over a store without answers
     _scoped("draft_answers"),
+    # each draft's token log-probability summaries (storage.logprobs_schema): an empty view over a store without them
+    _scoped("draft_logprobs"),
     View(
         "policy_summary",
         ("replay", "policies", "scenario_splits", "score_summary", "t95_table", "tost_plan"),

@@ -53,7 +53,7 @@ def _family(kind: str, params: dict[str, object]) -> Group:
     needs = list(_KIND_NEEDS.get(kind, ()))
     if fam.needs_answers:
         needs.append(ANSWERS)
-    if getattr(fam, "needs_logprobs", False) or kind == "confidence":
+    if fam.needs_logprobs:
         needs.append(LOGPROBS)
     if CRITIQUES not in needs and fam.needs_critique(params):
         needs.append(CRITIQUES)
