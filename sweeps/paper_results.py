@@ -30,7 +30,7 @@ import yaml
 from analysis import ReplayScope, connect, sql, stats
 from analysis.sql.rows import fetch_dicts
 from analysis.stats import answer_outcomes
-from analysis.stats.gain_fit import with_fitted_gain_models
+from analysis.stats.fitted import with_fitted
 from conf.spec import JobSpec
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store
@@ -67,7 +67,7 @@ def paper_job(store: str, overrides: Sequence[str] = ()) -> JobSpec:
 def collect(store: Store, job: JobSpec, gen_id: str, split: str, judge: str) -> Scope:
     ids = [r["scenario_id"] for r in store.read("scenarios").to_pylist() if r["split"] == split]
     w = strategy_weights(job, store, judge, gen_id, ids)  # the weights a sweep job of this preset replays with
-    policies = with_fitted_gain_models(job.policies, store, gen_id, judge=judge, weights=w)
+    policies = with_fitted(job.policies, store, gen_id, judge=judge, weights=w)
     delta = job.report.delta
     scope = ReplayScope(store, judge=judge, weights=w, policies=policies, delta=delta, gen_id=gen_id, scenario_ids=ids)
     con = connect(scope)

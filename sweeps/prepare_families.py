@@ -1,6 +1,6 @@
 """What a sweep job does before replaying the other stopping families (shp_ray.policy.families).
 
-1. ``gain_model`` is fitted on the DEV split only: when the job replays another
+1. A fitted family (``gain_model``) is fitted on the DEV split only: when the job replays another
    split, the dev questions are generated too (by the job, through ``generate_dev``:
    once, under the same lock and cache as any generation) and the ridge artefact
    is written beside the store.
@@ -16,6 +16,7 @@ from typing import Any
 
 from conf.spec import JobSpec
 from shp_ray.generation.datasets import Scenario
+from shp_ray.policy.families.registry import unfitted
 from shp_ray.policy.table import Policy
 from storage.parts import Store
 
@@ -24,7 +25,7 @@ log = logging.getLogger("shp_ray.sweep")
 
 def dev_split_needed(job: JobSpec) -> bool:
     """Whether the job generates the dev questions too: a gain model to fit, on a split other than dev."""
-    needs_fit = any(p.kind == "gain_model" and not p.param_dict.get("model") for p in job.policies)
+    needs_fit = any(unfitted(p.kind, p.param_dict) for p in job.policies)
     return needs_fit and job.split != "dev"
 
 
@@ -41,7 +42,7 @@ def prepare_families(
 
     ``dev``: the dev questions the gain model is fitted on; ``generate_dev`` stores their trajectories.
     """
-    from analysis.stats.gain_fit import with_fitted_gain_models
+    from analysis.stats.fitted import with_fitted
     from shp_ray.generation.embedder import Embedder
     from shp_ray.generation.feedback_embed import embed_feedback
 
@@ -53,5 +54,5 @@ def prepare_families(
         generate_dev()
     new = embed_feedback(store, Embedder(job.generation.embedder), [gen_id])
     log.info("stopping families: embedded %d new critique texts", new)
-    fitted: Any = with_fitted_gain_models(policies, store, gen_id, judge=judge, weights=weights)
+    fitted: Any = with_fitted(policies, store, gen_id, judge=judge, weights=weights)
     return tuple(fitted)

@@ -156,7 +156,7 @@ def test_gain_model_policy_never_stops_before_one_refinement_and_has_a_failsafe(
     s = Stopper(never, encode=enc)
     assert [s.observe(str(i)).reason for i in range(3)] == [None, None, "failsafe"]
     path = gain_fit.save(model, tmp_path / "gain.json")
-    s = Stopper("gain_model@c=1000000.0", gain_model=path, encode=enc)  # the artefact, as a sweep writes it
+    s = Stopper("gain_model@c=1000000.0", fitted=path, encode=enc)  # the artefact, as a sweep writes it
     assert [s.observe(str(i)).reason for i in range(2)] == [None, "low_gain"]
     s = Stopper("gain_model", max_rounds=2, encode=enc)  # unfitted: says so, at the cap
     assert [s.observe(str(i)).reason for i in range(2)] == [None, "unfitted"]

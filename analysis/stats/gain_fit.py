@@ -1,7 +1,8 @@
 """Fit the ``gain_model`` stopping policy on a store's DEV split; store it as a versioned artefact.
 
-    model, path = fit_gain_model("runs/store", gen_id)   # -> <store>/artefacts/gain_model/<gen_id>/<fit>.json
-    policies = with_fitted_gain_models(policies, "runs/store", gen_id)
+    model, path = fit_gain_model(store, gen_id)   # -> <store>/artefacts/gain_model/<gen_id>/<fit>.json
+
+A job's policies are fitted through :func:`analysis.stats.fitted.with_fitted`, which registers this fit.
 
 The features come from the same :class:`shp_ray.policy.families.SignalState` the replay
 runs, the targets IS_{t+1} - IS_t from the DuckDB views (the judge's scores, used
@@ -19,8 +20,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,6 @@ from analysis.replay.db import AnalysisError, ReplayScope, connect, setup_of
 from analysis.replay.family_replay import row_inputs
 from shp_ray.policy.families import gain_model
 from shp_ray.policy.families.signals import RoundSignal, SignalState
-from shp_ray.policy.table import Policy, with_params
 from storage.parts import Store
 
 log = logging.getLogger("shp_ray.gain_fit")
@@ -92,32 +91,6 @@ def fit_gain_model(
         path = artefact_path(store, gen_id, key)
     log.info("gain model %s fitted on %d %s trajectories -> %s", model.digest, len(rows), split, path)
     return model, path
-
-
-def with_fitted_gain_models(
-    policies: Iterable[Policy],
-    store: Store,
-    gen_id: str,
-    *,
-    judge: str | None = None,
-    weights: Mapping[str, float] | str | None = None,
-) -> list[Policy]:
-    """Unfitted ``gain_model`` policies get the model fitted on the dev split (one fit for all).
-
-    Without dev trajectories they stay unfitted: they run to the cap with reason ``unfitted``.
-    """
-    policies = list(policies)
-    todo = [i for i, p in enumerate(policies) if p.kind == "gain_model" and not p.param_dict.get("model")]
-    if not todo:
-        return policies
-    try:
-        model, _ = fit_gain_model(store, gen_id, judge=judge, weights=weights)
-    except (AnalysisError, ValueError) as exc:
-        log.warning("gain_model stays UNFITTED (it will run to the cap): %s", exc)
-        return policies
-    for i in todo:
-        policies[i] = replace(with_params(policies[i], model=model.to_json()))
-    return policies
 
 
 # --- the ridge fit itself (numpy, closed form); the policy package only predicts -----------------

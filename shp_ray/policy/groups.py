@@ -14,22 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shp_ray.policy import resample
+from shp_ray.policy.families.family import ANSWERS, CRITIQUES, EMBEDDINGS, JUDGE, LOGPROBS
 from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.policy.table import policy_by_name
 
-EMBEDDINGS = "draft embeddings"
-CRITIQUES = "critique embeddings"
-ANSWERS = "each draft's answer (draft_answers)"
-LOGPROBS = "token log-probabilities"
-JUDGE = "a judge's IS"
 RESAMPLED = "a critic=none generation"
-
-# What a registered family reads beyond its flags (Family.needs_answers, needs_critique, needs_logprobs say the rest)
-_KIND_NEEDS: dict[str, tuple[str, ...]] = {
-    "semantic": (EMBEDDINGS,),
-    "gain_model": (EMBEDDINGS, CRITIQUES, "a judge's IS on the dev split (the fit)"),
-    "verifier": ("a verifier (the visible tests, else the QA check)",),
-}
 
 
 @dataclass(frozen=True)
@@ -50,7 +39,7 @@ def _cascade(policy: str) -> Group:
 
 def _family(kind: str, params: dict[str, object]) -> Group:
     fam = FAMILIES[kind]
-    needs = list(_KIND_NEEDS.get(kind, ()))
+    needs = list(fam.reads)  # what it declares; its flags say the rest
     if fam.needs_answers:
         needs.append(ANSWERS)
     if fam.needs_logprobs:

@@ -11,7 +11,8 @@
 
 Any policy name works: SHP's cascades (``shp``, ``entropy_only``, ``fixed_k3`` ...;
 pass ``score=`` IS_t when the policy consults the judge) and the other stopping
-families (:mod:`shp_ray.policy.families`). The answer-based families read each draft's
+families (:mod:`shp_ray.policy.families`); a fitted family's policy (``gain_model``) takes its artefact as
+``fitted=`` (the file a sweep's fit wrote). The answer-based families read each draft's
 answer as ``answer(draft)`` gives it (default: the lenient QA reading, normalised:
 :func:`shp_ray.policy.answer.qa_answer`; pass your task's extractor, ``str -> str | None``). The token-confidence
 family reads the draft's token log-probabilities, passed as ``observe(draft, logprobs=[...])`` (the provider's, with
@@ -35,14 +36,22 @@ import numpy as np
 from shp_ray.policy.answer import qa_answer
 from shp_ray.policy.cascade import HaltConfig, HaltTracker
 from shp_ray.policy.families.engine import FamilyRun
-from shp_ray.policy.families.gain_model import GainModel
-from shp_ray.policy.families.gain_model import load as load_gain_model
+from shp_ray.policy.families.registry import FAMILIES
 from shp_ray.policy.families.text import clean_text
 from shp_ray.policy.logprobs import summarise
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import Policy, policy_by_name, with_params
 
 Encode = Callable[[list[str]], np.ndarray]
+
+
+def _with_fitted(policy: Policy, source: object) -> Policy:
+    """The policy carrying a fitted family's artefact (a file the fit wrote, or the fitted object)."""
+    fam = FAMILIES.get(policy.kind)
+    if fam is None or fam.fitted is None:
+        fitted = [k for k, f in FAMILIES.items() if f.fitted is not None]
+        raise ValueError(f"{policy.name}: fitted= is for the policies of a fitted family ({', '.join(fitted)})")
+    return with_params(policy, **{fam.fitted.param: fam.fitted.load(source)})
 
 
 @dataclass(frozen=True)
@@ -68,16 +77,15 @@ class Stopper:
         contexts: Sequence[str] = (),
         encode: Encode | None = None,
         clean: bool = False,
-        gain_model: str | Path | GainModel | None = None,
+        fitted: str | Path | object | None = None,
         answer: Callable[[str], str | None] = qa_answer,
     ) -> None:
         base = halt or HaltConfig()
         if max_rounds is not None:
             base = replace(base, max_rounds=max_rounds)
         self.policy = policy if isinstance(policy, Policy) else policy_by_name(policy, base)
-        if gain_model is not None:  # a fitted artefact (analysis.stats.gain_fit writes one per generation)
-            model = gain_model if isinstance(gain_model, GainModel) else load_gain_model(gain_model)
-            self.policy = with_params(self.policy, model=model.to_json())
+        if fitted is not None:  # a fitted family's artefact (analysis.stats.fitted writes one per generation)
+            self.policy = _with_fitted(self.policy, fitted)
         if self.policy.kind in ("random", "oracle"):
             raise ValueError(f"{self.policy.name}: a {self.policy.kind} policy cannot run live (replay only)")
         self.contexts = tuple(contexts)

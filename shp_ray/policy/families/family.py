@@ -18,6 +18,25 @@ from shp_ray.policy.families.signals import RoundSignal
 
 Params = Mapping[str, object]
 
+# The words every table uses for what a family reads from the store (shp_ray.policy.groups lists them per family).
+EMBEDDINGS = "draft embeddings"
+CRITIQUES = "critique embeddings"
+ANSWERS = "each draft's answer (draft_answers)"
+LOGPROBS = "token log-probabilities"
+JUDGE = "a judge's IS"
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """How a fitted family's policies carry their artefact (fitted on a store's dev split before the replay).
+
+    Its fit is registered beside the other fits (analysis.stats.fitted.FITS); the live Stopper reads an artefact
+    file with ``load`` (``Stopper(..., fitted=path)``).
+    """
+
+    param: str  # the parameter the fitted artefact rides on (its JSON text); unset: the policy is unfitted
+    load: Callable[[Any], str]  # an artefact file (or the fitted object) -> that parameter's value
+
 
 def _failsafe(params: Params) -> str:
     return "failsafe"
@@ -57,4 +76,8 @@ class Family:
     # cover. Without it (or on None) the DuckDB replay runs ``check`` round by round. It must agree
     # with ``check`` exactly: tests/test_family_columns.py proves the shipped ones do.
     batch: Callable[[Params, Any, int], list[tuple[str, Any]] | None] | None = None
+    # What else it reads from the store, in the words above (the flags above say the rest): reports list it.
+    reads: tuple[str, ...] = ()
+    # Set for a family whose policies read an artefact fitted on the dev split (gain_model).
+    fitted: Fitted | None = None
     doc: str = field(default="", compare=False)

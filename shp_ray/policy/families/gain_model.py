@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shp_ray.policy.families.family import Family
+from shp_ray.policy.families.family import CRITIQUES, EMBEDDINGS, JUDGE, Family, Fitted
 from shp_ray.policy.families.signals import RoundSignal
 
 VERSION = "gain-ridge-v1"
@@ -138,4 +138,6 @@ FAMILY = Family(
     cap_reason=lambda params: "failsafe" if params.get("model") else "unfitted",
     needs_critique=lambda params: True,
     batch=batch_check,
+    reads=(EMBEDDINGS, CRITIQUES, f"{JUDGE} on the dev split (the fit)"),
+    fitted=Fitted("model", lambda source: (source if isinstance(source, GainModel) else load(source)).to_json()),
 )

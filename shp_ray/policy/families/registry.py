@@ -61,6 +61,12 @@ def family(kind: str) -> Family:
         raise ValueError(f"not a stopping family: {kind!r}; known: {', '.join(FAMILIES)}") from None
 
 
+def unfitted(kind: str, params: Mapping[str, object]) -> bool:
+    """Whether a policy of a fitted family (Family.fitted) has no artefact yet: it needs a fit before the replay."""
+    fam = FAMILIES.get(kind)
+    return fam is not None and fam.fitted is not None and not params.get(fam.fitted.param)
+
+
 # The registration of the shipped families, in the order reports list them.
 for _fam in (
     semantic.FAMILY,

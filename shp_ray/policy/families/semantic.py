@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shp_ray.policy.checks import check_finite, check_int
-from shp_ray.policy.families.family import Family
+from shp_ray.policy.families.family import EMBEDDINGS, Family
 from shp_ray.policy.families.signals import RoundSignal
 
 MODES = ("sim_threshold", "window_mean", "dynamic_threshold", "drift", "consensus", "cap")
@@ -140,4 +140,5 @@ FAMILY = Family(
     check_params=check_params,
     needs_critique=lambda params: params.get("mode") == "consensus",
     batch=batch_check,
+    reads=(EMBEDDINGS,),
 )

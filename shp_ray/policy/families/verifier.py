@@ -106,4 +106,5 @@ FAMILY = Family(
     outcomes=True,
     selectable=False,  # it returns the verified (last) draft
     batch=batch_check,
+    reads=("a verifier (the visible tests, else the QA check)",),
 )
