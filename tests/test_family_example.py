@@ -43,9 +43,7 @@ def edit_plateau(tmp_path):
     try:
         yield fam
     finally:  # leave the registry as the shipped families left it
-        del registry.FAMILIES[fam.kind]
-        for name in fam.bases:
-            del registry.FAMILY_BASES[name]
+        registry.unregister(fam.kind)
 
 
 def test_the_example_family_replays_in_sql_as_in_python_and_live(tmp_path, edit_plateau) -> None:

@@ -8,6 +8,7 @@ reports' groups read it from its declaration.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -37,19 +38,14 @@ CUT_FIT = Family(
     check_params=_check_params,
     cap_reason=lambda params: "failsafe" if params.get("cut") else "unfitted",
     reads=(EMBEDDINGS, "a fitted cut"),
-    fitted=Fitted("cut", lambda source: open(source).read().strip()),
+    fitted=Fitted("cut", lambda source: Path(source).read_text().strip()),
 )
 
 
 @pytest.fixture
 def cut_fit():
-    fam = registry.register(CUT_FIT)
-    try:
-        yield fam
-    finally:  # leave the registry as the shipped families left it
-        del registry.FAMILIES[fam.kind]
-        for name in fam.bases:
-            del registry.FAMILY_BASES[name]
+    yield registry.register(CUT_FIT)
+    registry.unregister(CUT_FIT.kind)  # leave the registry as the shipped families left it
 
 
 def test_a_fitted_family_is_fitted_once_per_generation_through_its_declaration(cut_fit, tmp_path, monkeypatch):

@@ -54,6 +54,13 @@ def register(fam: Family) -> Family:
     return fam
 
 
+def unregister(kind: str) -> None:
+    """Forget a family registered with :func:`register` and its policy names (a test's family, a plug-in's)."""
+    fam = FAMILIES.pop(kind)
+    for name in fam.bases:
+        del FAMILY_BASES[name]
+
+
 def family(kind: str) -> Family:
     try:
         return FAMILIES[kind]
