@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -263,7 +263,7 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
         return
     known = {f.name for f in dataclasses.fields(kind)}
     for key in cfg:
-        where = f"{path}{key}"
+        where = f"{path}{key!s}"
         if key not in known:
             raise ConfigError(f"{where}: unknown key (known in {path.rstrip('.') or 'the root'}: {sorted(known)})")
         value = cfg._get_node(key)
@@ -291,7 +291,7 @@ def resolve_prices(section: DictConfig) -> PriceTable:
     data = OmegaConf.to_container(section)
     assert isinstance(data, dict)
     try:
-        return price_table(data)
+        return price_table(cast("dict[str, Any]", data))  # a config section's keys are names
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

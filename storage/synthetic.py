@@ -166,7 +166,7 @@ def _write_chunk(
     drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}{tag}." for i, t in zip(ii, tt, strict=True)]
     if spec.draft_words:
         drafts = [
-            d and f"{d} {_filler(spec.draft_words, i * depth + t)}" for d, i, t in zip(drafts, ii, tt, strict=True)
+            d and f"{d} {_filler(spec.draft_words, int(i * depth + t))}" for d, i, t in zip(drafts, ii, tt, strict=True)
         ]
     hashes = [_hash(d) for d in drafts]
     feedback = [
