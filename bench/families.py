@@ -33,6 +33,7 @@ def measure(store: Path, families: bool) -> dict[str, object]:
     import analysis
     from analysis import sql
     from analysis.replay import family_replay
+    from analysis.sql.rows import fetch_row
     from shp_ray.policy.table import family_policies, standard_policies
 
     pols = standard_policies() + (family_policies() if families else [])
@@ -40,7 +41,7 @@ def measure(store: Path, families: bool) -> dict[str, object]:
     con = analysis.connect(store, policies=pols)
     out: dict[str, object] = {"policies": len(pols), "connect_s": round(time.perf_counter() - t0, 3)}
     t0 = time.perf_counter()
-    out["rows"] = con.execute(sql.query("replay_count")).fetchone()[0]
+    out["rows"] = fetch_row(con, sql.query("replay_count"))[0]
     out["replay_query_s"] = round(time.perf_counter() - t0, 3)
     if families:
         t0 = time.perf_counter()
