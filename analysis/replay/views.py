@@ -277,8 +277,8 @@ def build_statements(
     they are what materialising would compute from the signals, grouped once by the writer), instead of
     grouping round_signals.
     """
-    gen_id, scenario_ids, weights, delta = scope.gen_id, scope.scenario_ids, scope.weights, scope.delta
-    policies, rounds, batch = tuple(scope.policies or ()), facts.rounds, facts.batch
+    (weights, policies, _), gen_id, scenario_ids, delta = scope.settled(), scope.gen_id, scope.scenario_ids, scope.delta
+    rounds, batch = facts.rounds, facts.batch
     where = sql.judge_where(facts.judge, facts.judge_prompt_version)
     before, relation = signals_statements(facts.signals, facts.dim, gen_id, scenario_ids, facts.fill_calls)
     inputs = "round_signals"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
 
@@ -17,7 +18,7 @@ from shp_ray.policy.families.registry import FAMILIES
 REFERENCE_POLICIES = ("shp", "oracle_is")
 
 
-def collect(con: duckdb.DuckDBPyConnection) -> dict[str, object]:
+def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """What the section needs, read while the connection is open (empty when no family was replayed)."""
     kinds = {r["policy"]: r for r in fetch_dicts(con, sql.query("report_policy_kinds"))}
     if not any(r["kind"] in FAMILIES for r in kinds.values()):
@@ -40,7 +41,7 @@ def _gain_note(params_json: str) -> str:
 
 
 def section(
-    fam: Mapping[str, object], summary: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float
+    fam: Mapping[str, Any], summary: Sequence[Mapping[str, Any]], tests: Mapping[tuple, Mapping], delta: float
 ) -> list[str]:
     """The report's section on the other stopping families (markdown lines).
 
@@ -49,8 +50,8 @@ def section(
     """
     if not fam:
         return []
-    kinds: dict = fam["kinds"]  # type: ignore[assignment]
-    crit: dict = fam["critiques"]  # type: ignore[assignment]
+    kinds: dict = fam["kinds"]
+    crit: dict = fam["critiques"]
     lines = [
         "## Beyond SHP: other stopping systems on the same trajectories",
         "",
@@ -68,7 +69,7 @@ def section(
             continue
         refs = [rows[p] for p in REFERENCE_POLICIES if p in rows]
         reasons: dict[str, list[str]] = {}
-        for r in fam["reasons"]:  # type: ignore[attr-defined]
+        for r in fam["reasons"]:
             if r["gen_id"] == gen:
                 reasons.setdefault(r["policy"], []).append(f"{r['reason']} {r['n']}")
         lines += [
@@ -93,7 +94,7 @@ def section(
             )
         lines.append("")
         oracle = rows.get("oracle_is")
-        sel = {r["policy"]: r for r in fam["selection"] if r["gen_id"] == gen}  # type: ignore[attr-defined]
+        sel = {r["policy"]: r for r in fam["selection"] if r["gen_id"] == gen}
         best = [p for p in sel if json.loads(kinds[p]["params_json"]).get("select", "last") != "last"]
         if best:
             lines += [
@@ -135,9 +136,7 @@ def section(
             ]
             for r in ver:
                 counts = {
-                    x["reason"]: x["n"]
-                    for x in fam["reasons"]  # type: ignore[attr-defined]
-                    if x["gen_id"] == gen and x["policy"] == r["policy"]
+                    x["reason"]: x["n"] for x in fam["reasons"] if x["gen_id"] == gen and x["policy"] == r["policy"]
                 }
                 share = sel.get(r["policy"], {}).get("share_verified")
                 lines.append(
