@@ -115,7 +115,7 @@ def _read_json(path: str, data: bytes) -> EvalLog:
     if not isinstance(samples, list):
         raise TraceError(f"{path}: samples must be a list, got {type(samples).__name__}")
     header = {k: v for k, v in doc.items() if k != "samples"}
-    return EvalLog(header, [LogSample(f"{path}:samples[{i}]", i, s) for i, s in enumerate(samples)])  # type: ignore[arg-type]
+    return EvalLog(header, [LogSample(f"{path}:samples[{i}]", i, s) for i, s in enumerate(samples)])
 
 
 def read_log(path: str, data: bytes) -> EvalLog:

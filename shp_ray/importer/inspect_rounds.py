@@ -237,7 +237,7 @@ def _user_feedback(rounds: list[dict[str, object]], conv: list) -> None:
         if "feedback" in r or r["id"] not in at:
             continue
         turns = []
-        for role, _, text in conv[at[r["id"]] + 1 :]:  # type: ignore[index]
+        for role, _, text in conv[at[r["id"]] + 1 :]:
             if role == "assistant":
                 break
             if role == "user":
@@ -278,9 +278,10 @@ def sample_trace(sample: LogSample, header: Mapping[str, object], rules: Sequenc
         del r["id"]
     target = s.raw.get("target")
     answers = [t for t in target if isinstance(t, str)] if isinstance(target, list) else target or None
-    spec = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
-    meta = {"inspect_sample_id": sid, "inspect_epoch": epoch, "inspect_task": spec.get("task"),  # type: ignore[union-attr]
-            "inspect_model": spec.get("model"), "inspect_model_usage": s.raw.get("model_usage") or {},  # type: ignore[union-attr]
+    found = header.get("eval")
+    spec = found if isinstance(found, Mapping) else {}
+    meta = {"inspect_sample_id": sid, "inspect_epoch": epoch, "inspect_task": spec.get("task"),
+            "inspect_model": spec.get("model"), "inspect_model_usage": s.raw.get("model_usage") or {},
             "inspect_metadata": s.raw.get("metadata") or {}}  # fmt: skip
     error = s.raw.get("error")
     if isinstance(error, Mapping) and error.get("message"):  # a sample that failed: the rounds it logged, and why
