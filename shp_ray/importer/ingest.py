@@ -246,7 +246,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
             "created_at": datetime.now(UTC),
         }  # fmt: skip
         manifest = manifest_row(new_run_id(), {"import": config}, {}, req.command)
-        rschema = rounds_schema(dim)  # type: ignore[arg-type]
+        rschema = rounds_schema(dim)  # type: ignore[arg-type]  # the embedder's or the file's size
         fresh = [s for s in rows["scenarios"] if s["scenario_id"] not in known]
         _write_all(
             store,

@@ -97,7 +97,7 @@ def _read_eval(path: str, data: bytes) -> EvalLog:
         header = _member(data, archive, last[head_name], f"{path}:{head_name}") if head_name else {}
         if not isinstance(header, Mapping):
             raise TraceError(f"{path}:{head_name}: must be a JSON object")
-        samples = [LogSample(f"{path}:{n}", i, _member(data, archive, last[n], f"{path}:{n}"))  # type: ignore[arg-type]
+        samples = [LogSample(f"{path}:{n}", i, _member(data, archive, last[n], f"{path}:{n}"))  # type: ignore[arg-type]  # checked where read
                    for i, n in enumerate(names)]  # fmt: skip
     return EvalLog(header, samples)
 

@@ -252,7 +252,7 @@ class RateLimiter:
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
-        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]
+        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]  # learnable: hint set
             return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
             self._narrow_window(lease, now, hint if learnable else None)

@@ -17,7 +17,7 @@ from shp_ray.providers.base import Provider, ProviderSpec
 
 # kind -> "module:factory"; every HTTP kind (the simulated server's too) speaks the OpenAI protocol
 # to spec.base_url through the real client.
-_FACTORIES: dict[str, str] = {
+_FACTORIES: dict[str, str | Callable[..., Provider]] = {
     "openai": "shp_ray.providers.client:OpenAICompatProvider",
     "sim": "shp_ray.providers.client:OpenAICompatProvider",
     "llama": "shp_ray.providers.client:OpenAICompatProvider",
@@ -48,7 +48,7 @@ def describe_provider(kind: str, model: str = "") -> str:
 
 def register_provider(kind: str, factory: str | Callable[..., Provider]) -> None:
     """Add a kind: a "module:callable" path (imported lazily) or a callable(spec, **kw)."""
-    _FACTORIES[kind] = factory  # type: ignore[assignment]
+    _FACTORIES[kind] = factory
 
 
 def provider_kinds() -> list[str]:
