@@ -21,7 +21,7 @@ from shp_ray.policy.cascade import HaltConfig
 _NAMES = tuple(name for name, _ in KNOB_COLUMNS)  # the UDF's knob arguments, in order
 
 
-def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
+def _cascade_udf(d_inf: pa.Array, s: pa.Array, a: pa.Array, *knobs: pa.Array) -> pa.Array:
     """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code.
 
     ``knobs``: one column per cascade knob, in KNOBS' order (max_rounds as the row's cap). ``a`` is approved(f_t)
@@ -44,7 +44,7 @@ def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
         code = None
         for t in range(1, cfg.max_rounds + 1):
             decision = cascade.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
-            if decision.halt:
+            if decision.halt and decision.reason is not None:  # a halt always says why
                 code = t * 8 + codes[decision.reason]
                 break
         out.append(code)
