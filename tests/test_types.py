@@ -30,7 +30,7 @@ def test_the_checked_folders_are_the_source_folders():
     """mypy checks what make check lints and compiles (Makefile's SOURCES), no more, no less."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     (sources,) = re.findall(r"^SOURCES := (.+)$", makefile, re.M)
-    assert CHECKED == sources.split()
+    assert sources.split() == CHECKED
     check = makefile.split("\ncheck:", 1)[1].split("\n\n", 1)[0]
     assert "-m mypy" in check, "make check runs the type checker"
 
