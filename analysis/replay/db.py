@@ -213,8 +213,9 @@ def _create_views(
     stored = stored_relation(tables, scope.gen_id, scope.scenario_ids) if facts.inputs else None
     options = catalog.BuildOptions(price_rows=price_rows, materialize=materialize, stored_inputs=stored)
 
-    def build(**changes: object) -> list[str]:
-        return catalog.statements(catalog.Build.of_store(tables, scope, facts, replace(options, **changes)))
+    def build(unique_judgments: bool = False) -> list[str]:
+        changed = replace(options, unique_judgments=unique_judgments)
+        return catalog.statements(catalog.Build.of_store(tables, scope, facts, changed))
 
     stmts = build()
     inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
