@@ -159,7 +159,7 @@ async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         req = bench_request(i, args.model, args.max_tokens)
         return await client.chat.completions.create(
             model=req.model,
-            messages=req.openai_messages(),  # type: ignore[arg-type]  # role/content dicts, as the API reads them
+            messages=req.openai_messages(),
             max_tokens=req.max_tokens,
         )
 
