@@ -42,11 +42,13 @@ test: $(STAMP)
 	trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM HUP; \
 	TMPDIR="$$tmp" RAY_TMPDIR="$$tmp" $(PY) -m pytest -q --basetemp="$$tmp/pytest" $(TEST_PARALLEL)
 
-# Lint, format, and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package,
-# no module over 400 lines), read from the import graph.
+# Lint, format, types (mypy over SOURCES, configured in pyproject.toml's [tool.mypy]; tests/test_types.py runs
+# it too), and the house rules of ARCHITECTURE.md (layering, no cycles, a pure policy package, no module over
+# 400 lines), read from the import graph.
 check: $(STAMP)
 	$(PY) -m ruff check $(SOURCES) tests
 	$(PY) -m ruff format --check $(SOURCES) tests
+	$(PY) -m mypy
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 theory: $(STAMP)

@@ -19,8 +19,10 @@ import hashlib
 import importlib.metadata
 import os
 from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from analysis.sql.code_digest import code_digest
 from storage.kept import CONSTANTS_DIRNAME, KeptFileDamaged, seal, unseal
@@ -29,13 +31,13 @@ from storage.user_cache import cache_root
 CONSTANTS = CONSTANTS_DIRNAME  # the folder under storage.user_cache.cache_root of the kept values
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:  # scipy.stats.<name>, untyped until imported
     from scipy import stats
 
     return getattr(stats, name)
 
 
-def t_ppf(q: float, df: object) -> np.ndarray:
+def t_ppf(q: float, df: npt.ArrayLike) -> np.ndarray:
     """``scipy.stats.t.ppf(q, df)`` for 0 < q < 1 and df > 0 (scipy's ``t._ppf``)."""
     from scipy import special
 
@@ -49,30 +51,33 @@ def norm_ppf(q: float) -> float:
     return float(special.ndtri(q))
 
 
-def nct_sf(x: object, df: object, nc: object) -> np.ndarray:
+def nct_sf(x: npt.ArrayLike, df: npt.ArrayLike, nc: npt.ArrayLike) -> np.ndarray:
     """``scipy.stats.nct.sf(x, df, nc)`` for finite x, df > 0 and finite nc (scipy's ``nct._sf``)."""
     from scipy.special import _ufuncs
 
     with np.errstate(over="ignore"):
-        return np.clip(_ufuncs._nct_sf(x, df, nc), 0, 1)
+        return np.clip(_ufuncs._nct_sf(np.asarray(x, float), np.asarray(df, float), np.asarray(nc, float)), 0, 1)
 
 
-def kept(name: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
+R = TypeVar("R")
+
+
+def kept(name: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Keep what the decorated function returns (numbers, tuples of them: JSON, floats round-trip exactly) in this
     machine's cache, per argument list, under a key of scipy's version and the analysis code
     (:func:`analysis.sql.code_digest.code_digest`): computed again when either changes or the file fails its check
     (its keyed hash under this user's key, :func:`storage.kept.unseal`: a file edited with its checksum recomputed is
     not read); best effort, like every kept file."""
 
-    def decorate(compute: Callable[..., object]) -> Callable[..., object]:
+    def decorate(compute: Callable[..., R]) -> Callable[..., R]:
         @functools.wraps(compute)
-        def read_or_compute(*args: object) -> object:
+        def read_or_compute(*args: object) -> R:
             stem = "-".join([name, *map(str, args)])
             key = f"{stem}\0{importlib.metadata.version('scipy')}\0{code_digest()}"
             key = hashlib.sha256(key.encode()).hexdigest()[:32]
             path = cache_root() / CONSTANTS / f"{stem}-{key}.json"
             with contextlib.suppress(OSError, KeptFileDamaged):
-                return _tuples(unseal(path.read_text(encoding="utf-8"), key)["values"])
+                return cast(R, _tuples(unseal(path.read_text(encoding="utf-8"), key)["values"]))  # compute's, kept
             values = compute(*args)
             with contextlib.suppress(OSError):
                 path.parent.mkdir(parents=True, exist_ok=True)

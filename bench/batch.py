@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -33,11 +34,12 @@ def _tokens(root: Path) -> dict[str, int]:
     }
 
 
-def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
+def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, Any]:
     from shp_ray.generation.datasets import load_scenarios
     from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
     from shp_ray.providers.sim.server import SimServer
+    from storage.parts import Store
 
     scenarios = load_scenarios("hotpotqa", limit=a.scenarios)
     cfg = GenerationConfig(max_rounds=a.rounds, embedder="fake-hash", workers=2, concurrency=a.concurrency)
@@ -48,10 +50,10 @@ def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
             batch=batch, batch_poll_s=a.poll_s,
         )  # fmt: skip
         t0 = time.perf_counter()
-        summary = generate(scenarios, cfg, root, spec, RunOptions(progress=False))
+        summary = generate(scenarios, cfg, Store(root), spec, RunOptions(progress=False))
         wall = time.perf_counter() - t0
         stats = sim.stats
-    b = summary.batch
+    b: dict[str, Any] = summary.batch  # the lockstep's counters
     if batch:  # upload + create per batch, every poll, output + error file downloads per batch
         http = 2 * int(b["batches_created"]) + int(b["polls"]) + 2 * int(b["steps"]) + int(b["live_fallbacks"])
     else:
@@ -70,7 +72,7 @@ def _run(a: argparse.Namespace, batch: bool, root: Path) -> dict[str, object]:
     }
 
 
-def _dollars(run: dict[str, object], kind: str, model: str) -> dict[str, object]:
+def _dollars(run: dict[str, Any], kind: str, model: str) -> dict[str, Any]:
     """What the run's tokens cost at the shipped price table's entry for (kind, model), as paid."""
     from shp_ray.providers.prices import default_prices
 

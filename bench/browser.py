@@ -141,7 +141,7 @@ class Chromium:
         try:
             url = await asyncio.wait_for(_listening(proc), DEADLINE_S)
             drain = asyncio.get_running_loop().create_task(_drain(proc))  # a full stderr pipe would stall it
-            port = re.search(r":(\d+)/", url).group(1)  # type: ignore[union-attr]
+            port = re.search(r":(\d+)/", url).group(1)  # type: ignore[union-attr]  # ws://host:port/...
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
                     targets = await resp.json()
@@ -162,9 +162,9 @@ class Chromium:
 
 
 async def _listening(proc: asyncio.subprocess.Process) -> str:
-    said = []
+    said: list[str] = []
     while True:
-        line = await proc.stderr.readline()  # type: ignore[union-attr]
+        line = await proc.stderr.readline()  # type: ignore[union-attr]  # started with stderr=PIPE
         if not line:
             raise BrowserError("Chromium exited before it listened: " + " | ".join(said[-5:]))
         text = line.decode(errors="replace").strip()
@@ -175,5 +175,5 @@ async def _listening(proc: asyncio.subprocess.Process) -> str:
 
 
 async def _drain(proc: asyncio.subprocess.Process) -> None:
-    while await proc.stderr.readline():  # type: ignore[union-attr]
+    while await proc.stderr.readline():  # type: ignore[union-attr]  # started with stderr=PIPE
         pass

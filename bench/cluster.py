@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import time
+from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -39,13 +40,14 @@ def _cluster(nodes: int, cpus: int):  # noqa: ANN202 - ray.cluster_utils.Cluster
     return c
 
 
-def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, object]:
+def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, Any]:
     from bench.sim_process import SIM, ServerProcess, stream
     from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
+    from storage.parts import Store
 
     n = a.limited_scenarios if limited else a.scenarios
-    opts: dict[str, object] = {"latency_s": a.latency_s}
+    opts: dict[str, Any] = {"latency_s": a.latency_s}
     if limited:
         opts |= {"rpm": a.rpm, "window_s": a.window_s}
     cfg = GenerationConfig(
@@ -56,13 +58,13 @@ def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, o
     try:
         with ServerProcess(SIM, opts) as sim:
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=a.rpm if limited else None)
-            s = generate(stream(n), cfg, root, spec, RunOptions(total=n, progress=False))
+            s = generate(stream(n), cfg, Store(root), spec, RunOptions(total=n, progress=False))
             stats = sim.finish()
     finally:
         shutil.rmtree(root, ignore_errors=True)
     requests = n * (2 * a.rounds - 1)
     rps = requests / s.generation_s
-    out: dict[str, object] = {
+    out: dict[str, Any] = {
         "nodes": nodes,
         "server": "limited" if limited else "unlimited",
         "scenarios": n,
@@ -79,7 +81,7 @@ def _generation(a: argparse.Namespace, nodes: int, limited: bool) -> dict[str, o
     return out
 
 
-def _cache_probe(ops: int) -> dict[str, object]:
+def _cache_probe(ops: int) -> dict[str, Any]:
     """Gets and puts through the cache actor from a worker node vs the SQLite file from the driver's node."""
     import ray
 
@@ -106,9 +108,9 @@ def _cache_probe(ops: int) -> dict[str, object]:
     folder = tempfile.mkdtemp(prefix="shp-bench-cache-")
     try:
         actor = start_cache_actor(folder, on_node(driver))
-        remote = ray.get(Probe.options(**on_node(other)).remote().run.remote(folder, actor, ops))
+        remote = ray.get(Probe.options(**on_node(other)).remote().run.remote(folder, actor, ops))  # type: ignore[attr-defined]  # a Ray ActorClass
         served = ray.get(actor.stats.remote())
-        local = ray.get(Probe.options(**on_node(driver)).remote().run.remote(folder + "/local", None, ops))
+        local = ray.get(Probe.options(**on_node(driver)).remote().run.remote(folder + "/local", None, ops))  # type: ignore[attr-defined]  # a Ray ActorClass
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return {
@@ -119,7 +121,7 @@ def _cache_probe(ops: int) -> dict[str, object]:
     }
 
 
-def bench_cluster(a: argparse.Namespace) -> dict[str, object]:
+def bench_cluster(a: argparse.Namespace) -> dict[str, Any]:
     import ray
 
     from shp_ray.generation.generate import start_ray

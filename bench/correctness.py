@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def write_store(folder: Path, trajectories: int, rounds: int, seed: int = 0) -> 
     return store
 
 
-def measure(store: Path, rounds: int) -> dict[str, object]:
+def measure(store: Path, rounds: int) -> dict[str, Any]:
     """The timed part, in this (fresh) process."""
     import analysis
     from analysis import sql
@@ -58,7 +59,7 @@ def measure(store: Path, rounds: int) -> dict[str, object]:
     from shp_ray.policy.families.registry import needs_logprobs
 
     pols = [p for p in code_policies(rounds) if not (p.family and needs_logprobs(p.kind))]  # an import has none
-    out: dict[str, object] = {"policies": len(pols)}
+    out: dict[str, Any] = {"policies": len(pols)}
     t0 = time.perf_counter()
     con = analysis.connect(store, policies=pols)
     out["connect_s"] = round(time.perf_counter() - t0, 3)

@@ -26,21 +26,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
-def measure(store: Path, families: bool) -> dict[str, object]:
+def measure(store: Path, families: bool) -> dict[str, Any]:
     """The timed part, in this (fresh) process."""
     import analysis
     from analysis import sql
     from analysis.replay import family_replay
+    from analysis.sql.rows import fetch_row
     from shp_ray.policy.table import family_policies, standard_policies
 
     pols = standard_policies() + (family_policies() if families else [])
     t0 = time.perf_counter()
     con = analysis.connect(store, policies=pols)
-    out: dict[str, object] = {"policies": len(pols), "connect_s": round(time.perf_counter() - t0, 3)}
+    out: dict[str, Any] = {"policies": len(pols), "connect_s": round(time.perf_counter() - t0, 3)}
     t0 = time.perf_counter()
-    out["rows"] = con.execute(sql.query("replay_count")).fetchone()[0]
+    out["rows"] = fetch_row(con, sql.query("replay_count"))[0]
     out["replay_query_s"] = round(time.perf_counter() - t0, 3)
     if families:
         t0 = time.perf_counter()
@@ -51,7 +53,7 @@ def measure(store: Path, families: bool) -> dict[str, object]:
     return out
 
 
-def _fresh(store: Path, families: bool) -> dict[str, object]:
+def _fresh(store: Path, families: bool) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.families", "--measure", str(store)]
     cmd += ["--with-families"] if families else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -60,20 +62,20 @@ def _fresh(store: Path, families: bool) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(store: Path, made: dict[str, object]) -> dict[str, object]:
+def run(store: Path, made: dict[str, Any]) -> dict[str, Any]:
     from shp_ray.policy.table import family_policies
 
     std, fam = _fresh(store, False), _fresh(store, True)
-    n = (fam["rows"] - std["rows"]) // len(family_policies())  # type: ignore[operator]
+    n = (fam["rows"] - std["rows"]) // len(family_policies())
     fam_rows = n * len(family_policies())
-    extra = fam["connect_s"] - std["connect_s"]  # type: ignore[operator]
+    extra = fam["connect_s"] - std["connect_s"]
     return {
         "bench": "families-replay",
         "trajectories": n,
         "family_rows": fam_rows,
         "standard": std,
         "standard+families": fam,
-        "family_rows_per_s": round(fam_rows / max(fam["family_rebuild_s"], 1e-9)),  # type: ignore[arg-type]
+        "family_rows_per_s": round(fam_rows / max(fam["family_rebuild_s"], 1e-9)),
         "family_rows_per_s_by_difference": round(fam_rows / max(extra, 1e-9)),
         **made,
         "process": "fresh (each connect timed in a new interpreter)",
@@ -81,7 +83,7 @@ def run(store: Path, made: dict[str, object]) -> dict[str, object]:
     }
 
 
-def _write(store: Path, n: int, rounds: int) -> dict[str, object]:
+def _write(store: Path, n: int, rounds: int) -> dict[str, Any]:
     from analysis.replay import signals_store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 

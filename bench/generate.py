@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 BATCHES = (1, 2, 4, 8)
 
@@ -122,7 +123,7 @@ def _sweep_into(a: argparse.Namespace, root: Path) -> dict:
         "gen_tokens_per_s": round(gen / secs, 2),
         "prompt_tokens": prompt,
         "gen_tokens": gen,
-        "threads": opts.n_threads,
+        "threads": getattr(opts, "n_threads", None),  # the embedded server's (None: another kind)
         "parallel": getattr(opts, "parallel", 1),  # the server's slots (1: a server without slots)
     }
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ref-prompt", type=int, default=256, help="reference: prompt tokens per sequence")
     p.add_argument("--ref-gen", type=int, default=64, help="reference: generated tokens per sequence")
     a = p.parse_args(argv)
-    out: dict[str, object] = {"bench": "generate", "machine_note": "2 shared cores; figures depend on load"}
+    out: dict[str, Any] = {"bench": "generate", "machine_note": "2 shared cores; figures depend on load"}
     if a.tasks > 0:
         out["sweep"] = sweep(a)
     if a.reference:
@@ -168,6 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         ref = reference(a.model, threads, a.ref_prompt, a.ref_gen)
         out["reference"] = ref
         if "sweep" in out:
-            out.update(against_engine(out["sweep"], ref))  # type: ignore[arg-type]
+            out.update(against_engine(out["sweep"], ref))
     print(json.dumps(out, sort_keys=True))
     return 0

@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import Any
 
 from bench import cluster
 from bench.sim_process import SIM, ServerProcess, stream
@@ -45,7 +46,7 @@ def _texts(n: int) -> list[str]:
     return list(dict.fromkeys(out))[:n]
 
 
-def bench_embed(a: argparse.Namespace) -> dict[str, object]:
+def bench_embed(a: argparse.Namespace) -> dict[str, Any]:
     import ray
 
     from shp_ray.generation.actors import EmbedActor
@@ -82,7 +83,7 @@ def bench_embed(a: argparse.Namespace) -> dict[str, object]:
         del own
     started = start_ray(None)
     try:
-        actor = EmbedActor.options(num_cpus=2, max_concurrency=10_000).remote(a.model, a.batch_size, 2)
+        actor = EmbedActor.options(num_cpus=2, max_concurrency=10_000).remote(a.model, a.batch_size, 2)  # type: ignore[attr-defined]  # a Ray ActorClass
         info = ray.get(actor.info.remote())
         t = time.perf_counter()
         ray.get([actor.embed.remote(x) for x in texts])  # one call per draft, all in flight
@@ -125,10 +126,11 @@ def _cold_start(route: str, path: str) -> float:
 
 
 def _run(
-    a: argparse.Namespace, sim_opts: dict[str, object], n: int, embedder: str
+    a: argparse.Namespace, sim_opts: dict[str, Any], n: int, embedder: str
 ) -> tuple[dict, dict, float, dict[str, float]]:
     from shp_ray.generation.generate import GenerationConfig, RunOptions, generate
     from shp_ray.providers.base import ProviderSpec
+    from storage.parts import Store
 
     root = tempfile.mkdtemp(prefix="shp-bench-gen-")
     try:
@@ -140,7 +142,7 @@ def _run(
             spec = ProviderSpec(kind="sim", base_url=sim.base_url, model="sim-model", rpm=sim_opts.get("rpm"))
             peak = _PeakRss(exclude=sim.proc.pid)
             with peak:
-                s = generate(stream(n), cfg, root, spec, RunOptions(total=n, progress=False))
+                s = generate(stream(n), cfg, Store(root), spec, RunOptions(total=n, progress=False))
             stats = sim.finish()
         return s.to_dict(), stats, peak.peak_mb, peak.at_peak
     finally:
@@ -163,7 +165,8 @@ class _PeakRss:
 
         me = psutil.Process()
         while not self._stop.is_set():
-            total, parts = 0, {}
+            total = 0
+            parts: dict[str, float] = {}
             for p in [me, *me.children(recursive=True)]:
                 if p.pid == self.exclude:
                     continue
@@ -187,7 +190,7 @@ class _PeakRss:
         self._thread.join()
 
 
-def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
+def bench_ratelimit(a: argparse.Namespace) -> dict[str, Any]:
     summary, stats, _, _ = _run(
         a, {"rpm": a.rpm, "window_s": a.window_s, "latency_s": a.latency_s}, a.scenarios, a.model
     )
@@ -211,7 +214,7 @@ def bench_ratelimit(a: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _timeline(timeline: list[list[int]]) -> dict[str, object]:
+def _timeline(timeline: list[list[int]]) -> dict[str, Any]:
     """Where the time goes, from the server's per-second counts: the ramp, the steady state, the tail."""
     # the preflight call comes first, then nothing while Ray starts: the generation's seconds follow
     start = 0
@@ -227,12 +230,12 @@ def _timeline(timeline: list[list[int]]) -> dict[str, object]:
     }
 
 
-def bench_memory(a: argparse.Namespace) -> dict[str, object]:
-    out: dict[str, object] = {"bench": "generation.memory", "rounds": a.rounds, "embedder": None, "runs": []}
+def bench_memory(a: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"bench": "generation.memory", "rounds": a.rounds, "embedder": None, "runs": []}
     for n in a.sizes:
         summary, stats, peak, at_peak = _run(a, {"latency_s": a.latency_s}, n, a.model)
         out["embedder"] = summary["embedder"]
-        out["runs"].append(  # type: ignore[union-attr]
+        out["runs"].append(
             {
                 "scenarios": n,
                 "generated": summary["generated"],
@@ -242,7 +245,7 @@ def bench_memory(a: argparse.Namespace) -> dict[str, object]:
                 "rss_mb_at_peak": at_peak,
             }
         )
-    runs = out["runs"]  # type: ignore[assignment]
+    runs = out["runs"]
     out["growth"] = round(runs[-1]["peak_rss_mb"] / runs[0]["peak_rss_mb"], 3) if len(runs) > 1 else None
     return out
 

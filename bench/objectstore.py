@@ -37,6 +37,10 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported by the measuring process, not by the CLI
+    import duckdb
 
 READERS = ("datasets", "fsspec", "local")
 
@@ -66,7 +70,7 @@ def _fsspec_sources():  # noqa: ANN202 - the alternative reader, built only in t
     class FsspecSources(TableSources):
         def __init__(self, store, con=None) -> None:  # noqa: ANN001
             super().__init__(store, con)
-            con.register_filesystem(ListedFS(self.store.fs, self.store._listing))
+            con.register_filesystem(ListedFS(self.store.fs, self.store._listing or []))  # a snapshot: listed
             con.execute(sql.query("bench_parquet_metadata_cache"))
 
         def of(self, table: str, gen_id: str | None = None) -> str:
@@ -76,20 +80,21 @@ def _fsspec_sources():  # noqa: ANN202 - the alternative reader, built only in t
     return FsspecSources
 
 
-def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, object]:
+def measure(reader: str, root: str, gen: str, rounds: int) -> dict[str, Any]:
     """The timed part, in this (fresh) process."""
     import analysis
     import analysis.replay.db
     from analysis import sql
     from bench.measure import replay_policies
+    from storage.parts import Store
 
     if reader == "fsspec":
-        analysis.replay.db.TableSources = _fsspec_sources()  # this process only: connect() reads the name here
+        analysis.replay.db.TableSources = _fsspec_sources()  # type: ignore[misc]  # swapped in this process only
     policies = replay_policies(rounds)
 
-    def replay(**scope: object) -> tuple[float, float, int, object]:
+    def replay(**scope: Any) -> tuple[float, float, int, duckdb.DuckDBPyConnection]:
         t0 = time.perf_counter()
-        con = analysis.connect(analysis.ReplayScope(root, policies=policies, **scope))
+        con = analysis.connect(analysis.ReplayScope(Store(root), policies=policies, **scope))
         t1 = time.perf_counter()
         rows = sum(b.num_rows for b in con.sql(sql.query("bench_replay")).to_arrow_reader(batch_size=1 << 20))
         return t1 - t0, time.perf_counter() - t1, rows, con
@@ -141,7 +146,7 @@ def _moto(port: int) -> subprocess.Popen:
     raise SystemExit("shp-bench objectstore: moto_server did not start")
 
 
-def _run(reader: str, root: str, gen: str, rounds: int, env: dict[str, str]) -> dict[str, object]:
+def _run(reader: str, root: str, gen: str, rounds: int, env: dict[str, str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.objectstore", "--measure", reader, root, "--gen", gen]
     proc = subprocess.run([*cmd, "--rounds", str(rounds)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -149,7 +154,7 @@ def _run(reader: str, root: str, gen: str, rounds: int, env: dict[str, str]) -> 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run(n: int, rounds: int, generations: int, repeats: int, workdir: Path) -> dict[str, object]:
+def run(n: int, rounds: int, generations: int, repeats: int, workdir: Path) -> dict[str, Any]:
     import pyarrow.fs as pafs
 
     from analysis.replay import signals_store

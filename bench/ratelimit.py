@@ -103,20 +103,20 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     provider = make_provider(spec)
     failed = 0
     t0 = time.monotonic()
-    async with provider:  # type: ignore[attr-defined]
+    async with provider:  # type: ignore[attr-defined]  # an HTTP provider's
         results = await asyncio.gather(
             *(provider.complete(bench_request(i, args.model, args.max_tokens)) for i in range(args.requests)),
             return_exceptions=True,
         )
         elapsed = time.monotonic() - t0
-        limiter = await provider.limiter_snapshot()  # type: ignore[attr-defined]
+        limiter = await provider.limiter_snapshot()  # type: ignore[attr-defined]  # an HTTP provider's
     errors = Counter(type(r).__name__ for r in results if isinstance(r, BaseException))
     failed = sum(errors.values())
     for r in results:
         if isinstance(r, BaseException) and not isinstance(r, ProviderError):
             raise r
-    stats = provider.stats  # type: ignore[attr-defined]
-    deadline = provider.deadline  # type: ignore[attr-defined]
+    stats = provider.stats  # type: ignore[attr-defined]  # an HTTP provider's
+    deadline = provider.deadline  # type: ignore[attr-defined]  # an HTTP provider's
     return summary("client", args.requests, failed, elapsed, stats.get("http_429", 0), stats.get("retries", 0)) | {
         "errors": dict(errors),
         "hedges": stats.get("hedges", 0),
@@ -127,7 +127,14 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
 
 
 # what the limiter learned and did: its lanes (the window it paces by), and how it got there
-_LIMITER_KEYS = ("lanes", "lane_width_s", "window_learned", "window_narrowed", "window_shrunk", "margin_raised")
+_LIMITER_KEYS: tuple[str, ...] = (
+    "lanes",
+    "lane_width_s",
+    "window_learned",
+    "window_narrowed",
+    "window_shrunk",
+    "margin_raised",
+)
 _LIMITER_KEYS += ("synced", "decreases", "rate_cuts", "learned_rps", "lanes_given_back", "refunds_distrusted")
 
 
@@ -153,7 +160,7 @@ async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         return await client.chat.completions.create(
             model=req.model,
             messages=req.openai_messages(),
-            max_tokens=req.max_tokens,  # type: ignore[arg-type]
+            max_tokens=req.max_tokens,
         )
 
     failed, elapsed = await fire(args.requests, args.concurrency, one)
@@ -260,13 +267,13 @@ def _peers(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"bench": "ratelimit", "requests": args.requests}
     for name, run_args, runner in (("told", told, run_client), ("untold", untold, run_client)):
         out[name] = _measure(run_args, runner)
-    for name, runner in ratelimit_peers.PEERS.items():
+    for name, peer in ratelimit_peers.PEERS.items():
         missing = ratelimit_peers.missing(name)
         if missing:
             print(f"shp-bench ratelimit: {name} skipped: {missing}", file=sys.stderr, flush=True)
             out[name] = {"skipped": missing}
         else:
-            out[name] = _measure(told, runner)
+            out[name] = _measure(told, peer)
     keep = ("ok", "failed", "elapsed_s", "goodput", "utilisation", "http_429", "paid_calls", "paid_twice")
     out["side_by_side"] = {k: {f: v.get(f) for f in keep} for k, v in out.items() if isinstance(v, dict)}
     out["server"] = out["told"]["server"] | {"requests": None, "ok": None}  # the options; counts are per run

@@ -76,7 +76,7 @@ async def run_openai_aiolimiter(args: argparse.Namespace, base_url: str) -> dict
         async with bucket:
             return await client.chat.completions.create(
                 model=args.model,
-                messages=_messages(i),  # type: ignore[arg-type]
+                messages=_messages(i),
                 max_tokens=args.max_tokens,
             )
 

@@ -36,6 +36,10 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported by the measuring process, not by the CLI
+    import duckdb
 
 from bench.measure import peak_rss_mb, replay_policies
 
@@ -70,7 +74,7 @@ class Settings:
     drop_caches: bool = False
 
 
-def measure(store: Path, settings: Settings, sample_file: Path | None = None) -> dict[str, object]:
+def measure(store: Path, settings: Settings, sample_file: Path | None = None) -> dict[str, Any]:
     """The timed part, in this (fresh) process: open the store, replay every cell (slice by slice when
     ``slices`` > 1: each a whole set of trajectories, opened, replayed and closed before the next); then write a
     subsample (of the first slice: its SQL rows and its signals) to ``sample_file`` for :func:`compare`, which runs
@@ -104,7 +108,7 @@ def measure(store: Path, settings: Settings, sample_file: Path | None = None) ->
     narrowed = _one_generation(store, settings, policies, gens) if len(gens) > 1 else {}
     compared_here = {} if sample_file is not None else compare(drawn, n)
     if compared_here:
-        python_s = float(compared_here["python_s"])  # type: ignore[arg-type]
+        python_s = float(compared_here["python_s"])
         compared_here |= {
             "speedup": round(python_s / sql_s, 1),
             "speedup_end_to_end": round(python_s / (scan_s + sql_s), 1),
@@ -130,18 +134,23 @@ def measure(store: Path, settings: Settings, sample_file: Path | None = None) ->
     }
 
 
-def _replay_slices(store: Path, settings: Settings, policies: list) -> tuple[object, int, int, float, float]:
+def _replay_slices(
+    store: Path, settings: Settings, policies: list
+) -> tuple[duckdb.DuckDBPyConnection, int, int, float, float]:
     """Open and replay the store slice by slice: (the first slice's connection, trajectories, replay rows,
     seconds opening, seconds replaying)."""
     import analysis
     from analysis import sql
+    from storage.parts import Store
 
     scan_s = sql_s = 0.0
     rows = n = 0
-    con = None
+    con: duckdb.DuckDBPyConnection | None = None
     for i in range(settings.slices):
         ids = analysis.ScenarioSlice(i, settings.slices) if settings.slices > 1 else None
-        scope = analysis.ReplayScope(store, policies=policies, scenario_ids=ids, memory_limit=settings.memory_limit)
+        scope = analysis.ReplayScope(
+            Store(store), policies=policies, scenario_ids=ids, memory_limit=settings.memory_limit
+        )
         t0 = time.perf_counter()
         part = analysis.connect(scope)
         scan_s += time.perf_counter() - t0
@@ -154,10 +163,12 @@ def _replay_slices(store: Path, settings: Settings, policies: list) -> tuple[obj
             con = part  # kept for the comparison
         else:
             part.close()
+    if con is None:
+        raise ValueError("settings.slices must be at least 1")
     return con, n, rows, scan_s, sql_s
 
 
-def _one_generation(store: Path, settings: Settings, policies: list, gens: list[str]) -> dict[str, object]:
+def _one_generation(store: Path, settings: Settings, policies: list, gens: list[str]) -> dict[str, Any]:
     """A sweep job replays one generation: it opens that generation's folder only."""
     import analysis
     from analysis import sql
@@ -181,19 +192,19 @@ def _one_generation(store: Path, settings: Settings, policies: list, gens: list[
     return out
 
 
-def compare(drawn: dict[str, object], n: int) -> dict[str, object]:
+def compare(drawn: dict[str, Any], n: int) -> dict[str, Any]:
     """The Python loop (the paper's way) over the subsample's signals, field by field against its SQL rows; its
     time extrapolated linearly to ``n`` trajectories."""
     from analysis.replay.db import trajectories_from_signals
     from shp_ray.policy.reference import replay
 
-    policies = replay_policies(int(drawn["rounds"]))  # type: ignore[call-overload]
-    trajs = trajectories_from_signals(drawn["signals"])  # type: ignore[arg-type]
+    policies = replay_policies(int(drawn["rounds"]))
+    trajs = trajectories_from_signals(drawn["signals"])
     t0 = time.perf_counter()
     python = {(p.name, t.gen_id, t.scenario_id): replay(p, t) for t in trajs for p in policies}
     python_measured_s = time.perf_counter() - t0
     compared = mismatched = 0
-    for name, g, s, tau, reason, op, ev, fin in drawn["sql"]:  # type: ignore[attr-defined]
+    for name, g, s, tau, reason, op, ev, fin in drawn["sql"]:
         ref = python[(name, g, s)]
         compared += 1
         same = (tau, reason, op, ev) == (ref.stop_round, ref.reason, ref.operational_tokens, ref.evaluation_tokens)
@@ -219,7 +230,7 @@ def _drop_caches() -> bool:
         return False
 
 
-def _fresh_process(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, object]]:
+def _fresh_process(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, Any]]:
     """Run the measuring process (after emptying the page cache when asked): (cache dropped, its JSON line)."""
     cold = _drop_caches() if drop_caches else False
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -228,7 +239,7 @@ def _fresh_process(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, o
     return cold, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _measured(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, object]]:
+def _measured(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, Any]]:
     """One measurement: open and replay in a fresh process (``cmd``), then the Python loop over its subsample in
     another one, so neither's memory is counted in the other's peak."""
     with tempfile.TemporaryDirectory(prefix="shp-bench-sample-") as tmp:
@@ -240,7 +251,7 @@ def _measured(cmd: list[str], drop_caches: bool) -> tuple[bool, dict[str, object
     ratios = {
         "speedup": round(python_s / out["sql_s"], 1),
         "speedup_end_to_end": round(python_s / out["end_to_end_s"], 1),
-    }  # type: ignore[operator]
+    }
     return cold, {**out, **loop, **ratios, "python_process": "its own (fresh)"}
 
 
@@ -248,7 +259,7 @@ def _du_mb(path: Path) -> float:
     return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
 
 
-def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict[str, object]:
+def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict[str, Any]:
     """Write the synthetic store into ``workdir`` (unless ``store`` is given), then measure it in a fresh process:
     a new store twice (its first open, then a later one), a given store once, unless that open computed what
     later opens read back (``built``: then a later open too)."""
@@ -256,10 +267,10 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
     from storage.parts import Store
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
-    made: dict[str, object] = {}
+    made: dict[str, Any] = {}
     n, generations = settings.n, settings.generations
     new = store is None
-    if new:
+    if store is None:
         store = workdir
         t0 = time.perf_counter()
         for g in range(generations):  # the same questions, G generations (a sweep over G configs)
@@ -280,7 +291,7 @@ def run(settings: Settings, workdir: Path, *, store: Path | None = None) -> dict
     cmd += ["--memory-limit", settings.memory_limit] if settings.memory_limit else []
     cmd += ["--slices", str(settings.slices), "--batch-rows", str(settings.batch_rows)]
     cold, out = _measured(cmd, settings.drop_caches)
-    first: dict[str, object] | None = None
+    first: dict[str, Any] | None = None
     if new or out["replay_inputs"] == "built":  # a first open (of a new store, or one that computed what is kept)
         first = {k: out[k] for k in ("scan_s", "sql_s", "end_to_end_s", "peak_rss_mb", "replay_inputs", "identical")}
         cold, out = _measured(cmd, settings.drop_caches)  # ... so measure a later open too: the headline

@@ -20,9 +20,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where the store is written
+    from storage.synthetic import SyntheticSpec
 
 
-def measure(store: Path, rounds: int, address: str | None) -> dict[str, object]:
+def measure(store: Path, rounds: int, address: str | None) -> dict[str, Any]:
     """In a fresh process: open the store (on Ray when ``address``) and read policy_summary."""
     from bench.measure import peak_rss_mb, replay_policies
 
@@ -52,7 +56,7 @@ def _same(a: list, b: list) -> bool:
     return len(a) == len(b) and all(len(r) == len(s) and all(map(eq, r, s)) for r, s in zip(a, b, strict=True))
 
 
-def _fresh(store: Path, rounds: int, address: str | None) -> dict[str, object]:
+def _fresh(store: Path, rounds: int, address: str | None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.replay_ray", str(store), str(rounds), address or ""]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -60,7 +64,7 @@ def _fresh(store: Path, rounds: int, address: str | None) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _twice(store: Path, rounds: int, address: str | None) -> dict[str, object]:
+def _twice(store: Path, rounds: int, address: str | None) -> dict[str, Any]:
     first, later = _fresh(store, rounds, address), _fresh(store, rounds, address)
     later["first_open_s"] = first["end_to_end_s"]
     shown = {k: v for k, v in later.items() if k != "rows"}
@@ -68,14 +72,14 @@ def _twice(store: Path, rounds: int, address: str | None) -> dict[str, object]:
     return later
 
 
-def bucketed(store: Path, spec: object, buckets: int) -> dict[str, object]:
+def bucketed(store: Path, spec: SyntheticSpec, buckets: int) -> dict[str, Any]:
     """``store`` in ``buckets`` buckets: moved there if it holds parts (timed), else written there (``spec``)."""
     from analysis.replay import signals_store
     from storage.parts import Store
     from storage.rebucket import outside, rebucket
     from storage.synthetic import write_synthetic_store
 
-    made: dict[str, object] = {}
+    made: dict[str, Any] = {}
     st = Store(store)
     if st.parts("rounds"):
         if outside(st) or not st.buckets:
@@ -94,7 +98,7 @@ def bucketed(store: Path, spec: object, buckets: int) -> dict[str, object]:
     return made
 
 
-def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> dict[str, object]:
+def run(store: Path, rounds: int, nodes: list[int], made: dict[str, Any]) -> dict[str, Any]:
     """The single-node figure, then each cluster size's; ``identical``: every summary equals the single-node one."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from ray.cluster_utils import Cluster
@@ -103,7 +107,7 @@ def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> 
     from storage.rebucket import store_buckets
 
     single = _twice(store, rounds, None)
-    out: dict[str, object] = {"single_node": {k: v for k, v in single.items() if k != "rows"}, "ray": {}}
+    out: dict[str, Any] = {"single_node": {k: v for k, v in single.items() if k != "rows"}, "ray": {}}
     identical = True
     for k in nodes:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
@@ -115,7 +119,7 @@ def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> 
         finally:
             _stop(cluster)
         identical &= _same(single["rows"], got.pop("rows"))
-        out["ray"][str(k)] = got  # type: ignore[index]
+        out["ray"][str(k)] = got
     st = Store(store).snapshot()
     return {**out, "identical": identical, "buckets": len(store_buckets(st)), "policies_rows": len(single["rows"]),
             "parts": {t: len(st.parts(t)) for t in ("rounds", "signals", "trajectory_inputs", "judgments")},
@@ -126,9 +130,9 @@ def run(store: Path, rounds: int, nodes: list[int], made: dict[str, object]) -> 
 def _stop(cluster: object) -> None:
     """Stop the local cluster; on a loaded machine its GCS may not answer the drain: then kill its processes."""
     try:
-        cluster.shutdown()  # type: ignore[attr-defined]
+        cluster.shutdown()  # type: ignore[attr-defined]  # a ray.cluster_utils.Cluster
     except Exception:  # noqa: BLE001 - ray.exceptions.RpcError and kin: the processes are ours, kill them
-        for node in cluster.list_all_nodes():  # type: ignore[attr-defined]
+        for node in cluster.list_all_nodes():  # type: ignore[attr-defined]  # a ray.cluster_utils.Cluster
             node.kill_all_processes(check_alive=False, allow_graceful=False)
 
 

@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 READY_MS = (
     "new Promise(r => window.shpReport && window.shpReport.ready ? r(performance.now())"
@@ -48,7 +49,7 @@ async def _open(index: Path, profile: Path) -> dict[str, float]:
             "rounds_shown": rounds, **{k: round(v, 1) for k, v in marks.items()}}  # fmt: skip
 
 
-def run(n: int, rounds: int, draft_words: int, times: int, workdir: Path) -> dict[str, object]:
+def run(n: int, rounds: int, draft_words: int, times: int, workdir: Path) -> dict[str, Any]:
     from analysis.report import write_report
     from storage.synthetic import SyntheticSpec, write_synthetic_store
 
@@ -70,7 +71,7 @@ def run(n: int, rounds: int, draft_words: int, times: int, workdir: Path) -> dic
     }
 
 
-def opens(index: Path, times: int, workdir: Path) -> dict[str, object]:
+def opens(index: Path, times: int, workdir: Path) -> dict[str, Any]:
     """Open ``index`` ``times`` times, each in a fresh browser and profile; the medians and every run."""
     runs = [asyncio.run(_open(index, workdir / f"profile-{i}")) for i in range(times)]
     ready = [r["ready_ms"] for r in runs]

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported when streaming starts, not with this module
+    from shp_ray.generation.datasets import Scenario
 
 
-def stream(n: int) -> Iterator[object]:
+def stream(n: int) -> Iterator[Scenario]:
     """n distinct scenarios, streamed (never a list): HotpotQA questions, reused with a variant tag."""
     from dataclasses import replace
 

@@ -8,6 +8,7 @@ line) by the job, before any call; here its settings and the preset's templates 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -97,7 +98,7 @@ def resolve_prompts(section: DictConfig, tasks: TasksFile | None) -> PromptSet:
         raise ConfigError(f"prompts.{missing[0]}: missing from the prompt preset")
     assert isinstance(data, dict)
     try:
-        ps = from_mapping(data)
+        ps = from_mapping(cast("dict[str, Any]", data))  # a config section's keys are names
         if tasks is None:
             check_fields(ps, (), "a shipped dataset has the core fields only; metadata columns need dataset=file")
     except PromptError as exc:
@@ -120,7 +121,7 @@ def _preset_file(path: str) -> dict:
     return data
 
 
-def _fields(section: DictConfig) -> dict[str, str | None]:
+def _fields(section: DictConfig) -> dict[str, Any]:
     items = OmegaConf.to_container(section)
     assert isinstance(items, dict)
     return {attr: items[key] for key, attr in schema.every(FieldMap).items()}

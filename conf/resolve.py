@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from omegaconf import DictConfig, OmegaConf
@@ -76,7 +76,7 @@ def check_known_keys(cfg: DictConfig, path: str = "") -> None:
         return
     known = {f.name for f in dataclasses.fields(kind)}
     for key in cfg:
-        where = f"{path}{key}"
+        where = f"{path}{key!s}"
         if key not in known:
             raise ConfigError(f"{where}: unknown key (known in {path.rstrip('.') or 'the root'}: {sorted(known)})")
         value = cfg._get_node(key)
@@ -104,7 +104,7 @@ def resolve_prices(section: DictConfig) -> PriceTable:
     data = OmegaConf.to_container(section)
     assert isinstance(data, dict)
     try:
-        return price_table(data)
+        return price_table(cast("dict[str, Any]", data))  # a config section's keys are names
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -109,7 +109,7 @@ def _hydra_type(kind: Any) -> Any:
     """A spec field's type as OmegaConf takes it: tuples (what frozen specs hold) become lists."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin is tuple:
-        return list[_hydra_type(args[0])]
+        return types.GenericAlias(list, (_hydra_type(args[0]),))  # list[...] of a type known at run time
     if origin in (types.UnionType, typing.Union):
         return functools.reduce(operator.or_, map(_hydra_type, args))
     return kind
@@ -206,7 +206,7 @@ class PricesConf:
     source: str = MISSING  # where the figures come from
     as_of: str = MISSING  # YYYY-MM-DD: when they were read (prices are in US dollars)
     # provider kind -> model (as the endpoint names it) -> price; "*" = every model of the kind
-    models: dict[str, dict[str, ModelPriceConf]] = field(default_factory=dict)  # type: ignore[valid-type]
+    models: dict[str, dict[str, ModelPriceConf]] = field(default_factory=dict)  # type: ignore[valid-type]  # made by derive()
 
 
 def prices_node(table: PriceTable) -> PricesConf:
@@ -236,7 +236,7 @@ class FileDatasetConf(DatasetConf):
     """dataset=file: the user's tasks (JSONL, CSV or Parquet; a local path or s3://)."""
 
     path: str = MISSING
-    fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]
+    fields: FieldsConf = field(default_factory=FieldsConf)  # type: ignore[valid-type]  # made by derive()
     # The split column's own names -> dev | test: dataset.split_map='{train: dev, eval: test}'
     split_map: Any = None  # a mapping (Any: Hydra merges a new key into a typed dict only with +)
 
@@ -299,21 +299,23 @@ class RayConf:
     num_cpus: int = DEFAULT_RAY_CPUS
 
 
+# A field typed by a class derive() makes at import time (Hydra validates by it) is, to mypy, typed by a variable:
+# those lines say `ignore[valid-type]  # made by derive()`.
 @dataclass
 class Config:
-    provider: ProviderConf = MISSING
+    provider: ProviderConf = MISSING  # type: ignore[valid-type]  # made by derive()
     dataset: DatasetConf = MISSING
     prompts: PromptsConf = MISSING
-    judge: JudgeConf = MISSING
+    judge: JudgeConf = MISSING  # type: ignore[valid-type]  # made by derive()
     prices: PricesConf = MISSING
-    score: ScoreConf = MISSING
-    answer: AnswerConf = field(default_factory=AnswerConf)  # type: ignore[valid-type]
-    logprobs: LogprobsConf = field(default_factory=LogprobsConf)  # type: ignore[valid-type]
-    generation: GenerationConf = field(default_factory=GenerationConf)
-    halting: HaltingConf = field(default_factory=HaltingConf)
-    weights: WeightsConf = field(default_factory=WeightsConf)
+    score: ScoreConf = MISSING  # type: ignore[valid-type]  # made by derive()
+    answer: AnswerConf = field(default_factory=AnswerConf)  # type: ignore[valid-type]  # made by derive()
+    logprobs: LogprobsConf = field(default_factory=LogprobsConf)  # type: ignore[valid-type]  # made by derive()
+    generation: GenerationConf = field(default_factory=GenerationConf)  # type: ignore[valid-type]  # made by derive()
+    halting: HaltingConf = field(default_factory=HaltingConf)  # type: ignore[valid-type]  # made by derive()
+    weights: WeightsConf = field(default_factory=WeightsConf)  # type: ignore[valid-type]  # made by derive()
     replay: ReplayConf = field(default_factory=ReplayConf)
-    report: ReportConf = field(default_factory=ReportConf)
+    report: ReportConf = field(default_factory=ReportConf)  # type: ignore[valid-type]  # made by derive()
     store: StoreConf = field(default_factory=StoreConf)
     ray: RayConf = field(default_factory=RayConf)
     progress: bool | None = None  # None = only on an interactive terminal

@@ -44,7 +44,7 @@ def _add(total: dict, usage: dict) -> None:
 
 
 def _message(mid: str, role: str, text: str, model: str | None = None) -> dict:
-    out = {"id": mid, "content": text, "role": role}
+    out: dict[str, str | None] = {"id": mid, "content": text, "role": role}
     if role == "assistant":
         out |= {"source": "generate", "model": model}
     return out
@@ -67,7 +67,9 @@ def sample(traj: Trajectory, model: str) -> dict:
     sid = f"{traj.scenario_id}"
     target: object = list(traj.answers) if len(traj.answers) > 1 else (traj.answers[0] if traj.answers else "")
     conversation = [_message(f"{sid}:q", "user", traj.question)]
-    events, writer, critic = [], {}, {}
+    events: list[dict] = []
+    writer: dict[str, int] = {}  # token counts by usage field, summed over the rounds
+    critic: dict[str, int] = {}
     for r in traj.rounds:
         t = r["round"]
         usage = _usage(r["writer_prompt_tokens"], r["writer_completion_tokens"])

@@ -73,7 +73,8 @@ def replayed(store: Store, gen_id: str, policy: str | None, judge: str | None, m
         con = analysis.connect(store, judge=judge, policies=resolved)
     except AnalysisError as exc:
         raise StoreError(exc.in_terms_of({"judge": "--judge"})) from None
-    stops, got = None, defaultdict(lambda: defaultdict(dict))  # type: ignore[var-annotated]
+    stops = None
+    got: Scores = defaultdict(lambda: defaultdict(dict))
     try:
         if policy:
             stops = {r["scenario_id"]: Stop(policy, r["stop_round"], r["reason"], r["operational_tokens"])
@@ -102,7 +103,7 @@ def trajectories(
             by_scenario[r["scenario_id"]].append(r)
     if not by_scenario:
         raise StoreError(f"no rounds of generation {gen_id[:12]} in {store.uri}")
-    scores: Scores = defaultdict(lambda: defaultdict(dict))  # type: ignore[assignment]
+    scores: Scores = defaultdict(lambda: defaultdict(dict))
     for sid, by_round in (measures or {}).items():
         for t, values in by_round.items():
             scores[sid][t] |= values

@@ -108,13 +108,13 @@ def post_hoc_reason(traj: Trajectory, tau: int, cfg: HaltConfig) -> str | None:
 
 # ---- claims -----------------------------------------------------------------
 
-_settings = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
+_settings = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 
 def theorem1_termination(n: int) -> None:
     """tau <= max_rounds for every config and draft sequence, max_rounds = 1 included."""
 
-    @settings(max_examples=n, **_settings)
+    @settings(_settings, max_examples=n)
     @given(halt_configs(), st.data())
     def check(cfg: HaltConfig, data: st.DataObject) -> None:
         # Deeper than max_rounds, with adversarial signals: nothing but the failsafe may stop it.
@@ -131,7 +131,7 @@ def theorem1_termination(n: int) -> None:
 def lemma1_well_defined(n: int) -> None:
     """IS in [0, 1] on the simplex; d total, in [0, 2]; zero-norm -> 1.0."""
 
-    @settings(max_examples=n, **_settings)
+    @settings(_settings, max_examples=n)
     @given(
         st.lists(st.floats(0.0, 1.0), min_size=len(METRICS), max_size=len(METRICS)),
         st.lists(st.floats(0.0, 1.0), min_size=len(METRICS), max_size=len(METRICS)).filter(lambda w: sum(w) > 1e-6),
@@ -160,7 +160,7 @@ def lemma1_well_defined(n: int) -> None:
 def lemma2_consistency(n: int) -> None:
     """Live decision, post-hoc reason and replay give the same (tau, reason)."""
 
-    @settings(max_examples=n, **_settings)
+    @settings(_settings, max_examples=n)
     @given(halt_configs(), st.data())
     def check(cfg: HaltConfig, data: st.DataObject) -> None:
         traj = data.draw(trajectories(min_depth=cfg.max_rounds, max_depth=cfg.max_rounds + 2))

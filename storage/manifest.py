@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from shp_ray.redaction import REDACTED, is_secret_name, redact_text
 from storage.parts import Store
@@ -18,10 +19,11 @@ PACKAGES = (
 )  # fmt: skip
 
 
-def redact(value: object, key: str = "") -> object:
+def redact(value: object, key: str = "") -> Any:
     """A copy with secrets replaced: the values of secret-named keys, and in every string URL user info,
     secret query parameters and key-looking tokens (:func:`redact_text`). ``api_key_env`` (a variable
-    NAME) stays; an empty or null secret stays as it is (it says that none is set)."""
+    NAME) stays; an empty or null secret stays as it is (it says that none is set). The copy has the
+    shape of ``value`` (so Any to the type checker)."""
     if key and is_secret_name(key) and value not in (None, ""):
         return REDACTED
     if isinstance(value, dict):

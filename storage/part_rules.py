@@ -91,7 +91,9 @@ class Tally:
     """Counts of rule breaks over a part's batches: (column, kind) -> [count, extreme value]; and its summary."""
 
     def __init__(self, table: str) -> None:
-        self.table, self.rows, self.breaks, self.gens = table, 0, {}, {}
+        self.table, self.rows = table, 0
+        self.breaks: dict[tuple[str, str], list[Any]] = {}
+        self.gens: dict[str, int] = {}
         self.dim: int | None = None
 
     def _add(self, name: str, kind: str, count: int, extreme: object = None, pick: Any = min) -> None:

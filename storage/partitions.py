@@ -54,7 +54,7 @@ def split(table_name: str, table: pa.Table, buckets_count: int = 0) -> list[tupl
     if column is None or column not in table.column_names or table.num_rows == 0:
         return [(None, table)]
     values = table[column]
-    out = []
+    out: list[tuple[str | None, pa.Table]] = []
     for value in pc.unique(values).to_pylist():
         mask = pc.is_null(values) if value is None else pc.equal(values, pa.scalar(value, values.type))
         folder, rows = folder_name(column, value), table.filter(mask)

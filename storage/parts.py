@@ -118,7 +118,7 @@ class HashingSink:
             # Kept, not raised: an exception raised back through pyarrow's C++ writer left CPython's AST
             # recursion counter off (a later ast.parse -- pytest importing a module -- failed, CPython 3.11.7).
             try:
-                self.raw.write(data)  # type: ignore[attr-defined]
+                self.raw.write(data)  # type: ignore[attr-defined]  # raw: a pyarrow output stream
             except OSError as exc:
                 self.error = exc
         return len(data)

@@ -20,8 +20,8 @@ def column_values(store: Store, table: str, column: str, where: tuple[str, str] 
     (when that column partitions the table, only the parts of its folder are opened)."""
     out: set[str] = set()
     columns = [column] if where is None else [column, where[0]]
-    pruned = where is not None and PARTITION_BY.get(table) == where[0]
-    for path in store.parts(table, where[1]) if pruned else store.parts(table):
+    value = where[1] if where is not None and PARTITION_BY.get(table) == where[0] else None  # its folder's value
+    for path in store.parts(table) if value is None else store.parts(table, value):
         t = pq.read_table(path, columns=columns, filesystem=store.fs)
         if where is not None:
             t = t.filter(pc.equal(t[where[0]], where[1]))

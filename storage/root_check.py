@@ -108,10 +108,10 @@ def check_root(root: str | Path, *, timeout_s: float = ROOT_CHECK_TIMEOUT_S) -> 
         except objectstore.ObjectStoreError as exc:
             raise StoreUnusable(str(exc)) from None
         return
-    answered, exc = objectstore.call_within(lambda: _check_uri(text), timeout_s)
+    answered, failure = objectstore.call_within(lambda: _check_uri(text), timeout_s)
     if not answered:
         raise StoreUnusable(f"{shown}: no answer within {timeout_s:g} s (is the endpoint reachable?)")
-    if isinstance(exc, StoreUnusable):
-        raise StoreUnusable(f"{shown}: {exc}") from None
-    if exc is not None:
-        raise StoreUnusable(f"{shown}: {_one_line(str(exc).replace(text, shown))}") from None
+    if isinstance(failure, StoreUnusable):
+        raise StoreUnusable(f"{shown}: {failure}") from None
+    if failure is not None:
+        raise StoreUnusable(f"{shown}: {_one_line(str(failure).replace(text, shown))}") from None

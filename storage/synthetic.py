@@ -173,7 +173,7 @@ def _draft_texts(spec: SyntheticSpec, ids: list[str], d: _Draws, ii: np.ndarray,
     if spec.draft_words:
         depth = spec.rounds
         drafts = [
-            x and f"{x} {_filler(spec.draft_words, i * depth + t)}" for x, i, t in zip(drafts, ii, tt, strict=True)
+            x and f"{x} {_filler(spec.draft_words, int(i * depth + t))}" for x, i, t in zip(drafts, ii, tt, strict=True)
         ]
     return drafts
 

@@ -86,7 +86,11 @@ def inputs_table(written: Written, judgments: pa.Table) -> pa.Table:
     rows = rows.sort_by([("gen_id", "ascending"), ("scenario_id", "ascending"), ("round", "ascending")])
     key = pc.binary_join_element_wise(rows["gen_id"], rows["scenario_id"], "\x1f").combine_chunks()
     n = rows.num_rows
-    starts = np.flatnonzero(np.concatenate([[True], np.asarray(pc.not_equal(key[1:], key[:-1]))])) if n else []
+    starts = (
+        np.flatnonzero(np.concatenate([[True], np.asarray(pc.not_equal(key[1:], key[:-1]))]))
+        if n
+        else np.zeros(0, np.intp)
+    )
     offsets = np.append(starts, n).astype(np.int32)
     group = np.repeat(np.arange(len(starts)), np.diff(offsets))
     position = np.arange(n) - offsets[:-1][group]
@@ -166,7 +170,7 @@ def write_parts(store: Store, name: str, table: pa.Table, schema: pa.Schema | No
     return out
 
 
-def write_inputs(store: Store, written: Mapping[object, Written], judgments: pa.Table) -> int:
+def write_inputs(store: Store, written: Mapping[str | None, Written], judgments: pa.Table) -> int:
     """Write the trajectory_inputs of each generation's ``written`` parts (their verdicts from ``judgments``:
     :func:`judged_rows`); returns the parts written."""
     total = 0

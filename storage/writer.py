@@ -92,7 +92,7 @@ class StoreWriter:
         number of parts written."""
         parts = 0
         tables: dict[str, pa.Table] = {}
-        paths: dict[str, dict[object, str]] = {}
+        paths: dict[str, dict[str | None, str]] = {}
         for name in _ORDER:
             rows = self.buffers[name]
             if not rows:
@@ -107,7 +107,7 @@ class StoreWriter:
         self.parts_written += parts
         return parts
 
-    def _write_inputs(self, tables: dict[str, pa.Table], paths: dict[str, dict[object, str]]) -> int:
+    def _write_inputs(self, tables: dict[str, pa.Table], paths: dict[str, dict[str | None, str]]) -> int:
         """The replay inputs of the trajectories just written, with the verdicts written with them (a verdict
         written earlier, a draft judged before: that trajectory is left to the reader)."""
         if not {"rounds", "signals", "judgments"} <= tables.keys():

@@ -198,7 +198,7 @@ def main(cfg: DictConfig) -> dict:
 
 def _to_log_file(said: str) -> None:
     """An error into the job's log file only: the console hears it once, from the SystemExit that follows."""
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, said, None, None)
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, said, (), None)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)

@@ -103,7 +103,7 @@ def help_text() -> str:
 def _keys(node: DictConfig, prefix: str) -> Iterable[tuple[str, bool]]:
     """(key, open): every key under ``node``; open = a mapping that takes keys of the user's choosing."""
     for key in node:
-        full = f"{prefix}{key}"
+        full = f"{prefix}{key!s}"
         child = node._get_node(key)
         if isinstance(child, DictConfig):
             is_open = OmegaConf.get_type(child) is dict

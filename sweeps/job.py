@@ -121,7 +121,7 @@ def check_folders(job: JobSpec) -> None:
 
 def snapshot(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config as a plain dict, secrets redacted: what the manifest records."""
-    return redact(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[return-value]
+    return redact(OmegaConf.to_container(cfg, resolve=True))
 
 
 def ensure_generation(
@@ -238,7 +238,7 @@ def strategy_weights(job: JobSpec, store: Store, judge: str | None, gen_id: str,
 
     w = job.weights
     if w.strategy == "ahp":
-        return weights.ahp(w.pairwise, force=w.force)
+        return weights.derive_weights("ahp", pairwise=w.pairwise, force=w.force)  # a missing matrix: said so
     if w.strategy == "entropy":
         con = connect(ReplayScope(store, judge=judge, gen_id=gen_id, scenario_ids=ids))
         try:
@@ -259,8 +259,8 @@ def with_tasks(job: JobSpec) -> tuple[JobSpec, list[Scenario]]:
         return job, with_public_tests(tasks) if job.generation.tests == "split" else tasks
     if job.tasks is None:
         return job, load_scenarios(job.dataset)
-    tasks = load_tasks(job.tasks, extra_fields(job.generation.prompts))
-    return replace(job, generation=replace(job.generation, tasks_hash=tasks.identity)), list(tasks.scenarios)
+    loaded = load_tasks(job.tasks, extra_fields(job.generation.prompts))
+    return replace(job, generation=replace(job.generation, tasks_hash=loaded.identity)), list(loaded.scenarios)
 
 
 def job_scenarios(job: JobSpec, every_task: list[Scenario], split: str | None) -> list[Scenario]:
@@ -338,7 +338,7 @@ def _run(job: JobSpec, *, output_dir: Path, job_tag: str, config_snapshot: dict[
             store=store.uri,
             scenarios=len(scenarios),
             trajectories=len(set(table["scenario_id"].to_pylist())),
-            **(summary.counts() if summary else {}),
+            **(summary.counts() if summary else {}),  # type: ignore[arg-type]  # RunCounts' own fields: ints
             generation_calls=summary.paid_calls if summary else 0,
             nodes=dict(summary.nodes) if summary else {},
             lost_workers=summary.lost_workers if summary else 0,

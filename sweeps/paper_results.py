@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from analysis import ReplayScope, connect, sql, stats
-from analysis.sql.rows import fetch_dicts
+from analysis.sql.rows import fetch_dicts, fetch_row
 from analysis.stats import answer_outcomes
 from analysis.stats.fitted import with_fitted
 from conf.spec import JobSpec
@@ -82,7 +82,7 @@ def collect(store: Store, job: JobSpec, gen_id: str, split: str, judge: str) -> 
         f1 = {policy: v for (_split, policy), v in answer_outcomes.f1_outcomes(con).items()}
         answers = answer_outcomes.answer_dynamics(con)
         is_f1 = fetch_dicts(con, sql.query("paper_is_f1_rank"))[0]
-        (per_call,) = con.execute(sql.query("judge_tokens_per_call")).fetchone()
+        (per_call,) = fetch_row(con, sql.query("judge_tokens_per_call"))
     finally:
         con.close()
     n = max((int(r["n"]) for r in summary.values()), default=0)

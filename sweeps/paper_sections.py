@@ -39,7 +39,7 @@ class Scope:
     is_f1: dict[str, float] = field(default_factory=dict)  # IS against answer F1 within a question (paper_is_f1_rank)
 
 
-def pct(x: object) -> str:
+def pct(x: float | None) -> str:
     """Tokens vs the baseline: a saving of 0.38 is -38%."""
     if x is None:
         return "–"
@@ -47,7 +47,7 @@ def pct(x: object) -> str:
     return "0%" if round(p) == 0 else f"{-p:+.0f}%"
 
 
-def p_cell(x: object) -> str:
+def p_cell(x: float | None) -> str:
     if x is None or (isinstance(x, float) and x != x):
         return "–"
     x = steady(float(x))

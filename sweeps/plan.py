@@ -180,7 +180,7 @@ def describe(plan: JobPlan, job: JobSpec) -> str:
         f"  cost: {_usd(plan.usd_live)} live, {_usd(plan.usd_batch)} batch"
         + (" (this job pays batch)" if job.provider.batch else ""),
     ]
-    if plan.embedded:
+    if plan.embedded and plan.seconds is not None:  # an embedded model's plan always has its estimate
         prompt_rate, gen_rate = bounds.EMBEDDED_TOK_S_ESTIMATE.get(plan.model, bounds.SLOWEST_TOK_S_ESTIMATE)
         lines.append(
             f"  wall time: about {_duration(plan.seconds)} (estimated at {prompt_rate:.0f} prompt / {gen_rate:.0f} "

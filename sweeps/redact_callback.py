@@ -56,7 +56,7 @@ def _redacting_factory(make: Any) -> Any:
                 record.exc_text = clean  # formatters print exc_text when it is set
         return record
 
-    factory.redacts_secrets = True  # type: ignore[attr-defined]
+    factory.redacts_secrets = True  # type: ignore[attr-defined]  # a mark on the function: installed once
     return factory
 
 
@@ -123,10 +123,10 @@ def write_snapshot(config: DictConfig, subdir: str) -> Path:
     task = _plain(config)
     task.pop("hydra", None)
     hydra_cfg = HydraConfig.instance().cfg if HydraConfig.initialized() else None
-    if hydra_cfg is None:
-        hydra_cfg = OmegaConf.masked_copy(config, "hydra")
     write_atomic(out / "config.yaml", redacted_yaml(task))
-    write_atomic(out / "hydra.yaml", redacted_yaml(hydra_cfg))
+    write_atomic(
+        out / "hydra.yaml", redacted_yaml(OmegaConf.masked_copy(config, "hydra") if hydra_cfg is None else hydra_cfg)
+    )
     write_atomic(out / "overrides.yaml", redacted_yaml(config.hydra.overrides.task))
     return out
 

@@ -228,8 +228,8 @@ def grid(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]]
             top = max(ok, key=lambda r: r.get("token_saving") or 0.0)
             saving[i][j] = top.get("token_saving") or 0.0
             diff = top["outcomes"][outcome].get("delta")
-            said = "IS" if outcome == IS else outcome
-            label[i][j] = f"{top['policy']}\n{saving[i][j]:.0%}, d{said} {_f(diff, '+.3f')}"
+            shown = "IS" if outcome == IS else outcome
+            label[i][j] = f"{top['policy']}\n{saving[i][j]:.0%}, d{shown} {_f(diff, '+.3f')}"
     return ys, xs, saving, label
 
 

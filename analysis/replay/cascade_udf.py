@@ -21,7 +21,7 @@ from shp_ray.policy.cascade import HaltConfig
 _NAMES = tuple(name for name, _ in KNOB_COLUMNS)  # the UDF's knob arguments, in order
 
 
-def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
+def _cascade_udf(d_inf: pa.Array, s: pa.Array, a: pa.Array, *knobs: pa.Array) -> pa.Array:
     """Arrow-vectorised UDF: loop decide() over each (policy, trajectory) row -> t*8 + code.
 
     ``knobs``: one column per cascade knob, in KNOBS' order (max_rounds as the row's cap). ``a`` is approved(f_t)
@@ -44,7 +44,7 @@ def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
         code = None
         for t in range(1, cfg.max_rounds + 1):
             decision = cascade.decide(t, dist[: t - 1], scores[:t], f_row[t - 2] if t >= 2 else "", cfg)
-            if decision.halt:
+            if decision.halt and decision.reason is not None:  # a halt always says why
                 code = t * 8 + codes[decision.reason]
                 break
         out.append(code)
@@ -52,7 +52,7 @@ def _cascade_udf(d_inf, s, a, *knobs):  # noqa: ANN001, ANN202
 
 
 # DuckDB counts a UDF's parameters from its signature: one per argument, so the knobs are named one by one.
-_cascade_udf.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+_cascade_udf.__signature__ = inspect.Signature(  # type: ignore[attr-defined]  # read by inspect, undeclared
     [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ("d", "s", "a", *_NAMES)]
 )
 
@@ -61,6 +61,7 @@ def register_udfs(con: duckdb.DuckDBPyConnection, rounds: int) -> None:
     """``shp_cascade``: the cascade through decide(), for the ``replay_udf`` view (over replay_inputs'
     ``rounds`` round columns)."""
     from duckdb import sqltypes as t
+    from duckdb.func import PythonUDFType
 
     dl, fl = duckdb.list_type(t.DOUBLE), duckdb.list_type(t.BOOLEAN)
     with contextlib.suppress(duckdb.InvalidInputException, duckdb.CatalogException):
@@ -70,7 +71,7 @@ def register_udfs(con: duckdb.DuckDBPyConnection, rounds: int) -> None:
         _cascade_udf,
         [dl, dl, fl, *(getattr(t, sqltype) for _, sqltype in KNOB_COLUMNS)],
         t.BIGINT,
-        type="arrow",
+        type=PythonUDFType.ARROW,
         side_effects=False,
     )
     con.execute(sql.create("replay_udf", sql.replay_sql(rounds, "udf")))

@@ -26,7 +26,7 @@ declares it needs, on an empty store: a missing ``needs`` fails there, not in a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analysis import sql
@@ -89,6 +89,11 @@ class Build:
         if self.replayed is None:
             raise ValueError("these views are over given signals: no store's scope")
         return self.replayed
+
+    @property
+    def weights(self) -> Mapping[str, float]:
+        """The scope's weights as resolving made them (a preset's name or None is resolved by then)."""
+        return self.scope.settled()[0]
 
     @property
     def judge_where(self) -> str:
@@ -162,20 +167,20 @@ def _scoped(table: str, name: str | None = None) -> View:
 
 
 def _round_signals(b: Build) -> str:
-    return sql.round_signals_sql(b.signals, b.judge_where, b.scope.weights)
+    return sql.round_signals_sql(b.signals, b.judge_where, b.weights)
 
 
 def _replay_inputs(b: Build) -> str:
     inputs = "round_signals"
     if b.options.materialize and b.options.unique_judgments:
-        inputs = f"({sql.round_signals_sql(b.signals, b.judge_where, b.scope.weights, unique=True)})"
+        inputs = f"({sql.round_signals_sql(b.signals, b.judge_where, b.weights, unique=True)})"
     stored = b.options.stored_inputs
     return sql.replay_inputs_sql(
         b.facts.rounds,
         inputs,
         batch=b.facts.batch,
         gen_type=sql.gen_id_type(b.facts.gen_ids),
-        stored=None if stored is None else sql.StoredInputs(stored, b.scope.weights),
+        stored=None if stored is None else sql.StoredInputs(stored, b.weights),
     )
 
 

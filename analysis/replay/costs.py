@@ -49,7 +49,7 @@ def _values(columns: Sequence[tuple[str, str]], rows: Iterable[Sequence[object]]
     )
 
 
-def _table(create: str, name: str, columns: Sequence[tuple[str, str]], rows: list[Sequence[object]]) -> str:
+def _table(create: str, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[object]]) -> str:
     """The temp table's CREATE and (when there are rows) its INSERT: one script, like the policies table's."""
     return create + ";\n" + sql.query("rows_insert", table=name, values=_values(columns, rows)) if rows else create
 

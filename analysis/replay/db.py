@@ -129,6 +129,7 @@ def connect(
     # a remote store is listed once: verification, footers and the views all use this listing
     scope = replace(scope, store=opened.snapshot() if opened.remote else opened)
     require_sound(scope.store)
+    weights, policies, _ = scope.settled()
     con = _new_connection(scope.memory_limit)
     try:
         tables, derived = TableSources(scope.store, con), DerivedCache(scope.store)
@@ -136,8 +137,8 @@ def connect(
         if facts.signals == MIXED:
             _warn_unsigned(facts.missing, scope.store.uri)
         inputs = _create_views(con, tables, derived, scope, facts, materialize)
-        if family_replay.has_families(scope.policies):  # the family rows: computed column-wise in Python, then SQL
-            family_replay.refresh(con, scope.policies, materialize, facts.dim, facts.batch)
+        if family_replay.has_families(policies):  # the family rows: computed column-wise in Python, then SQL
+            family_replay.refresh(con, policies, materialize, facts.dim, facts.batch)
         register_udfs(con, facts.rounds)
         if read_only:
             _lock_down(con, scope.store)
@@ -145,8 +146,8 @@ def connect(
         con.close()  # never hand back (or leak) a half-built connection
         raise
     _SETUPS[con] = Setup(
-        scope.store.uri, facts.judge, facts.judge_prompt_version, dict(scope.weights), facts.dim, scope.delta,
-        scope.policies, facts.signals, scope.prices, facts.batch, inputs,
+        scope.store.uri, facts.judge, facts.judge_prompt_version, dict(weights), facts.dim, scope.delta,
+        policies, facts.signals, scope.prices, facts.batch, inputs,
     )  # fmt: skip
     return con
 
@@ -208,12 +209,13 @@ def _create_views(
     writer's rows (``written``), else from the kept file when there is one (``stored``), else computed into one
     (``built``); returns which (:attr:`Setup.inputs`; ``view``: not materialised)."""
     where = sql.judge_where(facts.judge, facts.judge_prompt_version)
-    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.prices, facts.judge, where)
+    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.settled()[2], facts.judge, where)
     stored = stored_relation(tables, scope.gen_id, scope.scenario_ids) if facts.inputs else None
     options = catalog.BuildOptions(price_rows=price_rows, materialize=materialize, stored_inputs=stored)
 
-    def build(**changes: object) -> list[str]:
-        return catalog.statements(catalog.Build.of_store(tables, scope, facts, replace(options, **changes)))
+    def build(unique_judgments: bool = False) -> list[str]:
+        changed = replace(options, unique_judgments=unique_judgments)
+        return catalog.statements(catalog.Build.of_store(tables, scope, facts, changed))
 
     stmts = build()
     inputs, at = ("built" if materialize else "view"), _inputs_at(stmts)
@@ -295,7 +297,7 @@ def write_init_script(
     facts = store_facts(con, store, scope.judge, scope.judge_prompt_version, None, None, validate=False)
     judge, version = facts.judge, facts.judge_prompt_version
     where = sql.judge_where(judge, version)
-    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.prices, judge, where)
+    price_rows = costs.generation_price_rows(con, source(tables, "generations"), scope.settled()[2], judge, where)
     con.close()
     facts = replace(facts, read_once=tuple(once))
     options = catalog.BuildOptions(price_rows=price_rows, with_families=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import duckdb
 import numpy as np
@@ -30,7 +30,7 @@ class Unordered(Exception):
     """The store's own order does not keep each trajectory's rounds together and in order."""
 
 
-def _ahead(reader: pa.RecordBatchReader, depth: int = 2) -> Iterator[pa.RecordBatch]:
+def _ahead(reader: pa.RecordBatchReader, depth: int = 2) -> Generator[pa.RecordBatch, None, None]:
     """``reader``'s batches, the next ones fetched by a thread while the caller works on this one."""
     q: queue.Queue[object] = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -62,7 +62,7 @@ def _ahead(reader: pa.RecordBatchReader, depth: int = 2) -> Iterator[pa.RecordBa
                 return
             if isinstance(item, BaseException):
                 raise item
-            yield item  # type: ignore[misc]
+            yield item
     finally:
         stop.set()
         thread.join()

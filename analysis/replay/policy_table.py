@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from analysis import sql
 from analysis.sql.replay_text import KNOB_COLUMNS
@@ -55,7 +56,7 @@ def default_policies() -> list[Policy]:
     return standard_policies()
 
 
-def policy_row(p: Policy) -> dict[str, object]:
+def policy_row(p: Policy) -> dict[str, Any]:
     return {
         "policy": p.name,
         "kind": p.kind,

@@ -25,6 +25,7 @@ elsewhere).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -117,7 +118,7 @@ def join_ray(address: str) -> None:
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
-        ray.init(address=address, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
         said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AnalysisError(f"--ray {address}: could not join the cluster: {said}") from None

@@ -81,6 +81,13 @@ class ReplayScope:
             prices=default_prices() if self.prices is None else self.prices,
         )
 
+    def settled(self) -> tuple[Mapping[str, float], tuple[Policy, ...], PriceTable]:
+        """The weights, policies and prices of a :meth:`resolved` scope, typed as what resolving made them."""
+        weights, policies, prices = self.weights, self.policies, self.prices
+        if not isinstance(weights, Mapping) or not isinstance(policies, tuple) or prices is None:
+            raise TypeError("the scope is not resolved: call .resolved() first")
+        return weights, policies, prices
+
 
 def scope_of(
     store: str | Path | Store | ReplayScope,
@@ -91,7 +98,9 @@ def scope_of(
     """``store`` as a scope: a :class:`ReplayScope` as given, else the store with these three (the short form
     ``connect(store, judge=..., policies=...)``); both at once is refused (say them in the scope)."""
     if not isinstance(store, ReplayScope):
-        return ReplayScope(store, judge=judge, weights=weights, policies=policies)
+        return ReplayScope(
+            Store(store) if isinstance(store, (str, Path)) else store, judge=judge, weights=weights, policies=policies
+        )
     if judge is not None or weights is not None or policies is not None:
         raise AnalysisError("judge, weights and policies go in the ReplayScope when one is given")
     return store

@@ -141,7 +141,7 @@ def build(store: Store, *, missing_only: bool = True) -> SignalsReport:
             if built == n_traj and len(paths) == 1:  # every trajectory of the part: their inputs account for it
                 verdicts = verdicts or [_verdicts(store)]
                 (path,) = paths.values()
-                report.inputs_parts += write_inputs(store, {0: Written(part, path, table, n_traj)}, verdicts[0])
+                report.inputs_parts += write_inputs(store, {None: Written(part, path, table, n_traj)}, verdicts[0])
     return report
 
 

@@ -30,6 +30,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from functools import reduce
+from typing import Any
 
 import duckdb
 import pyarrow.dataset as pds
@@ -89,8 +90,8 @@ def statements(sources: Mapping[str, str], once: Iterable[str] = ()) -> list[str
 
 
 def _copies(
-    con: duckdb.DuckDBPyConnection, store: Store, table: str, twice: list[tuple[object, ...]]
-) -> list[tuple[tuple[object, ...], str]]:
+    con: duckdb.DuckDBPyConnection, store: Store, table: str, twice: list[tuple[Any, ...]]
+) -> list[tuple[tuple[Any, ...], str]]:
     """Read every row of the keys in ``twice`` with the part it came from, refuse the first key whose copies
     differ, and give (key, part) of each such row. Reads only the row groups that can hold such a key (the
     filter is pushed into the scan)."""

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -52,7 +53,7 @@ EM_F1_NOTE = (
 )
 
 
-def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
+def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     with path.open("w", newline="") as fh:
         names = list(dict.fromkeys(k for r in rows for k in r))  # rows may carry extra columns (IS: TOST)
         w = csv.DictWriter(fh, fieldnames=names)
@@ -60,10 +61,10 @@ def _write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
         w.writerows(rows)
 
 
-def _p(x: object) -> str:
+def _p(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return "<0.001" if float(x) < 0.001 else f"{float(x):.3f}"  # type: ignore[arg-type]
+    return "<0.001" if float(x) < 0.001 else f"{float(x):.3f}"
 
 
 def _policy_table(rows: list[dict], part: report_data.SplitData, delta: float, scores: Sequence[str]) -> list[str]:
@@ -265,7 +266,7 @@ def _markdown(data: report_data.ReportData, deltas: Sequence[float], csvs: Seque
     return "\n".join(lines)
 
 
-def _stop_reasons(rows: Sequence[Mapping[str, object]]) -> list[str]:
+def _stop_reasons(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The table of which cascade stage stopped each cascade policy's trajectories, in shares."""
     reasons = ["| policy | critic | entropy | no_gain | failsafe |", "|---|---|---|---|---|"]
     for r in rows:

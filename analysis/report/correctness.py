@@ -52,28 +52,28 @@ def section(data: dict, on: str = "") -> list[str]:
     return [*lines, ""]
 
 
-def _pct(x: object, nd: int = 1) -> str:
+def _pct(x: float | None, nd: int = 1) -> str:
     return "–" if x is None or x != x else f"{steady(100 * float(x)):.{nd}f}%"  # noqa: PLR0124 - NaN
 
 
-def _pts(x: object) -> str:
+def _pts(x: float | None) -> str:
     """A difference of two rates, in percentage points."""
     return "–" if x is None or x != x else f"{steady(100 * float(x)):+.1f}"  # noqa: PLR0124 - NaN
 
 
-def _size(x: object) -> str:
+def _size(x: float | None) -> str:
     """A magnitude in percentage points (no sign)."""
     return "–" if x is None or x != x else f"{steady(100 * float(x)):.1f}"  # noqa: PLR0124 - NaN
 
 
-def _p(x: object) -> str:
+def _p(x: float | None) -> str:
     if x is None or x != x:  # noqa: PLR0124 - NaN
         return "–"
     x = steady(float(x))
     return f"{x:.2g}" if x < 0.01 else f"{x:.2f}"
 
 
-def _saving(x: object) -> str:
+def _saving(x: float | None) -> str:
     """Tokens against the baseline: a saving of 0.38 is -38%."""
     if x is None:
         return "–"

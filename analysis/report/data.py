@@ -22,7 +22,7 @@ from analysis.report import correctness as report_correctness
 from analysis.report import costs as report_costs
 from analysis.report import dynamics as report_dynamics
 from analysis.report import families as report_families
-from analysis.sql.rows import fetch_dicts
+from analysis.sql.rows import fetch_dicts, fetch_row
 from analysis.stats import correctness, outcomes
 
 BEST_QUERY = sql.query("report_best_policy")  # printed in the report as the question's SQL
@@ -215,7 +215,7 @@ def _collect(con: duckdb.DuckDBPyConnection, split: str | None, judge: str | Non
     if not data.has_is:  # no judge: oracle_is stops at round 1 on unknown IS (policy_summary has no row of it either)
         data.outcomes = [r for r in data.outcomes if r["policy"] != ORACLE_IS]
     _correctness(con, data, opts.primary)
-    data.trajectories = con.execute(sql.query("replay_inputs_count")).fetchone()[0]
+    data.trajectories = fetch_row(con, sql.query("replay_inputs_count"))[0]
     if opts.trajectories:
         data.rounds = fetch_dicts(con, sql.query("report_trajectory_rounds"), [opts.trajectories])
         data.stops = fetch_dicts(con, sql.query("report_trajectory_stops"), [opts.trajectories])

@@ -122,7 +122,7 @@ def tokens_saved(parts: Sequence, path: Path, title: str) -> Path:
         rows = sorted(part.summary, key=lambda r: float(r["token_saving"] or 0.0))
         names = _names(rows)
         saving = [100 * float(r["token_saving"] or 0.0) for r in rows]
-        err = [[], []]
+        err: list[list[float]] = [[], []]
         for r, x in zip(rows, saving, strict=True):
             ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {}).get("saving_ci", (math.nan, math.nan))
             below, above = _half((100 * ci[0], 100 * ci[1]), x)

@@ -65,11 +65,11 @@ def columns(data: Any) -> tuple[tuple[str, str, int | None], ...]:
     return (*keep[:at], *scores, *keep[at:])
 
 
-def _num(x: object, nd: int = 4) -> float | None:
+def _num(x: float | None, nd: int = 4) -> float | None:
     """A JSON-safe number: None for None / NaN / inf, rounded to ``nd`` decimals (compact, stable)."""
     if x is None or isinstance(x, bool):
-        return x  # type: ignore[return-value]
-    v = float(x)  # type: ignore[arg-type]
+        return x
+    v = float(x)
     return None if math.isnan(v) or math.isinf(v) else round(steady(v), nd)
 
 
@@ -78,7 +78,7 @@ def _ci_text(ci: tuple[float, float], scale: float = 1.0, nd: int = 3) -> str:
     return "–" if math.isnan(lo) or math.isnan(hi) else f"[{scale * lo:.{nd}f}, {scale * hi:.{nd}f}]"
 
 
-def _cell(value: object, nd: int | None) -> list[object]:
+def _cell(value: Any, nd: int | None) -> list[object]:
     """[sort value, text]: numbers sort as numbers, a missing value sorts last and prints "–"."""
     if nd is None:
         return [None if value is None else str(value), "–" if value is None else str(value)]
@@ -157,16 +157,17 @@ def trajectories(
 
 def _grouped(rows: Iterable[dict]) -> Iterable[tuple[tuple[str, str], list[dict]]]:
     """The rounds of each (gen_id, scenario_id) in turn (the rows come ordered by both, then round)."""
-    key, group = None, []
+    key: tuple[str, str] | None = None
+    group: list[dict] = []
     for r in rows:
         k = (str(r["gen_id"]), str(r["scenario_id"]))
-        if k != key and group:
-            yield key, group  # type: ignore[misc]
+        if k != key and key is not None and group:
+            yield key, group
             group = []
         key = k
         group.append(r)
-    if group:
-        yield key, group  # type: ignore[misc]
+    if key is not None and group:
+        yield key, group
 
 
 def _json(value: object) -> str:

@@ -10,27 +10,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from analysis.stats import TARGET_POWER, TostPlan
 
 
-def _num(x: object) -> float:
+def _num(x: float | None) -> float:
     """A float, NaN for None (the rows mix Python and SQL values)."""
-    return math.nan if x is None else float(x)  # type: ignore[arg-type]
+    return math.nan if x is None else float(x)
 
 
-def _short(n: object, needed: object) -> bool:
+def _short(n: int, needed: int | None) -> bool:
     """N below what the planner asks (False when it asks nothing: no test)."""
-    return needed is not None and int(n) < int(needed)  # type: ignore[call-overload]
+    return needed is not None and int(n) < int(needed)
 
 
-def power_cell(is_: Mapping[str, object]) -> str:
+def power_cell(is_: Mapping[str, Any]) -> str:
     """``0.16 (N 41)``: the power at this N and the N for power 0.8; ``–`` when there is no test."""
     power = _num(is_.get("tost_power"))
     return "–" if math.isnan(power) else f"{power:.2f} (N {is_.get('n_needed')})"
 
 
-def tost_p_cell(is_: Mapping[str, object], p_text: str) -> str:
+def tost_p_cell(is_: Mapping[str, Any], p_text: str) -> str:
     """The TOST p-value, or why there is none: zero variance (every paired difference the same)."""
     return "zero variance" if is_.get("degenerate") else p_text
 
@@ -39,7 +40,7 @@ def _p_text(p: float) -> str:
     return f"{p:.2g}" if p < 0.01 else f"{p:.2f}"
 
 
-def verdict(non_inferior: object, is_: Mapping[str, object]) -> str:
+def verdict(non_inferior: object, is_: Mapping[str, Any]) -> str:
     """The non-inferior cell: yes/no, never without its N, and a "no" never without its power.
 
     A "yes" is a TOST that rejected (the one-sided bound above -δ at α = 0.05): that holds at any N, so it is
@@ -61,7 +62,7 @@ def verdict(non_inferior: object, is_: Mapping[str, object]) -> str:
     return f"no (N {n}, power {power:.2f})"
 
 
-def section(gen: str, rows: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float) -> list[str]:
+def section(gen: str, rows: Sequence[Mapping[str, Any]], tests: Mapping[tuple, Mapping], delta: float) -> list[str]:
     """Per generation: what the planner asks for at this variance, and a warning when N is below it."""
     planned = [(str(r["policy"]), tests.get((gen, r["policy"], "is"), {})) for r in rows]
     asks = [(p, t) for p, t in planned if t.get("n_needed") is not None]
@@ -95,7 +96,7 @@ def section(gen: str, rows: Sequence[Mapping[str, object]], tests: Mapping[tuple
     return lines + [""]
 
 
-def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
+def warning(summary: Sequence[Mapping[str, Any]]) -> str | None:
     """The line shp-sweep prints under its table when N is below what the planner asks; None otherwise.
 
     ``summary``: policy_summary rows with policy, n_is, n_needed and margin (the sweep_summary query).
@@ -104,7 +105,7 @@ def warning(summary: Sequence[Mapping[str, object]]) -> str | None:
     short = [r for r in summary if _short(r.get("n_is", 0), r.get("n_needed")) and not r.get("non_inferior")]
     if not short:
         return None
-    worst = max(short, key=lambda r: int(r["n_needed"]))  # type: ignore[call-overload]
+    worst = max(short, key=lambda r: int(r["n_needed"]))
     return (
         f"WARNING: N = {worst['n_is']} is below what the TOST planner asks: to detect a margin "
         f"delta = {_num(worst.get('margin')):g} with power {TARGET_POWER:g} at this variance you need "
@@ -125,7 +126,7 @@ VERDICT_KINDS = {
 }
 
 
-def verdict_kind(row: Mapping[str, object]) -> str:
+def verdict_kind(row: Mapping[str, Any]) -> str:
     """A policy_summary row's verdict kind (a key of VERDICT_KINDS): a "no" of unknown power counts as
     underpowered; a "yes" is a rejection, never underpowered."""
     if row.get("degenerate"):

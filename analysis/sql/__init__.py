@@ -39,6 +39,7 @@ import functools
 import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from analysis import scipy_stats as _st
 from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
@@ -141,7 +142,7 @@ def gen_id_type(gen_ids: Sequence[str]) -> str:
     return "ENUM(" + ", ".join(quote(g) for g in sorted(gen_ids)) + ")"
 
 
-def policies_table(columns: Sequence[tuple[str, str]], rows: Iterable[Mapping[str, object]]) -> str:
+def policies_table(columns: Sequence[tuple[str, str]], rows: Iterable[Mapping[str, Any]]) -> str:
     """CREATE the ``policies`` temp table with ``columns`` (name, SQL type) and INSERT ``rows``."""
     stmt = query("policies_create", columns=", ".join(f"{n} {t}" for n, t in columns))
     values = ",\n  ".join("(" + ", ".join(_literal(r[n], t) for n, t in columns) + ")" for r in rows)
@@ -155,12 +156,12 @@ def literal(value: object, sqltype: str) -> str:
 
 def _literal(value: object, sqltype: str) -> str:
     if sqltype == "DOUBLE":
-        return double(float(value))  # type: ignore[arg-type]
+        return double(float(value))  # type: ignore[arg-type]  # a DOUBLE column's value: a number
     if sqltype == "BOOLEAN":
         return "true" if value else "false"
     if sqltype == "VARCHAR" or sqltype.startswith("ENUM("):
         return quote(str(value))
-    return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]
+    return f"{int(value)}::{sqltype}"  # type: ignore[call-overload]  # an integer column's value
 
 
 # --- the views: signals, trajectories, replay, summary ----------------------------------------------

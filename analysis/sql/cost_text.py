@@ -25,7 +25,7 @@ same expression over the same integer tokens as before, so the same doubles.
 
 from __future__ import annotations
 
-from analysis.sql import query
+from analysis.sql.loader import query  # not via analysis.sql: mypy reads that name as its folder query/
 
 # The per-round scalar columns of replay_inputs' ``r`` CTE the prices read (index t = round t):
 # cw / cc / cj cumulative writer / critic / judge tokens, j the judge's of the round, lp / jp cumulative prompt

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from analysis.sql import REASON_CODES, double, query, quote
+from analysis.sql import REASON_CODES, double, quote
 from analysis.sql.cost_text import cost_columns_sql, loop_tokens, round_costs
+from analysis.sql.loader import query  # not via analysis.sql: mypy reads that name as its folder query/
 from shp_ray.policy.cascade import KNOBS
 from shp_ray.policy.scoring import check_weights
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import duckdb
 import numpy as np
 
 from analysis import scipy_stats as st
 from analysis import sql
+from analysis.sql.rows import fetch_row
 from analysis.sql.tost_table import ALPHA, TARGET_POWER, detectable_margins  # noqa: F401  (the planner's table)
 from analysis.stats.signed_rank import wilcoxon
 from shp_ray.policy.cascade import HaltConfig
@@ -201,7 +203,7 @@ def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str | None, str], 
 
 def paired_tests(
     x: np.ndarray, base: np.ndarray, seed: int = 0, n_resamples: int = 2000
-) -> tuple[dict[str, object], np.ndarray]:
+) -> tuple[dict[str, Any], np.ndarray]:
     """The paired tests of ``x`` against ``base`` over the pairs where both are known, and those differences:
     n, means, mean difference with its bootstrap 95% CI, t-test, Wilcoxon, d_z."""
     keep = ~(np.isnan(x) | np.isnan(base))
@@ -210,7 +212,7 @@ def paired_tests(
     t, p_t = paired_t(diff)
     w, p_w = wilcoxon(diff)
     lo, hi = bootstrap_ci(diff, seed=seed, n_resamples=n_resamples)
-    tests: dict[str, object] = {
+    tests: dict[str, Any] = {
         "n": int(len(diff)),
         "mean": float(np.mean(x)) if len(x) else math.nan,
         "mean_baseline": float(np.mean(base)) if len(base) else math.nan,
@@ -228,13 +230,13 @@ def paired_tests(
 
 def compare_policies(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """One row per (gen_id, split, policy, metric) against the baseline fixed_k{depth}.
 
     Holm adjusts the t-test and Wilcoxon p-values across the policies of one
     generation, split and metric; ``tost_p`` (IS only) is the non-inferiority p.
     """
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for (gen, split, policy), a in _pairs(con).items():
         series = {
             "rounds": (a["stop_round"], a["depth"]),
@@ -243,7 +245,7 @@ def compare_policies(
         }
         for metric, (x, base) in series.items():
             tests, diff = paired_tests(x, base, seed, n_resamples)
-            row: dict[str, object] = {"gen_id": gen, "split": split, "policy": policy, "metric": metric, **tests}
+            row: dict[str, Any] = {"gen_id": gen, "split": split, "policy": policy, "metric": metric, **tests}
             if metric == "is":
                 tost = tost_noninferiority(diff, delta)
                 row.update({"tost_delta": delta, "tost_p": tost.p, "is_lower95": tost.lower95})
@@ -256,16 +258,14 @@ def compare_policies(
         for metric in METRICS_COMPARED:
             group = [r for r in rows if r["gen_id"] == gen and r["split"] == split and r["metric"] == metric]
             for col in ("p_t", "p_wilcoxon"):
-                for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):  # type: ignore[arg-type]
+                for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):
                     r[col + "_holm"] = adj
     return rows
 
 
-def tost_sensitivity(
-    con: duckdb.DuckDBPyConnection, deltas: Iterable[float] = DEFAULT_DELTAS
-) -> list[dict[str, object]]:
+def tost_sensitivity(con: duckdb.DuckDBPyConnection, deltas: Iterable[float] = DEFAULT_DELTAS) -> list[dict[str, Any]]:
     """Non-inferiority of IS per policy over a range of margins delta, with the TOST's power at each."""
-    out: list[dict[str, object]] = []
+    out: list[dict[str, Any]] = []
     for (gen, split, policy), a in _pairs(con).items():
         keep = ~(np.isnan(a["final_is"]) | np.isnan(a["baseline_is"]))
         diff = a["final_is"][keep] - a["baseline_is"][keep]
@@ -329,7 +329,7 @@ def conjecture1(con: duckdb.DuckDBPyConnection, seed: int = 0) -> dict[str, floa
 
 def distance_summary(con: duckdb.DuckDBPyConnection, eps: float = DEFAULT_EPS) -> dict[str, float]:
     """Mean, median, max and share below eps of every d_t (t >= 2)."""
-    (n, mean, median, mx, below) = con.execute(sql.query("stats_distance_summary"), [eps]).fetchone()
+    (n, mean, median, mx, below) = fetch_row(con, sql.query("stats_distance_summary"), [eps])
     return {"n": n, "mean": mean, "median": median, "max": mx, "eps": eps, "share_below_eps": below}
 
 

@@ -116,10 +116,10 @@ def fit(
     xs, ys = [], []
     for h, s in zip(histories, scores, strict=True):
         for i in range(1, len(h) - 1):  # round t = i + 1 >= 2 with a next round
-            y = s[i + 1] - s[i]
-            if math.isfinite(y):
+            gain = s[i + 1] - s[i]
+            if math.isfinite(gain):
                 xs.append(gain_model.feature_vector(h[i], pca_mean, components))
-                ys.append(y)
+                ys.append(gain)
     if len(xs) < 2:
         raise ValueError(f"gain model: {len(xs)} training rounds with known IS_t and IS_(t+1); need >= 2")
     x, y = np.stack(xs), np.asarray(ys)

@@ -9,6 +9,7 @@ Holm adjusts the p-values across the policies of one generation and score.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -28,9 +29,9 @@ def _pairs(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, str], tuple[n
 
 def compare_scores(
     con: duckdb.DuckDBPyConnection, delta: float = 0.02, seed: int = 0, n_resamples: int = 2000
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """One row per (gen_id, policy, score): the paired comparison against the baseline's last draft."""
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for (gen, score, policy), (x, base) in _pairs(con).items():
         tests, diff = paired_tests(x, base, seed, n_resamples)
         tost, plan = tost_noninferiority(diff, delta), tost_plan(diff, delta)
@@ -40,6 +41,6 @@ def compare_scores(
     for key in {(r["gen_id"], r["score"]) for r in rows}:
         group = [r for r in rows if (r["gen_id"], r["score"]) == key]
         for col in ("p_t", "p_wilcoxon"):
-            for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):  # type: ignore[arg-type]
+            for r, adj in zip(group, holm([float(r[col]) for r in group]), strict=True):
                 r[col + "_holm"] = adj
     return rows

@@ -92,8 +92,8 @@ class RayLauncher(Launcher):
             # Every job runs on this node: a job is a driver of the store, and the store's SQLite caches
             # and file locks hold across the processes of one host, not across hosts. Its actors spread.
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-            options = {"num_cpus": self.job_num_cpus, "max_calls": 1, "max_retries": 0, "scheduling_strategy": here}
-            task = ray.remote(**options)(_execute)
+            remote = ray.remote(num_cpus=self.job_num_cpus, max_calls=1, max_retries=0, scheduling_strategy=here)  # type: ignore[call-overload]  # ray omits NodeAffinity
+            task = remote(_execute)
             state, cwd = Singleton.get_state(), os.getcwd()
             log.info(f"Launching {len(job_overrides)} jobs on Ray ({self.max_parallel} at a time)")
             refs: dict[Any, int] = {}

@@ -208,10 +208,11 @@ class TrajectoryWorker:
             provider = LockstepProvider(lambda request: lockstep.complete.remote(request))
             self.chat = CachedChat(provider, response_cache(cache_dir, node.cache))
         judge = _judge_service(self.cfg, spec, cache_dir, node.cache, None) if self.cfg.judges_in_worker else node.judge
-        self.embedding = None
-        if node.embed is None:  # the node's one worker: the model loads here, on the driver's first embed_info
-            self.embedding = EmbedService(self.cfg.embedder, self.cfg.embed_batch_size, node.embed_threads)
-        self.services = _RayServices(self.chat, self.embedding or node.embed, judge)
+        self.embedding: EmbedService | None = None
+        embed = node.embed
+        if embed is None:  # the node's one worker: the model loads here, on the driver's first embed_info
+            embed = self.embedding = EmbedService(self.cfg.embedder, self.cfg.embed_batch_size, node.embed_threads)
+        self.services = _RayServices(self.chat, embed, judge)
 
     async def warm(self) -> bool:
         """Ready the provider before the clock starts (the shared limiter actor, if it has one)."""

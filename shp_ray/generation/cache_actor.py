@@ -50,7 +50,12 @@ class CacheActor:
         kv = self.kv[table]
         self.served["calls"] += 1
         self.served["puts"] += len(items)
-        await asyncio.to_thread(lambda: [kv.put(k, record) for k, record in items])
+
+        def put_all() -> None:
+            for k, record in items:
+                kv.put(k, record)
+
+        await asyncio.to_thread(put_all)
 
     async def stats(self) -> dict[str, int]:
         return {**self.served, **{f"{name}_rows": len(kv) for name, kv in self.kv.items()}}
@@ -59,7 +64,7 @@ class CacheActor:
 def start_cache_actor(cache_dir: str | Path, pin: dict[str, Any]) -> Any:
     """The run's cache actor (``pin``: the options that place it on the driver's node)."""
     # Restarted in place if its process dies (its state is the files; a get or put is safe to repeat).
-    return CacheActor.options(max_concurrency=1000, max_restarts=-1, max_task_retries=-1, **pin).remote(str(cache_dir))
+    return CacheActor.options(max_concurrency=1000, max_restarts=-1, max_task_retries=-1, **pin).remote(str(cache_dir))  # type: ignore[attr-defined]  # a Ray ActorClass
 
 
 class _TickBatch:

@@ -17,6 +17,7 @@ call the embedding actor of ITS node, so the run places every actor itself, by n
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -46,13 +47,15 @@ def start_ray(address: str | None = None, num_cpus: int = DEFAULT_RAY_CPUS) -> b
     # Ray keeps a record of every task in the GCS for its dashboard (off here): cap it low so the
     # GCS's memory stays flat however many calls a long generation makes.
     os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", "10000")
-    kwargs: dict[str, object] = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": False}
     joining = bool(address) and address != "local"
-    try:
-        if joining:
-            ray.init(address=address, **kwargs)
-        else:
-            ray.init(address="local", num_cpus=num_cpus, **kwargs)
+    try:  # joining: the cluster's CPUs (num_cpus None, as when not given)
+        ray.init(
+            address=address if joining else "local",
+            num_cpus=None if joining else num_cpus,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+        )
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
         said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"ray.address={address}: could not join the cluster" if joining else "Ray did not start on this machine"

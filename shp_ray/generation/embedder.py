@@ -152,7 +152,10 @@ class _SentenceTransformer:
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(path, device="cpu")
-        self.dim = int(self.model.get_embedding_dimension())
+        dim = self.model.get_embedding_dimension()
+        if dim is None:  # a model whose output size sentence-transformers cannot tell: no vectors to check against
+            raise ValueError(f"the embedding model {path!r} does not say its embedding dimension")
+        self.dim = int(dim)
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         return self.model.encode(texts, batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)

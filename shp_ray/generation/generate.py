@@ -23,7 +23,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -99,8 +99,8 @@ def generate(
     if not cfg.retry_failed:
         skip |= failed_scenarios(store, gen_id)
     total = options.total
-    if total is None and hasattr(scenarios, "__len__"):
-        total = len(scenarios)  # type: ignore[arg-type]
+    if total is None and isinstance(scenarios, Sized):
+        total = len(scenarios)
     summary = GenerationSummary(
         options.run_id or new_run_id(), gen_id, store.uri, embedder_name(cfg.embedder), judge_label(cfg, provider_spec)
     )

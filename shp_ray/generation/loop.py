@@ -261,16 +261,16 @@ async def live_trajectory(
         writer = await services.chat(writer_request(scn, cfg, model, t, prev, feedback))
         draft = writer.content or ""
         operational += writer.usage.total_tokens
-        jobs = [_embed(services, scn, t, draft, failures)]
+        embedding = _embed(services, scn, t, draft, failures)
         if policy.consults_is:
-            jobs.append(_judge(services, scn, t, draft, failures))
-        got = await asyncio.gather(*jobs)
-        emb = got[0] if got[0] is not None else np.zeros(0, dtype=np.float32)
-        judged = got[1] if policy.consults_is else None
+            got, judged = await asyncio.gather(embedding, _judge(services, scn, t, draft, failures))
+        else:
+            got, judged = await embedding, None
+        emb = got if got is not None else np.zeros(0, dtype=np.float32)
         if judged is not None:
             operational += judged[1].tokens
         distance = None
-        if t >= 2:
+        if t >= 2 and prev_emb is not None:  # set by round 1
             distance = cosine_distance(emb, prev_emb) if emb.shape == prev_emb.shape else 1.0
         rec = RoundRecord(t, draft, writer=writer, embedding=emb)
         if judged is not None:

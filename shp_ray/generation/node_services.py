@@ -131,7 +131,7 @@ def start_services(
             # each end by killing what they started, which must not be what another run still calls. It reserves
             # no CPU (torch still gets `threads`): two runs starting at once read the same free CPUs, and the
             # second would wait forever for the ones the first reserved.
-            embed = EmbedActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
+            embed = EmbedActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(  # type: ignore[attr-defined]  # a Ray ActorClass
                 cfg.embedder, cfg.embed_batch_size, threads
             )
             out.owned.append(embed)
@@ -139,7 +139,7 @@ def start_services(
         cache = None if node.node_id == driver else out.cache
         judge = None
         if cfg.judges_inline and not cfg.judges_in_worker:
-            judge = JudgeActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(
+            judge = JudgeActor.options(max_concurrency=10_000, **on_node(node.node_id)).remote(  # type: ignore[attr-defined]  # a Ray ActorClass
                 cfg, spec, factory, cache_dir, cache
             )
             out.owned.append(judge)

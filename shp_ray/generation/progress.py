@@ -14,6 +14,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a live line is shown, not before
+    from rich.console import Console
+    from rich.live import Live
 
 log = logging.getLogger("shp_ray.progress")
 LOG_EVERY_S = 10.0  # not a terminal: a progress line this often in the log
@@ -99,7 +104,7 @@ class Progress:
         total: int | None,
         enabled: bool | None = None,
         label: str = "generate",
-        console: object = None,
+        console: Console | None = None,
         log_every_s: float = LOG_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -109,7 +114,7 @@ class Progress:
         self.logs = enabled is None and not self.live  # not a terminal: the line goes to the log instead
         self.label = label
         self.log_every_s = log_every_s
-        self._live = None
+        self._live: Live | None = None
         self._logged = -1.0  # when the last log line was written (clock time); < 0: none yet
 
     def __enter__(self) -> Progress:

@@ -39,7 +39,7 @@ from storage.writer import StoreWriter
 class _Placed:
     """The actors a run started (``owned``: killed at its end) and the handles the driver's loop uses."""
 
-    owned: list[object] = field(default_factory=list)
+    owned: list[Any] = field(default_factory=list)  # Ray actor handles
     services: ClusterServices | None = None
     pool: WorkerPool | None = None
     writer: StoreWriter | None = None
@@ -125,7 +125,7 @@ def _place(run: Run, placed: _Placed, lanes: int) -> None:
         node = services.nodes[node_id]
         # one slot past the trajectories the pool gives it: the driver's stats call each second must be answered
         # while the worker is full, or the progress line counts no paid call until a trajectory ends
-        return TrajectoryWorker.options(max_concurrency=per_worker + 1, **on_node(node_id)).remote(
+        return TrajectoryWorker.options(max_concurrency=per_worker + 1, **on_node(node_id)).remote(  # type: ignore[attr-defined]  # a Ray ActorClass
             setup, node, placed.lockstep
         )
 
@@ -146,7 +146,7 @@ def _lockstep(run: Run, placed: _Placed, lanes: int, workers: int) -> int:
     import ray
 
     cache, here = str(run.cache), on_node(driver_node())
-    lockstep = LockstepActor.options(max_concurrency=10_000, **here).remote(
+    lockstep = LockstepActor.options(max_concurrency=10_000, **here).remote(  # type: ignore[attr-defined]  # a Ray ActorClass
         run.spec, run.options.provider_factory, cache, run.summary.gen_id
     )
     placed.lockstep = lockstep

@@ -91,7 +91,7 @@ def trajectory_rows(
     signals = signal_rows(rounds, {sid: result.scenario.ground_truth}, {gen_id: embedder}, approval)
     scn = result.scenario
     task = task_of(sid, scn.question, scn.ground_truth, scn.references, scn.meta)
-    items = [(task, r["round"], r["draft"]) for r in rounds]
+    items = [(task, r.round, r.draft) for r in result.rounds]  # the rows above, as typed values
     scores = score_rows(scorers, gen_id, items)
     answers = [] if extractor is None else answer_rows(extractor, gen_id, items)
     drafted = [(r.round, r.writer.logprobs if r.writer is not None else None) for r in result.rounds]

@@ -110,7 +110,7 @@ def load_target(target: str) -> Callable[..., object]:
             raise ScoreConfigError(f"score.target: {target!r}: {module_name!r} has no {attr!r}")
     if not callable(fn):
         raise ScoreConfigError(f"score.target: {target!r} is not callable")
-    return fn  # type: ignore[return-value]
+    return fn
 
 
 def _python(spec: ScoreSpec) -> Scorer:

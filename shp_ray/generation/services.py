@@ -82,7 +82,7 @@ async def cache_get(cache: object, key: str) -> dict | None:
     aget = getattr(cache, "aget", None)
     if aget is not None:
         return await aget(key)
-    return await asyncio.to_thread(cache.get, key)  # type: ignore[attr-defined]
+    return await asyncio.to_thread(cache.get, key)  # type: ignore[attr-defined]  # no aget: a SQLite cache
 
 
 async def cache_put(cache: object, key: str, record: dict) -> None:
@@ -91,7 +91,7 @@ async def cache_put(cache: object, key: str, record: dict) -> None:
     if aput is not None:
         await aput(key, record)
     else:
-        await asyncio.to_thread(cache.put, key, record)  # type: ignore[attr-defined]
+        await asyncio.to_thread(cache.put, key, record)  # type: ignore[attr-defined]  # no aput: a SQLite cache
 
 
 class CachedChat:
@@ -160,7 +160,7 @@ class EmbedBatcher:
     async def embed(self, text: str) -> np.ndarray:
         self._start()
         fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        await self._queue.put((text, fut))  # type: ignore[union-attr]
+        await self._queue.put((text, fut))  # type: ignore[union-attr]  # made by _start
         return await fut
 
     async def embed_many(self, texts: list[str]) -> list[np.ndarray]:
@@ -269,7 +269,7 @@ class JudgeService:
             result = self.lexical.score(scn.question, scn.contexts, scn.ground_truth, draft)
         else:
             result = await llm_judge(
-                self.chat,  # type: ignore[arg-type]
+                self.chat,  # type: ignore[arg-type]  # a chat service: what llm_judge calls
                 self.model,
                 scn,
                 draft,

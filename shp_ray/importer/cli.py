@@ -115,8 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = rescore(store, args.rescore, specs) if specs else []
             failed: dict[str, tuple[int, int]] = {}
             for r in rows:
-                bad, total = failed.get(r["score"], (0, 0))  # type: ignore[arg-type]
-                failed[r["score"]] = (bad + (r["error"] is not None), total + 1)  # type: ignore[index]
+                bad, total = failed.get(r["score"], (0, 0))
+                failed[r["score"]] = (bad + (r["error"] is not None), total + 1)
             if specs:
                 print(f"scored generation {gen}: {len(rows)} new score rows (no model call)")
             _report_scores(failed)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -140,17 +141,17 @@ def _embeddings(traces: Sequence[Trace], embedder: Embedder | None) -> list[np.n
     """Every round's embedding in file order: as given, or computed (one batch) where absent."""
     flat = [r for t in traces for r in t.rounds]
     missing = [i for i, r in enumerate(flat) if r.embedding is None]
-    computed = embedder.encode([flat[i].draft for i in missing]) if missing and embedder else []
+    computed = embedder.encode([flat[i].draft for i in missing]) if missing and embedder else np.zeros((0, 0))
     out = [np.asarray(r.embedding, dtype=np.float32) if r.embedding is not None else None for r in flat]
     for i, vec in zip(missing, computed, strict=True):
         out[i] = vec
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # every None replaced just above
 
 
-def _rows(
-    scorers: Sequence[Scorer], gen_id: str, traces: Sequence[Trace], vectors: list[np.ndarray]
-) -> dict[str, list]:
-    scenarios, rounds, given = [], [], []
+def _rows(scorers: Sequence[Scorer], gen_id: str, traces: Sequence[Trace], vectors: list[np.ndarray]) -> dict[str, Any]:
+    scenarios: list[dict[str, Any]] = []
+    rounds: list[dict[str, Any]] = []
+    given: list[dict[str, Any]] = []
     it = iter(vectors)
     for trace in traces:
         scenarios.append(
@@ -249,7 +250,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
             "created_at": datetime.now(UTC),
         }  # fmt: skip
         manifest = manifest_row(new_run_id(), {"import": config}, {}, req.command)
-        rschema = rounds_schema(dim)  # type: ignore[arg-type]
+        rschema = rounds_schema(dim)  # type: ignore[arg-type]  # the embedder's or the file's size
         fresh = [s for s in rows["scenarios"] if s["scenario_id"] not in known]
         _write_all(
             store,

@@ -97,7 +97,7 @@ def _read_eval(path: str, data: bytes) -> EvalLog:
         header = _member(data, archive, last[head_name], f"{path}:{head_name}") if head_name else {}
         if not isinstance(header, Mapping):
             raise TraceError(f"{path}:{head_name}: must be a JSON object")
-        samples = [LogSample(f"{path}:{n}", i, _member(data, archive, last[n], f"{path}:{n}"))  # type: ignore[arg-type]
+        samples = [LogSample(f"{path}:{n}", i, _member(data, archive, last[n], f"{path}:{n}"))  # type: ignore[arg-type]  # checked where read
                    for i, n in enumerate(names)]  # fmt: skip
     return EvalLog(header, samples)
 
@@ -115,7 +115,7 @@ def _read_json(path: str, data: bytes) -> EvalLog:
     if not isinstance(samples, list):
         raise TraceError(f"{path}: samples must be a list, got {type(samples).__name__}")
     header = {k: v for k, v in doc.items() if k != "samples"}
-    return EvalLog(header, [LogSample(f"{path}:samples[{i}]", i, s) for i, s in enumerate(samples)])  # type: ignore[arg-type]
+    return EvalLog(header, [LogSample(f"{path}:samples[{i}]", i, s) for i, s in enumerate(samples)])
 
 
 def read_log(path: str, data: bytes) -> EvalLog:

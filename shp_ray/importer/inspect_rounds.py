@@ -32,6 +32,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from shp_ray.generation.datasets import EPOCH_MARK  # epoch e > 1 of task <id> is scenario <id>#e<e>
 from shp_ray.importer.inspect_log import LogSample, read_log
@@ -193,16 +194,16 @@ def _fields(s: _Sample, i: int, e: Mapping, rules: Sequence[Rule]) -> dict[str, 
 
 
 def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list,
-                 rules: Sequence[Rule]) -> list[dict[str, object]]:  # fmt: skip
+                 rules: Sequence[Rule]) -> list[dict[str, Any]]:  # fmt: skip
     """The rounds of the sample's model calls (see the module docstring)."""
     ids = {mid for role, mid, _ in conv if role == "assistant" and mid}
     texts = {text for role, _, text in conv if role == "assistant"}  # a reply logged without its message id
-    rounds: list[dict[str, object]] = []
+    rounds: list[dict[str, Any]] = []
     for i, e in events:
         if e.get("event") == "score":
             if rounds and e.get("intermediate"):
                 name = str(e.get("scorer") or "score")
-                rounds[-1]["scores"] |= _values(s, name, e.get("score"), f"events[{i}].score")  # type: ignore[operator]
+                rounds[-1]["scores"] |= _values(s, name, e.get("score"), f"events[{i}].score")
             continue
         text, mid, prompt, completion = _call(s, i, e)
         named = first_role(rules, _fields(s, i, e, rules))
@@ -219,12 +220,12 @@ def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list,
             what = "no draft before it" if not rounds else "a second critique of the same draft"
             raise s.fail(f"events[{i}]", f"a critic call (not a turn of the conversation) with {what}")
         rounds[-1]["feedback"] = text
-        rounds[-1]["tokens"] |= {"critic_prompt": prompt, "critic_completion": completion}  # type: ignore[operator]
+        rounds[-1]["tokens"] |= {"critic_prompt": prompt, "critic_completion": completion}
     return rounds
 
 
-def _from_messages(s: _Sample, conv: list) -> list[dict[str, object]]:
-    rounds: list[dict[str, object]] = []
+def _from_messages(s: _Sample, conv: list) -> list[dict[str, Any]]:
+    rounds: list[dict[str, Any]] = []
     for i, (role, mid, text) in enumerate(conv):
         if role == "assistant":
             if not text.strip():
@@ -233,14 +234,14 @@ def _from_messages(s: _Sample, conv: list) -> list[dict[str, object]]:
     return rounds
 
 
-def _user_feedback(rounds: list[dict[str, object]], conv: list) -> None:
+def _user_feedback(rounds: list[dict[str, Any]], conv: list) -> None:
     """A round with no Critic call: the user turns after its draft in the conversation are its critique."""
     at = {mid: i for i, (role, mid, _) in enumerate(conv) if role == "assistant" and mid}
     for r in rounds[:-1]:
         if "feedback" in r or r["id"] not in at:
             continue
         turns = []
-        for role, _, text in conv[at[r["id"]] + 1 :]:  # type: ignore[index]
+        for role, _, text in conv[at[r["id"]] + 1 :]:
             if role == "assistant":
                 break
             if role == "user":
@@ -276,14 +277,15 @@ def sample_trace(sample: LogSample, header: Mapping[str, object], rules: Sequenc
     if not isinstance(finals, Mapping):
         raise s.fail("scores", "must be an object of scorer -> score")
     for name, score in finals.items():
-        rounds[-1]["scores"] |= _values(s, str(name), score, f"scores.{name}")  # type: ignore[operator]
+        rounds[-1]["scores"] |= _values(s, str(name), score, f"scores.{name}")
     for r in rounds:
         del r["id"]
     target = s.raw.get("target")
     answers = [t for t in target if isinstance(t, str)] if isinstance(target, list) else target or None
-    spec = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
-    meta = {"inspect_sample_id": sid, "inspect_epoch": epoch, "inspect_task": spec.get("task"),  # type: ignore[union-attr]
-            "inspect_model": spec.get("model"), "inspect_model_usage": s.raw.get("model_usage") or {},  # type: ignore[union-attr]
+    found = header.get("eval")
+    spec = found if isinstance(found, Mapping) else {}
+    meta = {"inspect_sample_id": sid, "inspect_epoch": epoch, "inspect_task": spec.get("task"),
+            "inspect_model": spec.get("model"), "inspect_model_usage": s.raw.get("model_usage") or {},
             "inspect_metadata": s.raw.get("metadata") or {}}  # fmt: skip
     error = s.raw.get("error")
     if isinstance(error, Mapping) and error.get("message"):  # a sample that failed: the rounds it logged, and why

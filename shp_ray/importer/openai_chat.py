@@ -23,6 +23,7 @@ kept as the scenario's metadata.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from shp_ray.importer.traces import Trace, TraceError, check_file, json_lines, parse_trace
 from shp_ray.policy.checks import check_int
@@ -66,7 +67,7 @@ def to_trace(raw: object, where: str, line: int) -> Trace:
     calls = raw.get("calls")
     if not isinstance(calls, list) or not calls:
         raise TraceError(f"{where}: calls must be a non-empty list of logged chat-completion calls")
-    rounds: list[dict[str, object]] = []
+    rounds: list[dict[str, Any]] = []
     for i, call in enumerate(calls):
         at = f"{where}: calls[{i}]"
         agent = call.get("agent") if isinstance(call, Mapping) else None
@@ -82,7 +83,7 @@ def to_trace(raw: object, where: str, line: int) -> Trace:
                 rounds[-1]["logprobs"] = list(lps)
         else:
             rounds[-1]["feedback"] = content
-            rounds[-1]["tokens"] |= {"critic_prompt": prompt, "critic_completion": completion}  # type: ignore[operator]
+            rounds[-1]["tokens"] |= {"critic_prompt": prompt, "critic_completion": completion}
     body = {k: v for k, v in raw.items() if k != "calls"}
     body["rounds"] = rounds
     if not body.get("question"):

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from shp_ray.importer.otlp_spans import LlmSpan, read_spans
 from shp_ray.importer.traces import Trace, TraceError, check_file, parse_trace
@@ -77,11 +78,11 @@ def _roles(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> list[str]:
                 f"{span.where}: conversation {span.conversation!r} cannot be rebuilt: this span (name "
                 f"{span.name!r}, agent {span.agent!r}) matches no --otlp-role rule while others of it do"
             )
-    return named  # type: ignore[return-value]
+    return [role for role in named if role is not None]  # every one: a None raised above
 
 
 def _trace(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> Trace:
-    rounds: list[dict[str, object]] = []
+    rounds: list[dict[str, Any]] = []
     latencies: list[dict[str, float]] = []
     first = spans[0]
     question = ""
@@ -103,7 +104,7 @@ def _trace(spans: Sequence[LlmSpan], rules: Sequence[Rule]) -> Trace:
                 f"{span.where}: conversation {span.conversation!r} cannot be rebuilt: a critic span with {what}"
             )
         rounds[-1]["feedback"] = span.output
-        rounds[-1]["tokens"] |= tokens  # type: ignore[operator]
+        rounds[-1]["tokens"] |= tokens
         latencies[-1]["critic"] = span.latency_s
     meta = {
         "otlp_trace_ids": sorted({s.trace_id for s in spans if s.trace_id}),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,7 +37,7 @@ def tasks_of(store: Store) -> dict[str, Task]:
     return out
 
 
-def _rounds(store: Store, gen_id: str) -> list[dict[str, object]]:
+def _rounds(store: Store, gen_id: str) -> list[dict[str, Any]]:
     """The stored rounds of ``gen_id`` (its id, a whole one), their drafts; StoreError when it has none."""
     parts = store.parts("rounds", gen_id)
     rounds = [
@@ -50,7 +51,7 @@ def _rounds(store: Store, gen_id: str) -> list[dict[str, object]]:
     return rounds
 
 
-def rescore(store: Store, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, object]]:
+def rescore(store: Store, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[str, Any]]:
     """Score every stored round of ``gen_id`` (or the one generation whose id starts so) with ``specs`` and store
     the new rows; returns them."""
     scorers = [build(s) for s in specs]
@@ -73,7 +74,7 @@ def rescore(store: Store, gen_id: str, specs: Sequence[ScoreSpec]) -> list[dict[
     return rows
 
 
-def rescore_answers(store: Store, gen_id: str, spec: AnswerSpec | None = None) -> list[dict[str, object]]:
+def rescore_answers(store: Store, gen_id: str, spec: AnswerSpec | None = None) -> list[dict[str, Any]]:
     """Extract the answer of every stored round of ``gen_id`` (or the one generation whose id starts so) with the
     extractor ``spec`` builds (default: the task's own) and store the rows not stored yet by that extractor;
     returns them."""

@@ -110,7 +110,7 @@ _HALTS = {reason.value: Decision(True, reason) for reason in Reason}  # by value
 
 def approved(feedback: str | None, marker: str = APPROVAL) -> bool:
     """Critic approval signal: the critique starts with the marker (any case; a prompt preset names it)."""
-    return bool(feedback) and feedback.strip().upper().startswith(marker.upper())  # type: ignore[union-attr]
+    return bool(feedback and feedback.strip().upper().startswith(marker.upper()))
 
 
 def decide(

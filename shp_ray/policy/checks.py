@@ -12,18 +12,19 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterable
+from typing import TypeGuard
 
 
-def is_int(value: object) -> bool:
-    """An ``int`` that is no ``bool``."""
+def is_int(value: object) -> TypeGuard[int]:
+    """An ``int`` that is no ``bool`` (the type checker then knows ``value`` is an int)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_int(what: str, value: object, minimum: int, error: type[Exception] = ValueError) -> int:
     """``value`` when it is an integer >= ``minimum``; else ``error`` saying what ``what`` must be."""
-    if not is_int(value) or value < minimum:  # type: ignore[operator]
+    if not is_int(value) or value < minimum:
         raise error(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_finite(what: str, value: object) -> float:

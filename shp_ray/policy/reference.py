@@ -50,11 +50,11 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
         )
     stored = families.StoredRounds(
         drafts=[r.draft for r in rounds],
-        embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
+        embeddings=[r.embedding for r in rounds],  # type: ignore[misc]  # none is None: checked above
         # round t reads g_{t-1}, the embedding of the critique the Writer saw before drafting it
         critiques=[None, *(r.feedback_embedding for r in rounds[:-1])],
         tokens=[r.writer_tokens + (rounds[i - 1].critic_tokens if i else 0) for i, r in enumerate(rounds)],
-        contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
+        contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]  # meta: as the loader stored it
         verdicts=traj.meta.get("verdicts"),  # type: ignore[arg-type]  # the loop's own checks (visible tests)
         answers=traj.meta.get("answers"),  # type: ignore[arg-type]  # each draft's stated answer (draft_answers)
         confidences=traj.meta.get("confidence"),  # type: ignore[arg-type]  # log-probability summaries (draft_logprobs)

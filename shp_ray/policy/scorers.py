@@ -45,7 +45,7 @@ def task_of(
     return Task(scenario_id, question or "", tuple(gold), meta)
 
 
-ScoreFn = Callable[[Task, str], Mapping[str, object]]
+ScoreFn = Callable[[Task, str], object]  # a result _checked reads (a user's function may return anything)
 
 
 class ScorerError(Exception):

@@ -90,7 +90,7 @@ def policy_by_name(name: str, base: HaltConfig | None = None) -> Policy:
     if name == "oracle_is":
         return Policy(name, "oracle", base)
     if spec := families.family_spec(name):
-        return Policy(name, spec[0], base, params=tuple(sorted(spec[1].items())))  # type: ignore[arg-type]
+        return Policy(name, spec[0], base, params=tuple(sorted(spec[1].items())))
     known = [*NAMED_CASCADES, "fixed_k{k}", "random_s{seed}", "oracle_is", *ABLATION_CELLS, *families.family_names()]
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
 

@@ -112,7 +112,7 @@ def constrained_ls(
     keep = ~(np.isnan(x_all).any(axis=1) | np.isnan(y_all))
     x, y = _metric_matrix(x_all[keep]), y_all[keep]
     m = x.shape[1]
-    result = minimize(
+    result = minimize(  # type: ignore[call-overload]  # scipy-stubs: no overload takes a constraint dict
         lambda w: float(np.sum((x @ w - y) ** 2)),
         np.full(m, 1.0 / m),
         jac=lambda w: 2.0 * x.T @ (x @ w - y),

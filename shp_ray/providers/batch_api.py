@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
@@ -248,7 +249,7 @@ class BatchAPI:
             if not file_id:
                 parts.append(b"")
                 continue
-            reply = await self._call(f"download {file_id}", lambda fid=file_id: client.files.content(fid))
+            reply = await self._call(f"download {file_id}", functools.partial(client.files.content, file_id))
             parts.append(reply.content)
         return parts[0], parts[1]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from shp_ray.providers.base import ChatRequest
 
-BATCH_ENDPOINT = "/v1/chat/completions"
-COMPLETION_WINDOW = "24h"
+BATCH_ENDPOINT: Final = "/v1/chat/completions"  # Final: the literal the OpenAI client's types ask for
+COMPLETION_WINDOW: Final = "24h"
 MAX_LINES = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 ACTIVE_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")

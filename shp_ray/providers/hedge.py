@@ -117,9 +117,9 @@ async def race(
             )
             for task in done:
                 own, sent = running.pop(task)
-                if task.exception() is not None:  # a bug, not a reply: release its lease, then raise
+                if (bug := task.exception()) is not None:  # a bug, not a reply: release its lease, then raise
                     limiter.release(own, outcome="error")
-                    raise task.exception()  # type: ignore[misc]
+                    raise bug
                 result = task.result()
                 if result.kind == "ok" or not running:  # the answer, or the last attempt standing
                     keep = own

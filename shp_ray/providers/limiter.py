@@ -252,7 +252,7 @@ class RateLimiter:
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
-        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]
+        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]  # learnable: hint set
             return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
             self._narrow_window(lease, now, hint if learnable else None)
@@ -337,7 +337,7 @@ class RateLimiter:
                 self._rebuild_lanes(capacity, width)  # the server's window, not a told one
             elif self.limits.window_s is None and width > self._lanes.width_s:
                 self._lanes.width_s, self._lanes.margin_s = width, max(self._lanes.margin_s, lane_margin(width))
-            self._lanes.sync(requests, *seen, now)
+            self._lanes.sync(requests, *seen, now)  # type: ignore[union-attr]  # set: just rebuilt if it was None
             self.counters["synced"] += 1
         if tokens is not None and self.limits.tpm is None:  # a told tpm is paced already (GCRA)
             self._tokens_said = (tokens.remaining, now + tokens.reset_s, seen[1])

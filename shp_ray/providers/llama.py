@@ -38,6 +38,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from shp_ray.providers import local_models
 from shp_ray.providers.base import ProviderSpec
@@ -172,10 +173,10 @@ class LlamaServer:
 
     def spec(self, **overrides: object) -> ProviderSpec:
         """A ProviderSpec for this server (:data:`LLAMA_SPEC` at its address)."""
-        fields: dict[str, object] = {
+        fields: dict[str, Any] = {
             "base_url": self.base_url, "model": self.alias, "max_concurrency": 2 * self.parallel, **overrides,
         }  # fmt: skip
-        return replace(LLAMA_SPEC, **fields)  # type: ignore[arg-type]
+        return replace(LLAMA_SPEC, **fields)
 
     def command(self) -> list[str]:
         return [

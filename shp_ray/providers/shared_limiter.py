@@ -180,7 +180,7 @@ class RayLimiter:
 def _actor_class() -> Any:
     import ray
 
-    @ray.remote(num_cpus=0, max_concurrency=10_000)
+    @ray.remote(num_cpus=0, max_concurrency=10_000)  # type: ignore[call-overload]  # an actor option: not in ray's overloads
     class LimiterActor:
         """Thin async actor over RateLimiter (the logic is tested without Ray)."""
 

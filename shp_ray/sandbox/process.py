@@ -149,43 +149,46 @@ class _Sink:
 
 def _pump(proc: subprocess.Popen, stdin: bytes, deadline: float, cap: int) -> tuple[str, str, bool]:
     """Feed stdin and drain stdout / stderr until both close or the deadline passes (then kill the group)."""
-    sinks = {proc.stdout: _Sink(cap), proc.stderr: _Sink(cap)}
+    into, out, err = proc.stdin, proc.stdout, proc.stderr
+    if into is None or out is None or err is None:
+        raise ValueError("a sandboxed process runs with its stdin, stdout and stderr piped")
+    sinks = {out: _Sink(cap), err: _Sink(cap)}
     pending = memoryview(stdin)
     timed_out = False
     with selectors.DefaultSelector() as sel:
-        for stream in sinks:
+        for stream, sink in sinks.items():
             os.set_blocking(stream.fileno(), False)
-            sel.register(stream, selectors.EVENT_READ)
+            sel.register(stream, selectors.EVENT_READ, sink)  # the key's data: where its bytes go
         if pending:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin, selectors.EVENT_WRITE)
+            os.set_blocking(into.fileno(), False)
+            sel.register(into, selectors.EVENT_WRITE)
         else:
-            proc.stdin.close()
+            into.close()
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
             for key, _ in sel.select(left):
-                if key.fileobj is proc.stdin:
+                if key.fileobj is into:
                     try:
-                        pending = pending[os.write(proc.stdin.fileno(), pending[:65536]) :]
+                        pending = pending[os.write(into.fileno(), pending[:65536]) :]
                     except BrokenPipeError:
                         pending = pending[:0]
                     if not pending:
-                        sel.unregister(proc.stdin)
-                        proc.stdin.close()
+                        sel.unregister(into)
+                        into.close()
                     continue
-                chunk = os.read(key.fileobj.fileno(), 65536)
+                chunk = os.read(key.fd, 65536)
                 if chunk:
-                    sinks[key.fileobj].add(chunk)
+                    key.data.add(chunk)
                 else:
                     sel.unregister(key.fileobj)
     if timed_out:
         _kill_group(proc.pid)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
+    for stream in (into, out, err):
         stream.close()
-    return sinks[proc.stdout].text(), sinks[proc.stderr].text(), timed_out
+    return sinks[out].text(), sinks[err].text(), timed_out
 
 
 def _read_status(fd: int) -> dict:

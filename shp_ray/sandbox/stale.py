@@ -52,7 +52,8 @@ def remove_stale_dirs(root: str | None = None, *, again: bool = False) -> list[s
         if (os.getpid(), root) in _swept and not again:
             return []
         _swept.add((os.getpid(), root))
-    namespace, removed = _pid_namespace(), []
+    namespace = _pid_namespace()
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except OSError:

@@ -172,7 +172,7 @@ def _serve(head: dict, requests: int, replies: int) -> None:
     low, high = sorted((requests, replies))
     for start, end in ((3, low), (low + 1, high), (high + 1, os.sysconf("SC_OPEN_MAX"))):
         os.closerange(start, end)
-    ns = {"__name__": "candidate", "__builtins__": builtins}
+    ns: dict = {"__name__": "candidate", "__builtins__": builtins}  # what the code defines: anything
     saved = dict(builtins.__dict__)  # the code may empty or rebind builtins: this process's own loop needs them
     try:
         reply = _load(head, ns, saved)

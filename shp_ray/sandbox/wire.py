@@ -16,7 +16,7 @@ SMALL_INT = 1 << 62  # ints within this are sent in decimal, the rest in hex
 MAX_MESSAGE = 16 << 20  # a message larger than this is refused, not read
 MAX_DEPTH = 100  # nesting of one value
 FLOAT_HEX, COMPLEX = float.hex, complex
-SEQUENCES = {list: b"l", tuple: b"t", set: b"S", frozenset: b"R"}
+SEQUENCES: dict[type, bytes] = {list: b"l", tuple: b"t", set: b"S", frozenset: b"R"}
 BUILD = {b"l": list, b"t": tuple, b"S": set, b"R": frozenset}
 
 

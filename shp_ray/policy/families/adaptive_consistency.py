@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from shp_ray.policy.families.agreement import answers, counts, number
 from shp_ray.policy.families.family import Family
@@ -62,7 +63,7 @@ def check_params(params: Mapping[str, object]) -> None:
     number("adaptive_consistency", params, "prior", 0.0, math.inf)
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """Halt at round t when draft t states the modal answer and its posterior to stay modal is >= threshold."""
     found = answers(history)
     if found[-1] is None:
@@ -72,7 +73,7 @@ def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon:
     v2 = max(n.values(), default=0)
     if v1 < v2:
         return None
-    return "consistent" if stays_modal(v1, v2, float(params["prior"])) >= params["threshold"] else None  # type: ignore[arg-type,operator]
+    return "consistent" if stays_modal(v1, v2, float(params["prior"])) >= params["threshold"] else None
 
 
 FAMILY = Family(

@@ -8,6 +8,7 @@ r drafts state one answer); the two are kept apart as their papers name them, wi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from shp_ray.policy.checks import check_int
 from shp_ray.policy.families.agreement import answers, run_length
@@ -19,9 +20,9 @@ def check_params(params: Mapping[str, object]) -> None:
     check_int("answer_runlength: r", params.get("r"), 2)
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """Halt at round t when draft t's answer is the answer of its last r drafts in a row (None never runs)."""
-    return "answer_run" if run_length(answers(history)) >= int(params["r"]) else None  # type: ignore[call-overload]
+    return "answer_run" if run_length(answers(history)) >= int(params["r"]) else None
 
 
 FAMILY = Family(

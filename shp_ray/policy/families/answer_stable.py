@@ -8,6 +8,7 @@ drafts; a draft with no answer never agrees, so a window holding one never halts
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from shp_ray.policy.checks import check_int
 from shp_ray.policy.families.agreement import answers, run_length
@@ -19,10 +20,10 @@ def check_params(params: Mapping[str, object]) -> None:
     check_int("answer_stable: w", params.get("w"), 2)
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """Halt at round t when drafts t-w+1..t state one answer: the last draft's answer (None is no answer) has run
     at least w drafts."""
-    return "answer_stable" if run_length(answers(history)) >= int(params["w"]) else None  # type: ignore[call-overload]
+    return "answer_stable" if run_length(answers(history)) >= int(params["w"]) else None
 
 
 FAMILY = Family(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from shp_ray.policy.families.agreement import number
 from shp_ray.policy.families.family import Family
@@ -26,10 +27,10 @@ def check_params(params: Mapping[str, object]) -> None:
     number("confidence", params, "threshold", -math.inf, 0.0, open_=False)  # a log-probability: above 0 never halts
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """Halt at round t when draft t's confidence ``stat`` reaches ``threshold`` (None: no log-probabilities)."""
     conf = history[-1].confidence
-    return "confident" if conf is not None and conf[str(params["stat"])] >= params["threshold"] else None  # type: ignore[operator]
+    return "confident" if conf is not None and conf[str(params["stat"])] >= params["threshold"] else None
 
 
 FAMILY = Family(

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,8 +85,8 @@ def feature_vector(sig: RoundSignal, pca_mean: np.ndarray, components: np.ndarra
     """Judge-free features of one round; unknown values (NaN) become 0."""
     base = [sig.distance, sig.drift, sig.length_change, sig.edit, float(sig.t)]
     k = len(components)
-    known = k and sig.critique is not None
-    pcs = (sig.critique.astype(np.float64) - pca_mean) @ components.T if known else np.zeros(k)  # type: ignore[union-attr]
+    critique = sig.critique if k else None
+    pcs = (critique.astype(np.float64) - pca_mean) @ components.T if critique is not None else np.zeros(k)
     x = np.asarray([*base, *pcs], dtype=np.float64)
     return np.where(np.isfinite(x), x, 0.0)
 
@@ -109,11 +110,11 @@ def model_of(params: Mapping[str, object]) -> GainModel | None:
     return parse(str(text)) if text else None
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
     model = model_of(params)
     if model is None or history[-1].t < 2:
         return None
-    return "low_gain" if model.predict(history[-1]) < params["c"] else None  # type: ignore[operator]
+    return "low_gain" if model.predict(history[-1]) < params["c"] else None
 
 
 def check_params(params: Mapping[str, object]) -> None:

@@ -14,7 +14,7 @@ Modes (each a policy name; NaN never halts, as in the SHP cascade):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -59,11 +59,14 @@ def dynamic_schedule(t: int, start: float, end: float, horizon: int) -> float:
     return start + (end - start) * frac
 
 
-def _last(values: Sequence[float], n: int) -> list[float] | None:
+T = TypeVar("T")
+
+
+def _last(values: Sequence[T], n: int) -> list[T] | None:
     return list(values[-n:]) if len(values) >= n else None
 
 
-def check(params: Mapping[str, float], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """The reason this mode halts at the last round of ``history``, or None."""
     mode = str(params["mode"])
     if mode == "cap" or len(history) < 2:
@@ -78,9 +81,9 @@ def check(params: Mapping[str, float], history: Sequence[RoundSignal], horizon: 
         hit = last is not None and sum(last) / n < params["threshold"]  # NaN mean compares false
     elif mode == "dynamic_threshold":
         t = history[-1].t
-        last = _last(list(zip(range(t - len(dists) + 1, t + 1), dists, strict=True)), n)
-        hit = last is not None and all(
-            1.0 - d >= dynamic_schedule(r, params["start"], params["end"], horizon) for r, d in last
+        dated = _last(list(zip(range(t - len(dists) + 1, t + 1), dists, strict=True)), n)  # (round, d_round)
+        hit = dated is not None and all(
+            1.0 - d >= dynamic_schedule(r, params["start"], params["end"], horizon) for r, d in dated
         )
     elif mode == "drift":
         drifts = [s.drift for s in history]
@@ -103,7 +106,7 @@ def _all_last(ok: np.ndarray, n: int) -> np.ndarray:
     return hit
 
 
-def batch_check(params: Mapping[str, float], cols: Any, horizon: int) -> list[tuple[str, np.ndarray]]:
+def batch_check(params: Mapping[str, Any], cols: Any, horizon: int) -> list[tuple[str, np.ndarray]]:
     """:func:`check` over (trajectory, round) columns (.columns.SignalColumns), the same comparisons."""
     mode = str(params["mode"])
     if mode == "cap":
@@ -136,7 +139,7 @@ FAMILY = Family(
     kind="semantic",
     label="semantic",
     bases={m: {"mode": m, **DEFAULTS[m]} for m in REASONS},
-    check=check,  # type: ignore[arg-type]
+    check=check,
     check_params=check_params,
     needs_critique=lambda params: params.get("mode") == "consensus",
     batch=batch_check,

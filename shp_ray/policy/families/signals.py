@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def qa_verifier(fmt: str = "plain") -> Verifier:
 
     # The column-wise executor (.columns) recognises this check by its format and runs it over the
     # trajectory's context vocabulary built once; any other verifier is called as it is.
-    verify.answer_format = fmt  # type: ignore[attr-defined]
+    verify.answer_format = fmt  # type: ignore[attr-defined]  # a mark on the function, read by .columns
     return verify
 
 
@@ -115,7 +116,7 @@ class RoundSignal:
     confidence: Mapping[str, float] | None = None
 
 
-def _usable(v: np.ndarray | None) -> bool:
+def _usable(v: np.ndarray | None) -> TypeGuard[np.ndarray]:
     return v is not None and v.size > 0 and bool(np.any(v != 0)) and bool(np.all(np.isfinite(v)))
 
 
@@ -152,7 +153,7 @@ class SignalState:
         g = g if _usable(g) and g.shape == e.shape else None
         consensus = (e.astype(np.float64) + g) / 2.0 if g is not None else e.astype(np.float64)
         self._spent += int(tokens)
-        if t == 1:
+        if t == 1 or self._first is None or self._prev is None or self._prev_consensus is None:  # all None at t = 1
             dist = cons = length = edit = math.nan
             drift = 0.0
             self._first = e

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from shp_ray.policy.families.agreement import answers, counts, number
 from shp_ray.policy.families.family import Family
@@ -34,16 +35,17 @@ def agreements(found: Sequence[str | None]) -> list[bool]:
     for t in range(1, len(found)):
         n = counts(found[:t])
         top = max(n.values(), default=0)
-        out.append(found[t] is not None and top > 0 and n[found[t]] == top)
+        said = found[t]
+        out.append(said is not None and top > 0 and n[said] == top)
     return out
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int) -> str | None:
     """The SPRT's decision after round t: settled, unsettled, or None (observe another draft)."""
     if len(history) < 2:  # round 1 is no observation: nothing to agree with yet
         return None
-    p0, p1 = float(params["p0"]), float(params["p1"])  # type: ignore[arg-type]
-    alpha, beta = float(params["alpha"]), float(params["beta"])  # type: ignore[arg-type]
+    p0, p1 = float(params["p0"]), float(params["p1"])
+    alpha, beta = float(params["alpha"]), float(params["beta"])
     agree, differ = math.log(p1 / p0), math.log((1.0 - p1) / (1.0 - p0))
     llr = 0.0
     for ok in agreements(answers(history)):  # summed in round order: every executor adds the same floats

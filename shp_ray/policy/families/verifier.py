@@ -42,12 +42,13 @@ DEFAULTS: dict[str, dict[str, object]] = {
 
 
 def check_params(params: Mapping[str, object]) -> None:
-    for key in ("cycle", "history", "budget"):
-        check_int(f"verifier-first: {key}", params.get(key), 0)
-    if params["cycle"] < 1 or params["history"] < 1:
+    cycle, history, _ = (
+        check_int(f"verifier-first: {key}", params.get(key), 0) for key in ("cycle", "history", "budget")
+    )
+    if cycle < 1 or history < 1:
         raise ValueError("verifier-first: cycle and history must be >= 1")
-    if params["cycle"] > params["history"]:
-        raise ValueError(f"verifier-first: cycle {params['cycle']} exceeds the history of {params['history']}")
+    if cycle > history:
+        raise ValueError(f"verifier-first: cycle {cycle} exceeds the history of {history}")
 
 
 class OscillationDetector:
@@ -64,7 +65,7 @@ class OscillationDetector:
         return hit
 
 
-def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
+def check(params: Mapping[str, Any], history: Sequence[RoundSignal], horizon: int = 0) -> str | None:
     """The outcome that ends the loop at the last round of ``history``, or None (pure)."""
     cur = history[-1]
     if params["verify"] and cur.verified:
@@ -80,7 +81,7 @@ def check(params: Mapping[str, object], history: Sequence[RoundSignal], horizon:
     return None
 
 
-def batch_check(params: Mapping[str, object], cols: Any, horizon: int = 0) -> list[tuple[str, np.ndarray]]:
+def batch_check(params: Mapping[str, Any], cols: Any, horizon: int = 0) -> list[tuple[str, np.ndarray]]:
     """:func:`check` over (trajectory, round) columns (.columns.SignalColumns): its exits in its order."""
     rules = []
     if params["verify"]:

@@ -105,8 +105,9 @@ class BatchRun:
                     break
                 self._answer(item)
                 done += 1
-        for item in items[done:] if stop is not None else ():
-            self._unanswered(item, stop)
+        if stop is not None:
+            for item in items[done:]:
+                self._unanswered(item, stop)
         if stop == "expire":
             return self._finish("expired")
         if stop == "cancel":
