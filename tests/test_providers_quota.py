@@ -100,6 +100,26 @@ def test_a_refusal_the_lanes_account_for_holds_no_one_past_them():
     asyncio.run(run())
 
 
+def test_a_window_learned_from_a_429_counts_every_request_in_flight_then_drops_those_refused():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=12))  # nothing told, no headers
+        leases = _grants(lim, 12)
+        assert len(leases) == 12
+        for lease in leases[:4]:  # answered: the server counted them
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(time.monotonic()))
+        # the 6th is refused first; the 7th-9th left after it yet arrived before it (fresh connections cross):
+        # admitted, still in flight; the 10th-12th arrived after it and are refused in turn
+        lim.release(leases[5], outcome="rate_limited", wait_hint_s=4.0)
+        assert lim.snapshot()["window_learned"] == 1
+        for lease in leases[9:]:
+            lim.release(lease, outcome="rate_limited", wait_hint_s=4.0)
+        # 4 answered + the 5th and the 7th-9th in flight: 8 lanes (was 5: the three that crossed never came back)
+        assert lim.snapshot()["lanes"] == 8 and lim.snapshot()["window_shrunk"] == 3
+        assert _grants(lim, 1) == []  # all 8 held until the hinted end of the window
+
+    asyncio.run(run())
+
+
 def test_headers_create_lanes_and_a_reply_that_says_nothing_is_left_holds_them_until_the_reset():
     async def run() -> None:
         lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=2))  # nothing told

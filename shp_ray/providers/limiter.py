@@ -252,7 +252,7 @@ class RateLimiter:
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
-        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]
+        if learnable and self._lanes is None and self._learn_window(now, hint):  # type: ignore[arg-type]
             return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
             self._narrow_window(lease, now, hint if learnable else None)
@@ -285,20 +285,22 @@ class RateLimiter:
             self.counters["decreases"] += 1
         return False
 
-    def _learn_window(self, started: float, now: float, hint: float) -> bool:
+    def _learn_window(self, now: float, hint: float) -> bool:
         """A 429 with a hint, no limit told and no headers, in the run's first burst of refusals: the window
-        is what the server admitted before the refused request left -- the requests answered AND those still
-        in flight that left before it (with a reply latency, most of a burst is still in flight) -- and it
-        lasts from the run's first request until the hinted time: a sliding window that fills up while the
-        client ramps up refuses exactly then. Lanes of that window, holding those requests."""
+        is what the server admitted -- the requests answered AND every one still in flight (with a reply
+        latency most of a burst is; a refusal comes back at once) -- and it lasts from the run's first request
+        until the hinted time: a sliding window that fills up while the client ramps up refuses exactly then.
+        Lanes of that window, holding those requests. Those in flight that left after the refused one were
+        mostly refused too, but not all: a request on a fresh connection arrives after one sent later on an
+        open one. Each of their refusals takes its lane away (:meth:`_narrow_window`); a lane left out here
+        would never come back (36 of 40 lanes at 500 ms)."""
         if self._first_refusal is None or now - self._first_refusal > _LEARN_BURST_S:
             return False
-        ahead = [lease for lease, (start, _, _) in self._leases.items() if start < started]
-        if len(self._sent) + len(ahead) < 2:
+        if len(self._sent) + len(self._leases) < 2:
             return False
-        origin = min([*self._sent, *(self._leases[lease][0] for lease in ahead)])
+        origin = min([*self._sent, *(start for start, _, _ in self._leases.values())])
         self._window_origin, self._learned_at = origin, now
-        self._rebuild_lanes(len(self._sent) + len(ahead), now + hint - origin, self._sent, ahead)
+        self._rebuild_lanes(len(self._sent) + len(self._leases), now + hint - origin, self._sent)
         self._window_from_429 = True
         self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
         self.counters["window_learned"] += 1
