@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from email.utils import formatdate
+from types import SimpleNamespace
 
 import pytest
 
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from shp_ray.providers.client import OpenAICompatProvider
+from shp_ray.providers import limiter as limiter_module
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 from shp_ray.providers.quota import Allowance, Heard, read_allowances
 from shp_ray.providers.retry_policy import Backoff
@@ -105,17 +107,48 @@ def test_a_window_learned_from_a_429_counts_every_request_in_flight_then_drops_t
         lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=12))  # nothing told, no headers
         leases = _grants(lim, 12)
         assert len(leases) == 12
-        for lease in leases[:4]:  # answered: the server counted them
+        for lease in leases[:3]:  # answered: the server counted them
             lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(time.monotonic()))
+        lim.release(leases[3], outcome="unreached", heard=Heard(time.monotonic()))  # a 503: counted or not
         # the 6th is refused first; the 7th-9th left after it yet arrived before it (fresh connections cross):
         # admitted, still in flight; the 10th-12th arrived after it and are refused in turn
         lim.release(leases[5], outcome="rate_limited", wait_hint_s=4.0)
         assert lim.snapshot()["window_learned"] == 1
         for lease in leases[9:]:
             lim.release(lease, outcome="rate_limited", wait_hint_s=4.0)
-        # 4 answered + the 5th and the 7th-9th in flight: 8 lanes (was 5: the three that crossed never came back)
+        # 4 answered + the 5th and the 7th-9th in flight: 8 lanes (was 4: the 503 and the three that crossed
+        # were left out, and a lane left out never comes back)
         assert lim.snapshot()["lanes"] == 8 and lim.snapshot()["window_shrunk"] == 3
         assert _grants(lim, 1) == []  # all 8 held until the hinted end of the window
+
+    asyncio.run(run())
+
+
+def test_a_late_arrival_raises_the_margin_for_a_while_and_only_a_second_refusal_takes_a_lane(monkeypatch):
+    clock = [1000.0]  # the limiter's clock, moved by hand: no test timing
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0)  # teaches 7 lanes of 5 s
+        lim.release(leases[7], outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        base = lim.snapshot()["lane_margin_s"]
+        assert lim.snapshot()["lanes"] == 7 and base == pytest.approx(0.07)
+        clock[0] += 5.2  # the window has passed
+        (late,) = _grants(lim, 1)
+        lim.release(late, outcome="rate_limited")  # its arrival was late: the margin grows, every lane stays
+        assert lim.snapshot()["margin_raised"] == 1 and lim.snapshot()["lanes"] == 7  # was 6 at once
+        assert lim.snapshot()["lane_margin_s"] > base
+        clock[0] += 5.3  # a window without a refusal: the margin comes down a step
+        (ok,) = _grants(lim, 1)
+        lim.release(ok, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["margin_eased"] == 1 and base < lim.snapshot()["lane_margin_s"] < 0.155
+        (again,) = _grants(lim, 1)  # refused again a window after the raise: the guessed window is too large
+        lim.release(again, outcome="rate_limited")
+        assert lim.snapshot()["margin_raised"] == 2 and lim.snapshot()["lanes"] == 6
 
     asyncio.run(run())
 

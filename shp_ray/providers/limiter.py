@@ -35,11 +35,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from shp_ray.providers.learned_rate import LearnedRate
 from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, lane_margin
 from shp_ray.providers.retry_policy import MAX_HINT_S
 
-_RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
-_RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
 _LEARN_HINT_S = 0.2  # a 429's hint at least this long tells a window's end (shorter: a smooth limit)
 _LEARN_BURST_S = 1.0  # the window is learned from a 429 this soon after the first: the first window's refusals
@@ -65,18 +64,16 @@ class RateLimiter:
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
         self._last_decrease = 0.0
+        self._last_raise = -math.inf  # when a refusal last raised the lanes' margin
+        self._eased_at = -math.inf  # when the margin last came down a step
         self._rate_scale = 1.0  # a told limit that still draws 429s is paced lower, then recovers
         # unknown limits: a request rate learned from 429s (the admitted rate when they came)
-        self._learned_rps: float | None = None
-        self._tat_learned = 0.0
-        self._last_rate_cut = -math.inf
-        self._admitted: collections.deque[float] = collections.deque()
+        self._rate = LearnedRate()
         self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
         self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
         self._window_origin: float | None = None  # when the first request of the learned window left
         self._learned_at = -math.inf  # when the window was learned
         self._first_refusal: float | None = None  # when the first 429 came
-        self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -118,8 +115,8 @@ class RateLimiter:
         if self.limits.tpm is not None:
             start = max(start, self._tat_tok)
         start = max(start, self._tokens_wait(est_tokens, now))
-        if not self._paced() and self._learned_rps is not None:
-            start = max(start, self._tat_learned)
+        if not self._paced() and self._rate.rps is not None:
+            start = max(start, self._rate.tat)
         return start
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
@@ -167,14 +164,22 @@ class RateLimiter:
         lim = self.limits
         if lim.tpm is not None:
             self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
-        if not self._paced() and self._learned_rps is not None:
-            self._tat_learned = start + 1.0 / self._learned_now(now)
+        if not self._paced():
+            self._rate.reserve(start, now)
         lease = next(self._ids)
         if self._lanes is not None:
+            self._ease_margin(now)
             self._lanes.reserve(lease, start, self._rate_scale)
         self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
+
+    def _ease_margin(self, now: float) -> None:
+        """A window without a refusal since the margin was raised: it comes down a step (:meth:`Lanes.ease`)."""
+        assert self._lanes is not None
+        if now - max(self._last_raise, self._eased_at) >= self._lanes.width_s and self._lanes.ease():
+            self._eased_at = now
+            self.counters["margin_eased"] += 1
 
     def _tokens_wait(self, est_tokens: int, now: float) -> float:
         """When a reply said how many tokens are left: the reset, if this request would not fit before it."""
@@ -216,15 +221,15 @@ class RateLimiter:
             self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
         elif outcome == "unreached":
             self._give_back(lease, now)
-        if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
-            self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
+        sent_at = heard.sent_at if heard is not None else None
+        if outcome in ("ok", "error") or (outcome == "unreached" and sent_at is not None):
+            # it reached the server and was not refused. A 5xx or a dropped connection after the request left
+            # may be counted or not: a window learned from a 429 counts it (a lane too many is taken away by
+            # the 429s it draws; a lane too few never comes back)
+            self._sent.append(sent_at if sent_at is not None else started)
             while self._sent and self._sent[0] < now - MAX_HINT_S:
                 self._sent.popleft()
-            self._admitted.append(now)
-            if self._first_admitted is None:
-                self._first_admitted = now
-        while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
-            self._admitted.popleft()
+        self._rate.observe(now, admitted=outcome in ("ok", "error"))
         # a refusal the lanes now account for (the window it taught, a lane given back that the server
         # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
         explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
@@ -264,18 +269,16 @@ class RateLimiter:
             self._refunds_trusted = False
             self.counters["refunds_distrusted"] += 1
             return True
-        if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
-            self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
+        if not self._paced() and self._rate.refused(started, now):
+            self.counters["rate_cuts"] += 1
         lanes = self._lanes
         if lanes is not None and lanes.capacity > 1 and started >= self._last_decrease:
-            # A window's worth of lanes refused at its start: the server saw the last window's requests
-            # later than they were sent (a queue before its clock). Hold each lane longer, up to 10 % of W.
-            raised = min(0.1 * lanes.width_s, 1.5 * lanes.margin_s + 0.05)
-            lanes.hold(now, raised - lanes.margin_s)
-            lanes.margin_s = raised
-            if self._window_from_429:  # a guessed window that still draws 429s: a smaller one
+            lanes.raise_margin(now)
+            if self._window_from_429 and now - self._last_raise < 2.0 * lanes.width_s:
+                # a guessed window that still draws 429s a window after the margin was raised: a smaller one
+                # (one refusal alone is more often a late arrival than a lane too many)
                 lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
-            self._last_decrease = now
+            self._last_decrease = self._last_raise = now
             self.counters["margin_raised"] += 1
         elif started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
@@ -358,25 +361,6 @@ class RateLimiter:
         self.counters["lanes_rebuilt"] += 1
         self._wake()
 
-    def _learned_now(self, now: float) -> float:
-        """The learned rate probes upwards while no 429 comes: x2 every 10 s since the last cut."""
-        assert self._learned_rps is not None
-        return self._learned_rps * 2.0 ** (min(600.0, max(0.0, now - self._last_rate_cut)) / _RATE_DOUBLING_S)
-
-    def _cut_learned_rate(self, now: float) -> None:
-        """Multiplicative decrease to what the server actually admitted lately (at most once a second)."""
-        if self._first_admitted is None:
-            return
-        span = min(_RATE_HORIZON_S, max(1.0, now - self._first_admitted))
-        measured = max(len(self._admitted) / span, 0.1)
-        if self._learned_rps is None:
-            self._learned_rps = measured
-        else:  # never below half of the current rate in one cut: a paused spell admits nothing
-            current = self._learned_now(now)
-            self._learned_rps = max(0.05, current * 0.5, min(current * 0.9, measured))
-        self._last_rate_cut = now
-        self.counters["rate_cuts"] += 1
-
     def pause(self, seconds: float) -> None:
         """A server hint (e.g. x-ratelimit-remaining = 0): nobody starts before now + seconds."""
         self._pause(time.monotonic(), seconds)
@@ -396,7 +380,7 @@ class RateLimiter:
             "rate_scale": round(self._rate_scale, 3),
             "refunds_trusted": self._refunds_trusted,
             **(self._lanes.snapshot(time.monotonic()) if self._lanes is not None else {}),
-            "learned_rps": None if self._learned_rps is None else round(self._learned_rps, 3),
+            "learned_rps": None if self._rate.rps is None else round(self._rate.rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),
         }

@@ -150,6 +150,23 @@ class Lanes:
         """Every lane busy now is held ``extra_s`` longer (the margin grew)."""
         self.free_at = [t + extra_s if t > now else t for t in self.free_at]
 
+    def raise_margin(self, now: float) -> None:
+        """Refused at a window's start: the server saw the last window's requests later than they were sent (a
+        queue before its clock). Each lane is held longer, up to 10 % of W."""
+        raised = min(0.1 * self.width_s, 1.5 * self.margin_s + 0.05)
+        self.hold(now, raised - self.margin_s)
+        self.margin_s = raised
+
+    def ease(self) -> bool:
+        """Half of a raised margin's excess goes (True if it moved): arrivals a load spike delayed once must not
+        slow every window after it (each raise held W + 85 ms or more for the rest of the run)."""
+        base = lane_margin(self.width_s)
+        if self.margin_s <= base:
+            return False
+        excess = (self.margin_s - base) / 2.0
+        self.margin_s = base + (excess if excess >= 0.005 else 0.0)
+        return True
+
     def give_back(self, lease: int) -> bool:
         """``lease`` never reached the quota: its lane is as it was before (False if it holds none)."""
         for i, who in enumerate(self.holder):
@@ -186,6 +203,7 @@ class Lanes:
         return {
             "lanes": self.capacity,
             "lane_width_s": round(self.width_s, 3),
+            "lane_margin_s": round(self.margin_s, 3),
             "lanes_busy": sum(t > now for t in self.free_at),
         }
 
