@@ -234,7 +234,7 @@ class RateLimiter:
         # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
         explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
         if wait_hint_s is not None and wait_hint_s > 0 and not explained:
-            self._pause(now, wait_hint_s)
+            self._pause(now, wait_hint_s - self._hint_slack(outcome, heard))
         if outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
@@ -243,6 +243,16 @@ class RateLimiter:
                 self._cwnd += 1.0 if self._slow_start else 1.0 / max(1.0, self._cwnd)
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
+
+    def _hint_slack(self, outcome: str, heard: Heard | None) -> float:
+        """How much of a 429's hint nobody need wait for when a window's lanes pace every caller: it says when
+        the server's oldest request leaves its window, rounded UP to its resolution (whole seconds for a
+        Retry-After), and the lanes -- held longer by the raised margin -- pace what follows. Only the part that
+        surely must be waited pauses everyone: a late arrival's "Retry-After: 1" idled every lane up to 1 s."""
+        lanes = self._lanes
+        if outcome != "rate_limited" or heard is None or lanes is None or lanes.capacity < 2:
+            return 0.0
+        return heard.hint_step_s
 
     def _give_back(self, lease: int, now: float) -> None:
         """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the

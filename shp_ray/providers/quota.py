@@ -50,6 +50,7 @@ class Heard:
 
     sent_at: float | None = None  # time.monotonic() when its request left (None: it never did)
     said: dict[str, Allowance] = field(default_factory=dict)  # the quotas its reply stated
+    hint_step_s: float = 0.0  # its Retry-After's resolution (1 s: a whole-second hint, rounded up; 0: none)
 
 
 def _rfc3339_in(value: str, wall_now: float) -> float | None:
