@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from shp_ray.providers import limiter as limiter_module
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from shp_ray.providers.client import OpenAICompatProvider
-from shp_ray.providers import limiter as limiter_module
 from shp_ray.providers.limiter import RateLimiter, RateLimits
 from shp_ray.providers.quota import Allowance, Heard, read_allowances
 from shp_ray.providers.retry_policy import Backoff
@@ -149,6 +149,29 @@ def test_a_late_arrival_raises_the_margin_for_a_while_and_only_a_second_refusal_
         (again,) = _grants(lim, 1)  # refused again a window after the raise: the guessed window is too large
         lim.release(again, outcome="rate_limited")
         assert lim.snapshot()["margin_raised"] == 2 and lim.snapshot()["lanes"] == 6
+
+    asyncio.run(run())
+
+
+def test_a_429_on_a_windows_lanes_pauses_everyone_only_for_what_its_rounded_hint_surely_means(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        told = RateLimiter(RateLimits(rpm=480, window_s=5.0, max_concurrency=64))  # 40 lanes of 5 s
+        a, b, c = _grants(told, 3)
+        # "Retry-After: 1": the server's oldest request leaves within (0, 1] s -- the lanes pace what follows
+        told.release(a, outcome="rate_limited", wait_hint_s=1.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == 0.0 and "pauses" not in told.snapshot()  # was 1 s for all
+        assert told.snapshot()["margin_raised"] == 1
+        told.release(b, outcome="rate_limited", wait_hint_s=2.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == pytest.approx(1.0)  # "2": at least 1 s for sure
+        told.release(c, outcome="error", wait_hint_s=3.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == pytest.approx(3.0)  # a 503's hint is not the lanes' to pace
+        untold = RateLimiter(RateLimits(max_concurrency=4, initial_concurrency=4))  # no lanes: the whole hint
+        (d,) = _grants(untold, 1)
+        untold.release(d, outcome="rate_limited", wait_hint_s=0.1, heard=Heard(clock[0], {}, 1.0))
+        assert untold.snapshot()["paused_for_s"] == pytest.approx(0.1)
 
     asyncio.run(run())
 

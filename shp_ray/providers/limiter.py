@@ -233,8 +233,9 @@ class RateLimiter:
         # a refusal the lanes now account for (the window it taught, a lane given back that the server
         # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
         explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
-        if wait_hint_s is not None and wait_hint_s > 0 and not explained:
-            self._pause(now, wait_hint_s - self._hint_slack(outcome, heard))
+        surely = None if wait_hint_s is None else wait_hint_s - self._hint_slack(outcome, heard)
+        if surely is not None and surely > 0 and not explained:
+            self._pause(now, surely)
         if outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
