@@ -176,6 +176,45 @@ def test_a_429_on_a_windows_lanes_pauses_everyone_only_for_what_its_rounded_hint
     asyncio.run(run())
 
 
+def test_a_width_learned_from_whole_second_hints_is_probed_by_one_request_sent_early(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def learned() -> RateLimiter:
+        """7 lanes taught by "Retry-After: 5" at 1000.0: the window ends in (4, 5] s after its first request."""
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=Heard(None, {}, 1.0))
+        lim.release(leases[7], outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["lanes"] == 7 and lim.snapshot()["lane_width_s"] == 5.0
+        return lim
+
+    async def run() -> None:
+        lim = learned()
+        clock[0] = 1004.5  # the middle of (4, 5]: every lane is held until 1005.07, yet one request may go
+        (probe,) = _grants(lim, 2)  # one, not two: a probe at a time (was none before 1005.07)
+        lim.release(probe, outcome="ok", latency_s=0.5, heard=Heard(1004.5))  # admitted: at most 4.5 s
+        assert lim.snapshot()["lane_width_s"] == pytest.approx(4.5) and lim.snapshot()["window_probed"] == 1
+        clock[0] = 1004.58  # the busy lanes free 0.5 s sooner
+        assert len(_grants(lim, 7)) == 6
+
+        clock[0] = 1000.0
+        lim = learned()
+        clock[0] = 1004.5
+        (probe,) = _grants(lim, 2)
+        # refused, with a precise hint: the window ends 0.6 s from now, 5.1 s after the first request -- the
+        # lanes' 5 s stands, nothing is paused, the lane is free again and no other request probes
+        lim.release(probe, outcome="rate_limited", wait_hint_s=0.6, heard=Heard(1004.5, {}, 0.001))
+        assert lim.snapshot()["lane_width_s"] == 5.0 and lim.snapshot()["paused_for_s"] == 0.0
+        assert "margin_raised" not in lim.snapshot() and _grants(lim, 1) == []
+        clock[0] = 1005.08
+        assert len(_grants(lim, 8)) == 7
+
+    asyncio.run(run())
+
+
 def test_headers_create_lanes_and_a_reply_that_says_nothing_is_left_holds_them_until_the_reset():
     async def run() -> None:
         lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=2))  # nothing told

@@ -36,7 +36,7 @@ from dataclasses import asdict
 from typing import Any
 
 from shp_ray.providers.learned_rate import LearnedRate
-from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, lane_margin
+from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, WidthProbe, lane_margin
 from shp_ray.providers.retry_policy import MAX_HINT_S
 
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
@@ -64,13 +64,12 @@ class RateLimiter:
         self._cwnd = float(min(limits.initial_concurrency, limits.max_concurrency))
         self._slow_start = True
         self._last_decrease = 0.0
-        self._last_raise = -math.inf  # when a refusal last raised the lanes' margin
-        self._eased_at = -math.inf  # when the margin last came down a step
         self._rate_scale = 1.0  # a told limit that still draws 429s is paced lower, then recovers
         # unknown limits: a request rate learned from 429s (the admitted rate when they came)
         self._rate = LearnedRate()
         self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
         self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
+        self._probe: WidthProbe | None = None  # narrows a learned width that whole-second hints left loose
         self._window_origin: float | None = None  # when the first request of the learned window left
         self._learned_at = -math.inf  # when the window was learned
         self._first_refusal: float | None = None  # when the first 429 came
@@ -111,7 +110,7 @@ class RateLimiter:
         """When pacing would let a request of ``est_tokens`` start (nothing reserved)."""
         start = max(now, self._pause_until)
         if self._lanes is not None:
-            start = max(start, self._lanes.next_free())
+            start = max(start, self._lanes.next_free() - self._early())
         if self.limits.tpm is not None:
             start = max(start, self._tat_tok)
         start = max(start, self._tokens_wait(est_tokens, now))
@@ -168,18 +167,14 @@ class RateLimiter:
             self._rate.reserve(start, now)
         lease = next(self._ids)
         if self._lanes is not None:
-            self._ease_margin(now)
-            self._lanes.reserve(lease, start, self._rate_scale)
+            self.counters["margin_eased"] += self._lanes.ease(now)
+            early, free, after = self._early(), self._lanes.next_free(), self._lanes.first_started()
+            self._lanes.reserve(lease, start, self._rate_scale, early)
+            if early > 0 and start < free and self._probe is not None:
+                self._probe.sent(lease, after)
         self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
-
-    def _ease_margin(self, now: float) -> None:
-        """A window without a refusal since the margin was raised: it comes down a step (:meth:`Lanes.ease`)."""
-        assert self._lanes is not None
-        if now - max(self._last_raise, self._eased_at) >= self._lanes.width_s and self._lanes.ease():
-            self._eased_at = now
-            self.counters["margin_eased"] += 1
 
     def _tokens_wait(self, est_tokens: int, now: float) -> float:
         """When a reply said how many tokens are left: the reset, if this request would not fit before it."""
@@ -232,8 +227,13 @@ class RateLimiter:
         self._rate.observe(now, admitted=outcome in ("ok", "error"))
         # a refusal the lanes now account for (the window it taught, a lane given back that the server
         # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
-        explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
-        surely = None if wait_hint_s is None else wait_hint_s - self._hint_slack(outcome, heard)
+        step = heard.hint_step_s if heard is not None else 0.0
+        explained = self._probed(lease, outcome, (sent_at or started, now), wait_hint_s, step)
+        explained = explained or (outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s, step))
+        # a 429 on a window's lanes: its hint's rounding up (a Retry-After is whole seconds) is the lanes' to
+        # pace, held longer by the raised margin; only what surely must be waited pauses everyone
+        paced = outcome == "rate_limited" and self._lanes is not None and self._lanes.capacity > 1
+        surely = None if wait_hint_s is None else wait_hint_s - (step if paced else 0.0)
         if surely is not None and surely > 0 and not explained:
             self._pause(now, surely)
         if outcome == "ok" and latency_s is not None:
@@ -245,16 +245,6 @@ class RateLimiter:
                 self._cwnd = min(self._cwnd, float(lim.max_concurrency))
         self._wake()
 
-    def _hint_slack(self, outcome: str, heard: Heard | None) -> float:
-        """How much of a 429's hint nobody need wait for when a window's lanes pace every caller: it says when
-        the server's oldest request leaves its window, rounded UP to its resolution (whole seconds for a
-        Retry-After), and the lanes -- held longer by the raised margin -- pace what follows. Only the part that
-        surely must be waited pauses everyone: a late arrival's "Retry-After: 1" idled every lane up to 1 s."""
-        lanes = self._lanes
-        if outcome != "rate_limited" or heard is None or lanes is None or lanes.capacity < 2:
-            return 0.0
-        return heard.hint_step_s
-
     def _give_back(self, lease: int, now: float) -> None:
         """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the
         server was full, whatever the lanes said)."""
@@ -262,16 +252,27 @@ class RateLimiter:
             self._refunds.append(now)
             self.counters["lanes_given_back"] += 1
 
-    def _refused(self, lease: int, started: float, now: float, hint: float | None) -> bool:
+    def _early(self) -> float:
+        return self._probe.early_s(self._lanes) if self._probe is not None and self._lanes is not None else 0.0
+
+    def _probed(self, lease: int, outcome: str, times: tuple[float, float], hint: float | None, step: float) -> bool:
+        """The outcome of a probe of the learned width (``times``: when it left, now); True if it was refused."""
+        if self._probe is None or self._lanes is None or self._probe.lease != lease:
+            return False
+        moved, refused = self._probe.outcome(self._lanes, outcome, times, hint, step)
+        self.counters["window_probed"] += moved
+        return refused
+
+    def _refused(self, lease: int, started: float, now: float, hint: float | None, step: float) -> bool:
         """A 429: the limit is lower than paced for -- or the lanes given back were counted after all.
         True if the lanes account for it (nobody need pause for its hint)."""
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
-        if learnable and self._lanes is None and self._learn_window(now, hint):  # type: ignore[arg-type]
+        if learnable and self._lanes is None and self._learn_window(now, hint, step):  # type: ignore[arg-type]
             return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
-            self._narrow_window(lease, now, hint if learnable else None)
+            self._narrow_window(lease, now, hint if learnable else None, step)
             return True
         width = self._lanes.width_s if self._lanes is not None else 0.0
         while self._refunds and self._refunds[0] < now - width - 1.0:
@@ -284,12 +285,13 @@ class RateLimiter:
             self.counters["rate_cuts"] += 1
         lanes = self._lanes
         if lanes is not None and lanes.capacity > 1 and started >= self._last_decrease:
+            raised_before = lanes.raised_at
             lanes.raise_margin(now)
-            if self._window_from_429 and now - self._last_raise < 2.0 * lanes.width_s:
+            if self._window_from_429 and now - raised_before < 2.0 * lanes.width_s:
                 # a guessed window that still draws 429s a window after the margin was raised: a smaller one
                 # (one refusal alone is more often a late arrival than a lane too many)
                 lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
-            self._last_decrease = self._last_raise = now
+            self._last_decrease = now
             self.counters["margin_raised"] += 1
         elif started >= self._last_decrease:
             self._cwnd = max(1.0, self._cwnd / 2.0)  # multiplicative decrease, once per round trip
@@ -299,15 +301,12 @@ class RateLimiter:
             self.counters["decreases"] += 1
         return False
 
-    def _learn_window(self, now: float, hint: float) -> bool:
+    def _learn_window(self, now: float, hint: float, step: float) -> bool:
         """A 429 with a hint, no limit told and no headers, in the run's first burst of refusals: the window
-        is what the server admitted -- the requests answered AND every one still in flight (with a reply
-        latency most of a burst is; a refusal comes back at once) -- and it lasts from the run's first request
-        until the hinted time: a sliding window that fills up while the client ramps up refuses exactly then.
-        Lanes of that window, holding those requests. Those in flight that left after the refused one were
-        mostly refused too, but not all: a request on a fresh connection arrives after one sent later on an
-        open one. Each of their refusals takes its lane away (:meth:`_narrow_window`); a lane left out here
-        would never come back (36 of 40 lanes at 500 ms)."""
+        is what the server admitted -- the requests answered and every one in flight (a refusal comes back at
+        once, a reply after its latency; some that left after the refused one arrived before it) -- until the
+        hinted time: a sliding window that fills up while the client ramps up refuses exactly then. Lanes of
+        that window, holding those requests; each later refusal takes one away (:meth:`_narrow_window`)."""
         if self._first_refusal is None or now - self._first_refusal > _LEARN_BURST_S:
             return False
         if len(self._sent) + len(self._leases) < 2:
@@ -315,12 +314,13 @@ class RateLimiter:
         origin = min([*self._sent, *(start for start, _, _ in self._leases.values())])
         self._window_origin, self._learned_at = origin, now
         self._rebuild_lanes(len(self._sent) + len(self._leases), now + hint - origin, self._sent)
+        self._probe = WidthProbe(now + hint - step - origin)
         self._window_from_429 = True
         self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
         self.counters["window_learned"] += 1
         return True
 
-    def _narrow_window(self, lease: int, now: float, hint: float | None) -> None:
+    def _narrow_window(self, lease: int, now: float, hint: float | None, step: float) -> None:
         """Another refusal of the burst that taught the window. If its request was counted in the window
         (it left before the one that taught it, yet the server refused it: arrivals cross), the window is a
         lane smaller. Its hint may be more precise (a ``retry-after-ms`` against a whole-second
@@ -335,6 +335,8 @@ class RateLimiter:
         if hint is None:
             return
         width = now + hint - self._window_origin
+        if self._probe is not None:
+            self._probe.floor = max(self._probe.floor, min(width, lanes.width_s) - step)
         if 0.5 * lanes.width_s <= width < lanes.width_s:
             lanes.hold(now, width - lanes.width_s)
             lanes.width_s = width
