@@ -129,7 +129,7 @@ async def run_client(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
 # what the limiter learned and did: its lanes (the window it paces by), and how it got there
 _LIMITER_KEYS = ("lanes", "lane_width_s", "window_learned", "window_narrowed", "window_shrunk", "margin_raised")
 _LIMITER_KEYS += ("synced", "decreases", "rate_cuts", "learned_rps", "lanes_given_back", "refunds_distrusted")
-_LIMITER_KEYS += ("lane_margin_s", "margin_eased")
+_LIMITER_KEYS += ("lane_margin_s", "margin_eased", "window_probed")
 
 
 async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
