@@ -55,8 +55,9 @@ def measure(store: Path, rounds: int) -> dict[str, object]:
     from analysis.sql.rows import fetch_dicts
     from analysis.stats import correctness
     from analysis.stats.correctness import code_policies
+    from shp_ray.policy.families.registry import needs_logprobs
 
-    pols = code_policies(rounds)
+    pols = [p for p in code_policies(rounds) if not (p.family and needs_logprobs(p.kind))]  # an import has none
     out: dict[str, object] = {"policies": len(pols)}
     t0 = time.perf_counter()
     con = analysis.connect(store, policies=pols)

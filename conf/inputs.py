@@ -1,5 +1,5 @@
 """The user's inputs in the config: a tasks file (``dataset=file``), a prompt preset (``prompts``), a scorer
-(``score``) and an answer extractor (``answer``).
+(``score``), an answer extractor (``answer``) and whether the Writer asks for log-probabilities (``logprobs``).
 
 Cheap checks only, like the rest of :mod:`conf.resolve`: the tasks file is read (and checked line by
 line) by the job, before any call; here its settings and the preset's templates are checked.
@@ -16,6 +16,7 @@ from conf import schema
 from conf.errors import ConfigError
 from shp_ray.generation.answer_config import AnswerConfigError, AnswerSpec
 from shp_ray.generation.answer_config import build as build_extractor
+from shp_ray.generation.config import LogprobSpec
 from shp_ray.generation.datasets import SPLITS
 from shp_ray.generation.prompts import PromptError, PromptSet, check_fields, from_mapping
 from shp_ray.generation.score_config import KINDS, ScoreConfigError, ScoreSpec, absolute, build
@@ -48,6 +49,15 @@ def resolve_answer(section: DictConfig) -> AnswerSpec:
     except AnswerConfigError as exc:
         raise ConfigError(str(exc)) from None
     return spec
+
+
+def resolve_logprobs(section: DictConfig) -> LogprobSpec:
+    """Whether the Writer asks for token log-probabilities, and the tail their last_k summary averages (Hydra has
+    checked the types; the spec checks last_k >= 1). A measurement: never in gen_id."""
+    try:
+        return LogprobSpec(**{k: section[k] for k in schema.LOGPROB_KEYS})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def resolve_tasks(section: DictConfig) -> TasksFile | None:

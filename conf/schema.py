@@ -9,7 +9,7 @@ progress, allow_partial, allow_large, dry_run) are declared here.
 
 Hydra validates types and rejects unknown keys (a typo'd key fails before any paid call, with
 Hydra's own error); the domain checks (eps in [0, 2], rpm > 0, ...) run when :mod:`conf.resolve`
-turns the tree into the typed job: a key added here gets its rule in ``conf.resolve.RULES``.
+turns the tree into the typed job: a key added here gets its rule in ``conf.rules.RULES``.
 YAML files only select groups and override values.
 
 Groups: provider (llama | sim | openai), dataset (hotpotqa | shp_paper | asqa | humaneval: the code loop, whose
@@ -21,7 +21,7 @@ registered here as the group's option; a table of your own is a YAML in ``<dir>/
 the plain sections generation, halting, weights, replay, report, store, ray. Sweep presets live
 in ``sweeps/sweep/``. score (none | hotpot | exact | contains | regex | python | tests): the scorer of every
 stored draft (``shp_ray.generation.score_config``). The plain section answer: what reads each stored draft's
-answer (``shp_ray.generation.answer_config``).
+answer (``shp_ray.generation.answer_config``); logprobs: whether the Writer asks for token log-probabilities.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from omegaconf import MISSING
 
 from conf.spec import ReportSpec, WeightsSpec
 from shp_ray.generation.answer_config import AnswerSpec
-from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig
+from shp_ray.generation.config import DEFAULT_RAY_CPUS, GenerationConfig, LogprobSpec
 from shp_ray.generation.datasets import DATASETS
 from shp_ray.generation.prompts import PRESETS, PromptSet, preset
 from shp_ray.generation.score_config import KINDS as SCORE_KINDS
@@ -48,8 +48,9 @@ from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.generation.tasks_file import FILE_DATASET, FieldMap
 from shp_ray.policy.cascade import APPROVAL, HaltConfig
 from shp_ray.providers.base import ProviderSpec
-from shp_ray.providers.llama import LLAMA_SPEC, LlamaOptions
+from shp_ray.providers.llama import LlamaOptions
 from shp_ray.providers.prices import ModelPrice, PriceTable, default_prices
+from shp_ray.providers.registry import config_kinds, describe_provider
 from shp_ray.providers.sim.options import SimOptions
 
 
@@ -90,6 +91,7 @@ WEIGHTS_KEYS = every(WeightsSpec)
 REPORT_KEYS = every(ReportSpec)
 SCORE_KEYS = every(ScoreSpec)  # score=<kind>: what scores each draft as it is stored (none: nothing)
 ANSWER_KEYS = every(AnswerSpec)  # answer.kind: what reads each draft's answer as it is stored (draft_answers)
+LOGPROB_KEYS = every(LogprobSpec)  # logprobs.request: the Writer asks for token log-probabilities (draft_logprobs)
 PRICE_KEYS = every(ModelPrice)  # one entry of prices.models.<provider kind>.<model>
 
 # The server options of a provider kind, and where they are in the provider section.
@@ -98,14 +100,9 @@ SERVER_OPTIONS: dict[str, tuple[type, dict[str, str]]] = {
     "sim": (SimOptions, SIM_KEYS),
 }
 
-# Each provider option's defaults, as the spec it resolves to when nothing is overridden.
-PROVIDER_PRESETS = {
-    "llama": LLAMA_SPEC,  # the embedded llama.cpp server (it is started unless base_url is set)
-    "sim": ProviderSpec(kind="sim", model="sim-model"),
-    "openai": ProviderSpec(
-        kind="openai", base_url="https://api.openai.com/v1", model="gpt-4o-mini", api_key_env="OPENAI_API_KEY"
-    ),
-}
+# Each provider option's defaults, as the spec it resolves to when nothing is overridden: the registry's kinds
+# (shp_ray.providers.registry), so a new kind is its file and its registration.
+PROVIDER_PRESETS = config_kinds()
 
 
 def _hydra_type(kind: Any) -> Any:
@@ -149,25 +146,20 @@ ProviderConf = derive(
     exposed(ProviderSpec, PROVIDER_KEYS, changed={"kind": (str, MISSING)}),  # kind: llama | sim | openai
     doc="An OpenAI-compatible endpoint. The key is read from the env var NAMED here, never stored.",
 )
-LlamaProviderConf = derive(
-    "LlamaProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["llama"]) + exposed(LlamaOptions, LLAMA_KEYS),
-    doc="The embedded default: llama.cpp serving SmolLM2-135M-Instruct on 127.0.0.1 (tiny, often wrong).",
-    bases=(ProviderConf,),
-)
-SimProviderConf = derive(
-    "SimProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["sim"]) + exposed(SimOptions, SIM_KEYS),
-    doc="shp-serve, the simulated OpenAI-compatible server (a test double), started in-process unless "
-    "base_url points at a running one.",
-    bases=(ProviderConf,),
-)
-OpenAIProviderConf = derive(
-    "OpenAIProviderConf",
-    exposed(ProviderSpec, PROVIDER_KEYS, preset=PROVIDER_PRESETS["openai"]),
-    doc="Any OpenAI-compatible endpoint: OpenAI, vLLM, llama.cpp, Ollama, a gateway.",
-    bases=(ProviderConf,),
-)
+
+
+def _provider_conf(kind: str, preset: ProviderSpec) -> type:
+    """The config option ``provider=<kind>``: the spec's keys with the kind's defaults, and its server's options."""
+    fields = exposed(ProviderSpec, PROVIDER_KEYS, preset=preset)
+    if kind in SERVER_OPTIONS:
+        fields += exposed(*SERVER_OPTIONS[kind])
+    name = f"{kind.title()}ProviderConf"
+    cls = derive(name, fields, doc=f"provider={kind}: {describe_provider(kind)}.", bases=(ProviderConf,))
+    globals()[name] = cls  # pickled by name (derive): a module attribute, as if written out
+    return cls
+
+
+PROVIDER_CONFS = {kind: _provider_conf(kind, preset) for kind, preset in PROVIDER_PRESETS.items()}
 GenerationConf = derive("GenerationConf", exposed(GenerationConfig, GENERATION_KEYS))
 JudgeConf = derive(  # kind: lexical | llm
     "JudgeConf", exposed(GenerationConfig, JUDGE_KEYS, changed={"kind": (str, MISSING)})
@@ -188,6 +180,12 @@ AnswerConf = derive(  # kind: auto | qa | code | python
     exposed(AnswerSpec, ANSWER_KEYS),
     doc="What reads each stored draft's answer (the draft_answers table, for the answer-based stopping families): "
     "a measurement, never part of gen_id.",
+)
+LogprobsConf = derive(
+    "LogprobsConf",
+    exposed(LogprobSpec, LOGPROB_KEYS),
+    doc="Whether the Writer asks for token log-probabilities (the draft_logprobs table, for the token-confidence "
+    "family) and the tail their last_k summary averages: a measurement, never part of gen_id.",
 )
 ReportConf = derive("ReportConf", exposed(ReportSpec, REPORT_KEYS))
 ModelPriceConf = derive(
@@ -310,6 +308,7 @@ class Config:
     prices: PricesConf = MISSING
     score: ScoreConf = MISSING
     answer: AnswerConf = field(default_factory=AnswerConf)  # type: ignore[valid-type]
+    logprobs: LogprobsConf = field(default_factory=LogprobsConf)  # type: ignore[valid-type]
     generation: GenerationConf = field(default_factory=GenerationConf)
     halting: HaltingConf = field(default_factory=HaltingConf)
     weights: WeightsConf = field(default_factory=WeightsConf)
@@ -330,9 +329,8 @@ def register() -> None:
     """Put the schema and its group options in the ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
     cs.store(name="schema", node=Config)
-    cs.store(group="provider", name="llama", node=LlamaProviderConf)
-    cs.store(group="provider", name="sim", node=SimProviderConf)
-    cs.store(group="provider", name="openai", node=OpenAIProviderConf)
+    for kind, node in PROVIDER_CONFS.items():
+        cs.store(group="provider", name=kind, node=node)
     for name in DATASETS:
         cs.store(group="dataset", name=name, node=DatasetConf(name=name))
     cs.store(group="dataset", name=FILE_DATASET, node=FileDatasetConf(name=FILE_DATASET))

@@ -27,6 +27,7 @@ PARTITION_BY: dict[str, str] = {
     "signals": "gen_id",
     "scores": "gen_id",
     "draft_answers": "gen_id",
+    "draft_logprobs": "gen_id",
     "trajectory_inputs": "gen_id",
     "failures": "gen_id",
     "results": "gen_id",

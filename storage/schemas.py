@@ -21,7 +21,8 @@
   verdicts, as per-round lists), written with its signals so a store's first open groups and joins nothing.
   Derived, and believed only while the parts it names by their hash are in the store; a store without it (older,
   imported) is read from its signals and judgments as before.
-- ``draft_answers``: one row per (round, extractor): the answer the draft states (storage.answers_schema).
+- ``draft_answers``: one row per (round, extractor): the answer the draft states (storage.answers_schema);
+  ``draft_logprobs``: one row per round, the summaries of its draft's token log-probabilities (storage.logprobs_schema).
 
 A table gains columns over time (:data:`ADDED_COLUMNS`): a part written before a column existed stays
 sound without it, and every reader reads it as the value such a part means -- the call modes of a store
@@ -33,7 +34,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from shp_ray.policy.cascade import KNOBS
-from storage import answers_schema
+from storage import answers_schema, logprobs_schema
 
 EMBEDDING_DIM = 384
 
@@ -275,6 +276,7 @@ TABLES: dict[str, pa.Schema] = {
     "scores": SCORES,
     "trajectory_inputs": TRAJECTORY_INPUTS,
     "draft_answers": answers_schema.DRAFT_ANSWERS,
+    "draft_logprobs": logprobs_schema.DRAFT_LOGPROBS,
 }
 
 # How a call was paid (the same two values as shp_ray.providers.base.CALL_MODES; storage imports no provider).
@@ -351,6 +353,7 @@ VALUE_RANGES: dict[str, dict[str, tuple[float | None, float | None, bool]]] = {
     "scores": {"round": (1, MAX_ROUNDS, False), "value": (None, None, False)},
     "trajectory_inputs": {"depth": (1, MAX_ROUNDS, False), "rounds_part_trajectories": (1, None, False)},
     "draft_answers": {"round": (1, MAX_ROUNDS, False)},
+    "draft_logprobs": {"round": (1, MAX_ROUNDS, False), **logprobs_schema.RANGES},
 }
 
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -376,6 +379,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "rounds_part_trajectories",
     ),
     "draft_answers": answers_schema.REQUIRED,
+    "draft_logprobs": logprobs_schema.REQUIRED,
 }
 
 

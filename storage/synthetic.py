@@ -119,63 +119,74 @@ def write_synthetic_store(root: str | Path, spec: SyntheticSpec | None = None) -
     return store
 
 
-def _write_chunk(
-    store: Store, rng: np.random.Generator, spec: SyntheticSpec, start: int, n: int, schema: pa.Schema
-) -> None:
-    """Write trajectories ``start .. start + n`` into every table.
+@dataclass(frozen=True)
+class _Draws:
+    """One chunk's random draws, taken from ``rng`` in one fixed order: that order fixes a seed's synthetic store."""
 
-    Long because the tables are drawn from ``rng`` in one fixed order, which fixes a seed's synthetic store:
-    split per table, that order would be spread over helpers that each must be called in turn.
-    """
-    ids = [f"syn-{i:07d}" for i in range(start, start + n)]
-    store.write(
-        "scenarios",
-        pa.table(
-            {
-                "scenario_id": ids,
-                "dataset": [SYNTHETIC_DATASET] * n,
-                "split": ["dev" if int(_hash(s)[:2], 16) < 64 else "test" for s in ids],
-                "question": [f"Synthetic question {s}?" for s in ids],
-                "contexts": [[f"Synthetic context {j} of {s}." for j in range(4)] for s in ids],
-                "ground_truth": [f"answer {s}" for s in ids],
-                "references": [[] for _ in ids],
-                "meta_json": ['{"synthetic": true}'] * n,
-            }
-        ),
+    depths: np.ndarray  # (n,) rounds of each trajectory
+    empty: np.ndarray  # (n, depth) empty drafts
+    emb: np.ndarray  # (n, depth, dim)
+    approve: np.ndarray  # (n, depth) the critic approves
+    tok: np.ndarray  # (n, depth, 4) writer prompt/completion, critic prompt/completion
+    lat: np.ndarray  # (n, depth, 2) writer, critic latency
+    metrics: np.ndarray  # (n, depth, 4) judged metrics, NaN where missing
+    judged: np.ndarray  # (n, depth)
+    mode: np.ndarray  # (n, depth, 3) "batch"/"live" of the writer, critic and judge call of each round
+
+    @classmethod
+    def take(cls, rng: np.random.Generator, spec: SyntheticSpec, n: int) -> _Draws:
+        depth = spec.rounds
+        depths = rng.integers(1, depth + 1, size=n) if spec.ragged else np.full(n, depth)
+        empty = rng.random((n, depth)) < spec.empty_draft_rate
+        emb = _embeddings(rng, n, depth, spec.dim, empty)
+        approve = rng.random((n, depth)) < spec.approve_rate
+        tok = rng.integers(200, 1200, size=(n, depth, 4))
+        lat = rng.uniform(0.2, 3.0, size=(n, depth, 2))
+        # IS drifts up then plateaus, with noise: no_gain and oracle have work to do.
+        base = rng.uniform(0.3, 0.8, size=(n, 1)) + np.cumsum(rng.normal(0.02, 0.05, size=(n, depth)), axis=1)
+        metrics = np.clip(base[:, :, None] + rng.normal(0.0, 0.08, size=(n, depth, 4)), 0.0, 1.0)
+        metrics[rng.random((n, depth, 4)) < spec.nan_metric_rate] = np.nan
+        judged = rng.random((n, depth)) >= spec.unjudged_rate
+        batch = rng.random((n, depth, 3)) < spec.batch_rate
+        return cls(depths, empty, emb, approve, tok, lat, metrics, judged, np.where(batch, "batch", "live"))
+
+
+def _scenarios_table(ids: list[str]) -> pa.Table:
+    return pa.table(
+        {
+            "scenario_id": ids,
+            "dataset": [SYNTHETIC_DATASET] * len(ids),
+            "split": ["dev" if int(_hash(s)[:2], 16) < 64 else "test" for s in ids],
+            "question": [f"Synthetic question {s}?" for s in ids],
+            "contexts": [[f"Synthetic context {j} of {s}." for j in range(4)] for s in ids],
+            "ground_truth": [f"answer {s}" for s in ids],
+            "references": [[] for _ in ids],
+            "meta_json": ['{"synthetic": true}'] * len(ids),
+        }
     )
-    depth = spec.rounds
-    depths = rng.integers(1, depth + 1, size=n) if spec.ragged else np.full(n, depth)
-    empty = rng.random((n, depth)) < spec.empty_draft_rate
-    emb = _embeddings(rng, n, depth, spec.dim, empty)
-    keep = np.arange(depth)[None, :] < depths[:, None]  # (n, depth) rounds that exist
-    approve = rng.random((n, depth)) < spec.approve_rate
-    tok = rng.integers(200, 1200, size=(n, depth, 4))
-    lat = rng.uniform(0.2, 3.0, size=(n, depth, 2))
-    # IS drifts up then plateaus, with noise: no_gain and oracle have work to do.
-    base = rng.uniform(0.3, 0.8, size=(n, 1)) + np.cumsum(rng.normal(0.02, 0.05, size=(n, depth)), axis=1)
-    metrics = np.clip(base[:, :, None] + rng.normal(0.0, 0.08, size=(n, depth, 4)), 0.0, 1.0)
-    metrics[rng.random((n, depth, 4)) < spec.nan_metric_rate] = np.nan
-    judged = rng.random((n, depth)) >= spec.unjudged_rate
-    batch = rng.random((n, depth, 3)) < spec.batch_rate  # writer, critic, judge call of each round
-    mode = np.where(batch, "batch", "live")
 
-    ii, tt = np.nonzero(keep)
-    last = tt + 1 == depths[ii]
+
+def _draft_texts(spec: SyntheticSpec, ids: list[str], d: _Draws, ii: np.ndarray, tt: np.ndarray) -> list[str]:
     # another generation's drafts differ (as a real one's would): their judgments never collide
     tag = "" if spec.gen_id == SyntheticSpec.gen_id else f" ({spec.gen_id})"
-    drafts = ["" if empty[i, t] else f"Draft {t + 1} of {ids[i]}{tag}." for i, t in zip(ii, tt, strict=True)]
+    drafts = ["" if d.empty[i, t] else f"Draft {t + 1} of {ids[i]}{tag}." for i, t in zip(ii, tt, strict=True)]
     if spec.draft_words:
+        depth = spec.rounds
         drafts = [
-            d and f"{d} {_filler(spec.draft_words, i * depth + t)}" for d, i, t in zip(drafts, ii, tt, strict=True)
+            x and f"{x} {_filler(spec.draft_words, i * depth + t)}" for x, i, t in zip(drafts, ii, tt, strict=True)
         ]
-    hashes = [_hash(d) for d in drafts]
+    return drafts
+
+
+def _rounds_table(spec: SyntheticSpec, ids: list[str], d: _Draws, drafts: list[str], hashes: list[str]) -> pa.Table:
+    ii, tt = np.nonzero(np.arange(spec.rounds)[None, :] < d.depths[:, None])
+    last = tt + 1 == d.depths[ii]
     feedback = [
-        "" if is_last else ("APPROVED - looks complete." if approve[i, t] else f"Revise round {t + 1}: add detail.")
+        "" if is_last else ("APPROVED - looks complete." if d.approve[i, t] else f"Revise round {t + 1}: add detail.")
         for i, t, is_last in zip(ii, tt, last, strict=True)
     ]
-    critic_tok = np.where(last[:, None], 0, tok[ii, tt, 2:4])
-    vectors = emb[ii, tt].reshape(-1)
-    rounds = pa.table(
+    critic_tok = np.where(last[:, None], 0, d.tok[ii, tt, 2:4])
+    return pa.table(
         {
             "gen_id": [spec.gen_id] * len(ii),
             "scenario_id": [ids[i] for i in ii],
@@ -183,39 +194,58 @@ def _write_chunk(
             "draft": drafts,
             "feedback": feedback,
             "draft_hash": hashes,
-            "writer_prompt_tokens": tok[ii, tt, 0],
-            "writer_completion_tokens": tok[ii, tt, 1],
+            "writer_prompt_tokens": d.tok[ii, tt, 0],
+            "writer_completion_tokens": d.tok[ii, tt, 1],
             "critic_prompt_tokens": critic_tok[:, 0],
             "critic_completion_tokens": critic_tok[:, 1],
-            "writer_latency_s": lat[ii, tt, 0],
-            "critic_latency_s": np.where(last, 0.0, lat[ii, tt, 1]),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors, pa.float32()), spec.dim),
-            "writer_mode": mode[ii, tt, 0],
-            "critic_mode": np.where(last, "live", mode[ii, tt, 1]),  # no critic call at the last round
+            "writer_latency_s": d.lat[ii, tt, 0],
+            "critic_latency_s": np.where(last, 0.0, d.lat[ii, tt, 1]),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(d.emb[ii, tt].reshape(-1), pa.float32()), spec.dim),
+            "writer_mode": d.mode[ii, tt, 0],
+            "critic_mode": np.where(last, "live", d.mode[ii, tt, 1]),  # no critic call at the last round
         }
     )
-    store.write("rounds", rounds, schema)
 
-    # One judgment per distinct (scenario, draft): the judge cache key.
+
+def _judgments_table(
+    rng: np.random.Generator, ids: list[str], d: _Draws, rounds: tuple[np.ndarray, np.ndarray], hashes: list[str]
+) -> pa.Table:
+    """One judgment per distinct (scenario, draft) that is judged: the judge cache key."""
+    ii, tt = rounds
     seen: set[tuple[str, str]] = set()
     rows: list[int] = []
     for j, (i, t) in enumerate(zip(ii, tt, strict=True)):
         key = (ids[i], hashes[j])
-        if judged[i, t] and key not in seen:
+        if d.judged[i, t] and key not in seen:
             seen.add(key)
             rows.append(j)
     sel = np.asarray(rows, dtype=np.int64)
     si, st = ii[sel], tt[sel]
-    judgments = {
-        "judge_key": [_hash(f"{SYNTHETIC_JUDGE}|{ids[i]}|{hashes[j]}") for i, j in zip(si, sel, strict=True)],
-        "judge": [SYNTHETIC_JUDGE] * len(sel),
-        "judge_prompt_version": ["synthetic-v1"] * len(sel),
-        "scenario_id": [ids[i] for i in si],
-        "draft_hash": [hashes[j] for j in sel],
-        **{m: metrics[si, st, c] for c, m in enumerate(METRIC_COLUMNS)},
-        "judge_prompt_tokens": rng.integers(800, 2000, size=len(sel)),
-        "judge_completion_tokens": rng.integers(20, 120, size=len(sel)),
-        "error": [""] * len(sel),
-        "judge_mode": mode[si, st, 2],
-    }
-    store.write("judgments", pa.table(judgments))
+    return pa.table(
+        {
+            "judge_key": [_hash(f"{SYNTHETIC_JUDGE}|{ids[i]}|{hashes[j]}") for i, j in zip(si, sel, strict=True)],
+            "judge": [SYNTHETIC_JUDGE] * len(sel),
+            "judge_prompt_version": ["synthetic-v1"] * len(sel),
+            "scenario_id": [ids[i] for i in si],
+            "draft_hash": [hashes[j] for j in sel],
+            **{m: d.metrics[si, st, c] for c, m in enumerate(METRIC_COLUMNS)},
+            "judge_prompt_tokens": rng.integers(800, 2000, size=len(sel)),
+            "judge_completion_tokens": rng.integers(20, 120, size=len(sel)),
+            "error": [""] * len(sel),
+            "judge_mode": d.mode[si, st, 2],
+        }
+    )
+
+
+def _write_chunk(
+    store: Store, rng: np.random.Generator, spec: SyntheticSpec, start: int, n: int, schema: pa.Schema
+) -> None:
+    """Write trajectories ``start .. start + n`` into every table; the judge's token counts are drawn last."""
+    ids = [f"syn-{i:07d}" for i in range(start, start + n)]
+    store.write("scenarios", _scenarios_table(ids))
+    d = _Draws.take(rng, spec, n)
+    ii, tt = np.nonzero(np.arange(spec.rounds)[None, :] < d.depths[:, None])  # the rounds that exist
+    drafts = _draft_texts(spec, ids, d, ii, tt)
+    hashes = [_hash(x) for x in drafts]
+    store.write("rounds", _rounds_table(spec, ids, d, drafts, hashes), schema)
+    store.write("judgments", _judgments_table(rng, ids, d, (ii, tt), hashes))

@@ -10,6 +10,7 @@ computes missing signals from the embeddings; ``shp-query --signals rebuild``
 stores them). Its ``scores`` and ``draft_answers`` come next, measurements of the stored drafts that
 ``shp-import --rescore`` computes again if a kill lost them; last, each trajectory's replay inputs
 (:mod:`storage.trajectory_inputs`), derived too: a kill before them costs the reader one computation, nothing else.
+The drafts' ``draft_logprobs`` come before the rounds (no model-free pass can compute them again).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from storage.resume import key_values
 from storage.schemas import ADDED_COLUMNS, TABLES, rounds_schema
 from storage.trajectory_inputs import Written, judged_rows, write_inputs, write_parts
 
-_ORDER = ("scenarios", "generations", "judgments", "failures", "rounds", "signals", "scores", "draft_answers")
+# draft_logprobs before rounds: no later pass can compute them, and a kill before the rounds part regenerates the
+# trajectory from the response cache, which writes the same rows again (read once: analysis family_logprobs.sql)
+_ORDER = (
+    "scenarios", "generations", "judgments", "failures", "draft_logprobs", "rounds", "signals", "scores",
+    "draft_answers",
+)  # fmt: skip
 
 
 def rows_to_table(name: str, rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:

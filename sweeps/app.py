@@ -301,8 +301,9 @@ def entry() -> None:
         print(command_line.help_text())  # the groups and presets; Hydra's own flags: --hydra-help
         return
     protect_process()  # before Hydra parses sys.argv: its own errors quote an override (a password in a URL)
-    typos = command_line.option_typos(sys.argv[1:]) or command_line.unknown_keys(sys.argv[1:])
-    if typos:  # a mistyped option, preset or key: one line each, not Hydra's stack of its search path or internals
+    argv = sys.argv[1:]
+    typos = command_line.option_typos(argv) or command_line.unknown_keys(argv) or command_line.wrong_values(argv)
+    if typos:  # a mistyped option, preset, key or value: one line each, not Hydra's stack of its internals
         print("\n".join(typos), file=sys.stderr)
         raise SystemExit(1)
     try:

@@ -28,6 +28,7 @@ from analysis.report.correctness import is_known, policy_lines, round_lines
 from analysis.stats import correctness
 from analysis.stats.correctness import code_policies
 from conf.code_loop import CODE_DATASETS
+from shp_ray.policy import groups as policy_groups
 from shp_ray.providers.registry import describe_provider
 from storage.parts import Store, StoreUnusable, open_store
 
@@ -60,6 +61,19 @@ def _generation(store: Store, gen_id: str | None) -> tuple[dict, bool]:
         raise AnalysisError(f"store {store.root}: {what} to render" + (f" for {gen_id!r}" if gen_id else "")
                             + f"; choose one with --gen-id (generations: {known})")  # fmt: skip
     return gens[0], len(every) > 1
+
+
+def _control_beside(store: Store, gen: dict) -> bool:
+    """Whether the store holds ``gen``'s resampling control: a ``critic=none`` generation of the same model and
+    max_rounds beside a ``gen`` that revises (resample_control.sql pairs them; the replay must then read both)."""
+
+    def critic(g: dict) -> object:
+        return _recorded(json.loads(g.get("config_json") or "{}"), "critic")
+
+    if critic(gen) == "none":
+        return False
+    return any(critic(g) == "none" and g["model"] == gen["model"] and g["max_rounds"] == gen["max_rounds"]
+               for g in open_store(store).read("generations").to_pylist())  # fmt: skip
 
 
 def _provider_kind(gen: dict) -> str:
@@ -133,26 +147,33 @@ def _tests_said(rows: list[dict]) -> str:
             "wrong; 95% CI of the paired difference: Newcombe's score interval.")  # fmt: skip
 
 
+def _this(rows: list[dict], gen: dict) -> list[dict]:
+    return [r for r in rows if str(r["gen_id"]) == gen["gen_id"]]
+
+
 def render(store: Store, *, judge: str | None = None, score: str | None = None, gen_id: str | None = None,
            heading: str = HEADING) -> str:  # fmt: skip
     """The code section of RESULTS.md for ``store`` (one generation: ``gen_id`` when it holds several), under
     ``heading`` (a Markdown heading: the splits' headings are one level below it)."""
     gen, several = _generation(store, gen_id)
     depth = int(gen["max_rounds"])
-    con = connect(ReplayScope(store, judge=judge, policies=code_policies(depth), gen_id=gen["gen_id"]))
+    # beside its resampling control the replay reads both generations (the control's drafts are the other's), and
+    # every table below keeps this generation's rows
+    scope = None if _control_beside(store, gen) else gen["gen_id"]
+    con = connect(ReplayScope(store, judge=judge, policies=code_policies(depth), gen_id=scope))
     try:
         score = correctness.pick_score(con, score)
         if score is None:
             raise AnalysisError(
                 f"store {store.root} has no pass/fail score (hidden_pass): nothing to judge correctness by"
             )
-        rows = correctness.compare_pass(con, score)
+        rows = _this(correctness.compare_pass(con, score), gen)
         # no draft with an IS (no judge, or one that cannot score these tasks): the IS oracle would only ever return
         # round 1, fixed_k1 under another name -- a row of values that do not exist
         has_is = is_known(rows)
         rows = [r for r in rows if has_is or r["policy"] != ORACLE_IS]
-        rounds, breaks = correctness.by_round(con, score), correctness.break_rates(con, score)
-        changes = correctness.revision_changes(con, score)
+        rounds, breaks = _this(correctness.by_round(con, score), gen), _this(correctness.break_rates(con, score), gen)
+        changes = _this(correctness.revision_changes(con, score), gen)
         judge = setup_of(con).judge
         datasets = [d for (d,) in con.execute(sql.query("report_code_datasets")).fetchall()]
         (epochs,) = con.execute(sql.query("report_code_epochs")).fetchone() or (1,)
@@ -177,6 +198,8 @@ def render(store: Store, *, judge: str | None = None, score: str | None = None, 
     ]
     if simulated:
         out += ["**These drafts are SIMULATED (no model at all)**: the tables show the pipeline, not a finding.", ""]
+    out += ["The policies of every table below, grouped by family as the tables list them, and what each reads:", "",
+            *policy_groups.legend(str(r["policy"]) for r in rows), ""]  # fmt: skip
     for split in splits:
         mine = [r for r in rows if str(r["split"]) == split]
         n = max(r["n"] for r in mine)

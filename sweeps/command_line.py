@@ -7,13 +7,17 @@ Both read the config tree as registered (``conf.schema`` in Hydra's ConfigStore)
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import conf.schema  # noqa: F401  (registers the config tree)
 from shp_ray.policy.checks import nearest
@@ -147,6 +151,52 @@ def unknown_keys(argv: Sequence[str]) -> list[str]:
     if _config_dirs(argv) or any(arg.split("=", 1)[0].lstrip("+~") == "hydra.searchpath" for arg in argv):
         return []
     return suggestions(argv)
+
+
+def wrong_values(argv: Sequence[str]) -> list[str]:
+    """One line per override whose value its setting's type refuses (``generation.max_rounds=abc``), said before
+    Hydra, whose own message is seven lines of its internals. Only the schema's own sections are checked (a group's
+    keys depend on the option chosen: Hydra checks those); the value is not repeated (it may hold a secret)."""
+    if _config_dirs(argv) or any(arg.split("=", 1)[0].lstrip("+~") == "hydra.searchpath" for arg in argv):
+        return []
+    root = ConfigStore.instance().load("schema.yaml").node
+    parser = OverridesParser.create()
+    said = []
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or "${" in arg:
+            continue
+        try:
+            override = parser.parse_override(arg)
+        except HydraException:
+            continue  # not Hydra's grammar: Hydra says so
+        key = override.key_or_group
+        if override.is_sweep_override() or override.is_delete() or key.split(".")[0] in GROUPS:
+            continue
+        if OmegaConf.select(root, key, default=_ABSENT) is _ABSENT:
+            continue  # no such key: suggestions() names the nearest
+        try:
+            OmegaConf.update(copy.deepcopy(root), key, override.value(), merge=True)
+        except OmegaConfBaseException as exc:
+            said.append(f"shp-sweep: `{key}` {_refusal(str(exc))}")
+    return said
+
+
+_ABSENT = object()
+
+
+def _refusal(message: str) -> str:
+    """What OmegaConf's refusal says of the type, without the value it quotes."""
+    first = message.splitlines()[0] if message else ""
+    if m := re.search(r"could not be converted to (\w+)", first):
+        return f"takes {_TYPE_NAMES.get(m.group(1), m.group(1))}; the value given is not one"
+    if "is not a valid bool" in first:
+        return f"takes {_TYPE_NAMES['Boolean']}; the value given is not one"
+    if m := re.search(r"expected one of (\[.*\])", first):
+        return f"takes one of {m.group(1)}"
+    return "does not take the value given (its type refuses it)"
+
+
+_TYPE_NAMES = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false", "String": "text"}
 
 
 _SWEEP_FUNCTION = re.compile(r"^\w+\(")  # choice(...), range(...), glob(...): Hydra's sweep syntax, not a name

@@ -15,6 +15,7 @@ from typing import Any
 
 from analysis.report import power as report_power
 from analysis.report.cells import cell, steady
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy.families.registry import FAMILIES
 
 DERIVED = " (derived)"
@@ -114,10 +115,11 @@ def families_table(scope: Scope, delta: float) -> list[str]:
         f"| policy | kind | rounds | tokens vs base | final IS | ΔIS [95% CI] | p | non-inferior | {F1_HEAD} |",
         "|" + "---|" * 12,
     ]
-    for name, r in scope.summary.items():
+    shown = [n for n in policy_groups.ordered(scope.summary)
+             if scope.summary[n]["kind"] in FAMILIES or n in ("shp", "entropy_only", "oracle_is")]  # fmt: skip
+    for name in shown:
+        r = scope.summary[name]
         kind = r["kind"]
-        if kind not in FAMILIES and name not in ("shp", "entropy_only", "oracle_is"):
-            continue
         t = scope.tests.get(name, {})
         ci = f"[{cell(t.get('ci95_low'))}, {cell(t.get('ci95_high'))}]"
         rows.append(
@@ -125,7 +127,7 @@ def families_table(scope: Scope, delta: float) -> list[str]:
             f"| {cell(r['delta_is'], 3)} {ci} | {p_cell(t.get('p_t'))} | {report_power.verdict(r['non_inferior'], t)} "
             "| " + " | ".join(_f1_cells(scope.f1.get(name, {}))) + " |"
         )
-    return rows
+    return [*rows, "", "Grouped by family; what each reads:", "", *policy_groups.legend(shown)]
 
 
 def oracle_gap(scope: Scope) -> list[str]:

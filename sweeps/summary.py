@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shp_ray.policy import groups as policy_groups
+
 JOB_FILE = "sweep_job.json"
 BEST = "<- best"
 IS = "is"  # the judge's IS as the primary outcome's name (analysis.stats.outcomes.IS)
@@ -199,6 +201,8 @@ def markdown(summary: Sequence[Mapping[str, Any]], sweep: Mapping[str, list[str]
     for r in summary:
         link = f"[report]({r['report']})" if r.get("report") else "-"
         lines.append("| " + " | ".join([*cells(r, summary), link]) + " |")
+    lines += ["", "The policies above by family, and what each needs from the store:", "",
+              *policy_groups.legend(str(r["policy"]) for r in summary)]  # fmt: skip
     return "\n".join([*lines, "", f"![summary]({png})", ""])
 
 

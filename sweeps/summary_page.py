@@ -12,10 +12,11 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from shp_ray.policy import groups as policy_groups
 from sweeps import summary as sweep_summary
 
 PAGE = "summary.html"
@@ -87,6 +88,14 @@ def heatmap_html(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[st
     return "".join(out) + "</table>"
 
 
+def families_html(policies: Iterable[str]) -> str:
+    """The policies grouped by family (shp_ray.policy.groups), each family with what it needs."""
+    out = ['<table class="families"><tr><th>family</th><th>policies</th><th>needs</th></tr>']
+    for family, names, needs in policy_groups.families(policies):
+        out.append(f"<tr><td>{_e(family)}</td><td>{_e(', '.join(names))}</td><td>{_e(needs)}</td></tr>")
+    return "".join(out) + "</table>"
+
+
 def render(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]], folder: Path) -> str:
     """The page's text."""
     sweep = sweep_summary.swept(jobs)
@@ -112,6 +121,8 @@ def render(summary: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any
         else:
             body.append(f"<p>No heatmap: it needs a sweep over two parameters; this one swept {len(sweep)}.</p>")
         body.append("</section>")
+    body += ["<h2>The policies by family, and what each needs from the store</h2>",
+             families_html(str(r["policy"]) for r in summary)]  # fmt: skip
     body.append('<p><img src="summary.png" alt="every job x policy: the primary outcome against tokens saved"></p>')
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>shp-ray sweep summary</title>'

@@ -131,6 +131,25 @@ def test_a_mistyped_key_gets_the_nearest_known_one(tmp_path) -> None:
     assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()  # nothing ran
 
 
+def test_a_value_of_the_wrong_type_is_one_line_before_hydra(tmp_path) -> None:
+    out = _sweep("provider=sim", "generation.max_rounds=abc", f"store.path={tmp_path / 'store'}", cwd=tmp_path)
+    assert out.returncode == 1
+    # Hydra's own message: seven lines of its internals; the value is not repeated (it may be a secret)
+    assert out.stderr.strip() == "shp-sweep: `generation.max_rounds` takes an integer; the value given is not one"
+    assert not (tmp_path / "store").exists() and not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_only_refused_values_are_named() -> None:
+    from sweeps.command_line import wrong_values
+
+    assert wrong_values(["report.enabled=maybe", "halting.eps=0.02", "-m", "generation.max_rounds=2,3"]) == [
+        "shp-sweep: `report.enabled` takes true or false; the value given is not one"
+    ]
+    # a group's keys, interpolations, sweeps and unknown keys are left to their own checks (and to Hydra)
+    assert wrong_values(["provider.timeout_s=${oc.env:T}", "generation.max_roundz=abc", "provider=sim"]) == []
+    assert wrong_values(["--config-dir", "my-conf", "generation.max_rounds=abc"]) == []
+
+
 def test_a_confirmation_is_never_called_a_mistyped_key() -> None:
     # +confirm=true is a yes for one command, not a schema key: a job that fails after it must not blame it
     from sweeps.command_line import suggestions

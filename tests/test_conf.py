@@ -14,7 +14,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 import conf.schema  # noqa: F401
-from conf.resolve import MAX_RETRIES, RULES, ConfigError, to_job
+from conf.resolve import ConfigError, to_job
+from conf.rules import MAX_RETRIES, RULES
 from shp_ray.generation.config import GenerationConfig
 from shp_ray.generation.prompts import TEMPLATE_KEYS
 from shp_ray.policy.cascade import HaltConfig
@@ -291,6 +292,8 @@ FREE_KEYS = {
     "answer.kind",  # auto | qa | code | python: checked by building the extractor (conf.inputs.resolve_answer)
     "answer.target",  # a string; the function it names is imported by resolve_answer
     "answer.timeout_s",  # a number; above 0 and finite: checked by building the extractor
+    "logprobs.request",  # a bool (Hydra's type check); asked of the Writer's calls
+    "logprobs.last_k",  # an integer (Hydra's type check); >= 1: checked by building LogprobSpec (resolve_logprobs)
     "dataset.tests",  # docstring | split, with the dataset it needs: checked with the code loop's keys (conf.code_loop)
 }
 
@@ -310,7 +313,7 @@ def schema_keys() -> set[str]:
     """Every leaf key of the config tree, read from conf/schema.py (group options included)."""
     keys = _schema_keys(conf.schema.Config)
     keys -= {"provider", "dataset", "judge", "prices", "prompts", "score"}  # group nodes: their options' keys below
-    for option in (conf.schema.LlamaProviderConf, conf.schema.SimProviderConf, conf.schema.OpenAIProviderConf):
+    for option in conf.schema.PROVIDER_CONFS.values():
         keys |= _schema_keys(option, "provider.")
     keys |= _schema_keys(conf.schema.DatasetConf, "dataset.") | _schema_keys(conf.schema.JudgeConf, "judge.")
     keys |= _schema_keys(conf.schema.PricesConf, "prices.")

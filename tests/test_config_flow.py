@@ -161,6 +161,9 @@ FLOWS: dict[str, Flow] = {
         expected=2.5,
         base=("answer.kind=python", "answer.target=shp_ray.policy.scorers:hotpot"),
     ),
+    # logprobs: whether the Writer asks for token log-probabilities (GenerationConfig.logprobs -> its ChatRequest)
+    "logprobs.request": flow("logprobs.request=true", where=lambda j: j.generation.logprobs.request, expected=True),
+    "logprobs.last_k": flow("logprobs.last_k=8", where=lambda j: j.generation.logprobs.last_k, expected=8),
     # generation: GenerationConfig
     "generation.max_rounds": flow(
         "generation.max_rounds=4",

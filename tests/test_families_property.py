@@ -7,7 +7,9 @@ through the real Parquet -> DuckDB path (``analysis.connect``), the reference
 executor (:func:`shp_ray.policy.reference.replay` over :func:`shp_ray.generation.records.load_trajectories`)
 and the live :class:`shp_ray.Stopper` fed round by round with the same encoder. Each draft's extracted answer
 is drawn too (a few answers, repeats, None: a draft that states none), stored in ``draft_answers`` and handed to the
-Stopper as its extractor's reading, so the answer-based families are held equal on random answer trajectories.
+Stopper as its extractor's reading, so the answer-based families are held equal on random answer trajectories; and
+each draft's token log-probabilities (a few values, or None: the provider returned none), summarised into
+``draft_logprobs`` and handed to the Stopper as the provider's list, for the token-confidence family.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from analysis.stats import gain_fit
 from shp_ray import Stopper
 from shp_ray.generation.records import load_trajectories
 from shp_ray.policy.families.signals import SignalState
+from shp_ray.policy.logprobs import DEFAULT_LAST_K, STATS, summarise
 from shp_ray.policy.reference import replay
 from shp_ray.policy.table import Policy, policy_by_name, with_params
 from storage.answers_schema import DRAFT_ANSWERS
+from storage.logprobs_schema import DRAFT_LOGPROBS
 from storage.parts import Store
 from storage.schemas import feedback_embeddings_schema, rounds_schema
 
@@ -40,6 +44,7 @@ DRAFTS = ["Paris", "paris.", "PARIS!", "Paris is the capital", "London", "Lyon",
 FEEDBACK = ["", "APPROVED", "Add the country.", "Be shorter.", "add the country"]
 CONTEXTS = [["Paris is the capital of France."], ["Rome is in Italy.", "London is large."], []]
 ANSWERS = ["paris", "london", "rome", None]  # extracted answers; None: the draft states none
+LOGPROBS = [-2.0, -0.5, -0.2, -0.1, -0.05, 0.0]  # token log-probabilities (a threshold's own values among them)
 
 
 def base_vector(text: str) -> np.ndarray:
@@ -80,7 +85,7 @@ MODEL = _fitted_model_json()
 
 
 @st.composite
-def family_policy(draw: st.DrawFn, i: int, answers_only: bool = False) -> Policy:
+def family_policy(draw: st.DrawFn, i: int, only: tuple[str, ...] = ()) -> Policy:
     T = draw(st.integers(3, 6) | st.integers(1, 6))
     from dataclasses import replace
 
@@ -106,9 +111,11 @@ def family_policy(draw: st.DrawFn, i: int, answers_only: bool = False) -> Policy
         "adaptive_consistency@threshold={act},prior={prior}",
         "sprt@p0={p0},p1={p1},alpha={alpha},beta={beta}",
         "answer_stable+best=medoid@w={w}",
+        "confidence@stat={stat},threshold={cthr}",
+        "confidence+best=grounded@stat={stat},threshold={cthr}",
     ]
-    if answers_only:
-        names = [n for n in names if n.startswith(("answer_", "adaptive_", "sprt"))]
+    if only:
+        names = [n for n in names if n.startswith(only)]
     name = draw(st.sampled_from(names)).format(
         thr=draw(st.sampled_from([0.0, 0.9, 0.99, 0.999, 1.0])),
         eps=draw(st.sampled_from([0.0, 0.001, 0.05, 0.5, 1.0, 2.0])),
@@ -123,6 +130,8 @@ def family_policy(draw: st.DrawFn, i: int, answers_only: bool = False) -> Policy
         p1=draw(st.sampled_from([0.6, 0.9])),
         alpha=draw(st.sampled_from([0.05, 0.1, 0.3])),
         beta=draw(st.sampled_from([0.05, 0.2, 0.4])),
+        stat=draw(st.sampled_from(STATS)),
+        cthr=draw(st.sampled_from([-1.0, -0.2, -0.1, -0.05, 0.0])),
     )
     p = policy_by_name(name, replace(HaltConfig(), max_rounds=T))
     if p.kind == "gain_model" and draw(st.booleans()):
@@ -131,7 +140,7 @@ def family_policy(draw: st.DrawFn, i: int, answers_only: bool = False) -> Policy
 
 
 @st.composite
-def cases(draw: st.DrawFn, answers_only: bool = False):
+def cases(draw: st.DrawFn, only: tuple[str, ...] = ()):
     n = draw(st.integers(1, 3))
     trajs = []
     for i in range(n):
@@ -143,8 +152,10 @@ def cases(draw: st.DrawFn, answers_only: bool = False):
         metrics = [draw(st.sampled_from([0.1, 0.5, 0.9, math.nan])) for _ in range(depth)]
         said = draw(st.lists(st.sampled_from(ANSWERS), min_size=1, max_size=3))  # few answers: runs, ties
         answers = [draw(st.sampled_from(said)) for _ in range(depth)]
-        trajs.append((f"s{i}", drafts, fbs, tokens, metrics, draw(st.sampled_from(CONTEXTS)), answers))
-    pols = [draw(family_policy(i, answers_only)) for i in range(draw(st.integers(1, 4)))]
+        lps = [draw(st.lists(st.sampled_from(LOGPROBS), min_size=1, max_size=20)) for _ in range(depth)]
+        lps = [lp if draw(st.sampled_from([True, True, True, False])) else None for lp in lps]  # None: none returned
+        trajs.append((f"s{i}", drafts, fbs, tokens, metrics, draw(st.sampled_from(CONTEXTS)), answers, lps))
+    pols = [draw(family_policy(i, only)) for i in range(draw(st.integers(1, 4)))]
     return trajs, pols, draw(st.sampled_from([0.0, 0.001, 0.05, 0.5]))
 
 
@@ -157,10 +168,14 @@ def write_store(root: str, trajs, encode) -> None:
               "embedder": EMBEDDER, "embedding_dim": DIM, "config_json": "{}", "created_at": now}]
         ),
     )  # fmt: skip
-    scen, rounds, judg, fb_texts, said = [], [], [], {}, []
+    scen, rounds, judg, fb_texts, said, sure = [], [], [], {}, [], []
     for sid, drafts, fbs, tokens, metrics, ctx, *stated in trajs:
         said += [{"gen_id": "g", "scenario_id": sid, "round": t, "extractor": "qa-lenient-v1", "answer": a,
                   "error": None} for t, a in enumerate(stated[0] if stated else [], start=1)]  # fmt: skip
+        for t, lps in enumerate(stated[1] if len(stated) > 1 else [], start=1):
+            if (summary := summarise(lps, DEFAULT_LAST_K)) is not None:
+                sure.append({"gen_id": "g", "scenario_id": sid, "round": t, "tokens": len(lps), "k": DEFAULT_LAST_K,
+                             **summary})  # fmt: skip
         scen.append({"scenario_id": sid, "dataset": "t", "split": "test", "question": "q?", "contexts": ctx,
                      "ground_truth": "", "references": [], "meta_json": "{}"})  # fmt: skip
         embs = encode(drafts)
@@ -183,6 +198,8 @@ def write_store(root: str, trajs, encode) -> None:
     store.write("judgments", pa.Table.from_pylist(judg))
     if said:
         store.write("draft_answers", pa.Table.from_pylist(said, schema=DRAFT_ANSWERS), schema=DRAFT_ANSWERS)
+    if sure:
+        store.write("draft_logprobs", pa.Table.from_pylist(sure, schema=DRAFT_LOGPROBS), schema=DRAFT_LOGPROBS)
     if fb_texts:
         vecs = encode(list(fb_texts.values()))
         fe = pa.table({"embedder": [EMBEDDER] * len(fb_texts), "text_hash": list(fb_texts),
@@ -190,15 +207,16 @@ def write_store(root: str, trajs, encode) -> None:
         store.write("feedback_embeddings", fe, schema=feedback_embeddings_schema(DIM))
 
 
-def live(policy: Policy, drafts, fbs, tokens, contexts, encode, answers=()):
+def live(policy: Policy, drafts, fbs, tokens, contexts, encode, answers=(), logprobs=()):
     """Feed the Stopper round by round; (tau, reason, selected) or (depth, None, selected) if it never halted.
-    ``answers``: what its extractor reads in each draft, round by round."""
-    stated = iter(answers)
+    ``answers``: what its extractor reads in each draft, round by round; ``logprobs``: each draft's token
+    log-probabilities, as a provider returns them."""
+    stated, lps = iter(answers), list(logprobs) or [None] * len(drafts)
     s = Stopper(policy, contexts=contexts, encode=encode, answer=lambda draft: next(stated))
     for t, draft in enumerate(drafts):
         prev_fb = fbs[t - 1] if t else None
         spent = tokens[t][0] + (tokens[t - 1][1] if t else 0)
-        d = s.observe(draft, prev_fb, tokens=spent)
+        d = s.observe(draft, prev_fb, tokens=spent, logprobs=lps[t])
         if d.halt:
             return d.round, d.reason, d.selected_round
     return len(drafts), None, d.selected_round
@@ -211,14 +229,25 @@ def test_live_reference_and_duckdb_agree(case) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases(answers_only=True))
+@given(cases(only=("answer_", "adaptive_", "sprt")))
 def test_answer_families_agree_on_random_answer_trajectories(case) -> None:
     """answer_stable, answer_runlength, adaptive_consistency and sprt alone, on more drawn answer trajectories."""
     check_three_executors(case)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(only=("confidence",)))
+def test_the_confidence_family_agrees_on_random_logprob_trajectories(case) -> None:
+    """confidence (every stat, thresholds at the drawn values themselves) alone, on more drawn log-probabilities."""
+    check_three_executors(case)
+
+
 def check_three_executors(case) -> None:
     trajs, pols, noise = case
+    if not all(any(summarise(lp) for lp in traj[7]) for traj in trajs):  # a trajectory without: confidence left out
+        pols = [p for p in pols if p.kind != "confidence"]
+        if not pols:
+            return
     encode = make_encoder(noise)
     with tempfile.TemporaryDirectory() as root:
         write_store(root, trajs, encode)
@@ -235,14 +264,14 @@ def check_three_executors(case) -> None:
     got = {(r[0], r[1]): r[2:] for r in rows}
     assert len(got) == len(pols) * len(trajs)
     for p in pols:
-        for sid, drafts, fbs, tokens, _, ctx, answers in trajs:
+        for sid, drafts, fbs, tokens, _, ctx, answers, lps in trajs:
             o = replay(p, ref[sid])
             stop, reason, op, ev, fin, sel, outcome, verified = got[(p.name, sid)]
             assert (stop, reason, op, ev) == (o.stop_round, o.reason, o.operational_tokens, o.evaluation_tokens)
             assert (fin is None and math.isnan(o.final_is)) or fin == o.final_is
             if p.kind == "verifier":
                 assert outcome == reason and (outcome != "verified" or verified)
-            l_tau, l_reason, l_sel = live(p, drafts, fbs, tokens, ctx, encode, answers)
+            l_tau, l_reason, l_sel = live(p, drafts, fbs, tokens, ctx, encode, answers, lps)
             assert l_tau == stop and l_sel == sel
             if l_reason is None:  # the live loop would go on; the replay ran out of generated rounds
                 assert stop == len(drafts) < p.halt.max_rounds and reason in ("failsafe", "cap", "unfitted")
@@ -253,7 +282,8 @@ def check_three_executors(case) -> None:
 def test_families_are_rows_of_policies_and_replay(tmp_path) -> None:
     encode = make_encoder(0.01)
     trajs = [("s0", ["Paris", "paris.", "Paris"], ["Be shorter.", "APPROVED", ""], [(5, 3), (5, 3), (5, 0)],
-              [0.2, 0.4, 0.6], ["Paris is the capital of France."], ["paris"] * 3)]  # fmt: skip
+              [0.2, 0.4, 0.6], ["Paris is the capital of France."], ["paris"] * 3,
+              [[-0.3], [-0.05], None])]  # fmt: skip
     write_store(str(tmp_path), trajs, encode)
     from shp_ray.policy.table import family_policies, standard_policies
 
@@ -285,9 +315,9 @@ def test_answer_families_are_left_out_of_a_store_without_answers(tmp_path, caplo
         listed = {r[0] for r in con.sql("SELECT policy FROM policies").fetchall()}
     finally:
         con.close()
-    left = {"answer_stable", "answer_runlength", "adaptive_consistency", "sprt"}
+    left = {"answer_stable", "answer_runlength", "adaptive_consistency", "sprt", "confidence"}
     assert replayed == listed == {p.name for p in family_policies()} - left
-    (line,) = [r.getMessage() for r in caplog.records]
+    (line,) = [r.getMessage() for r in caplog.records if "extracted answers" in r.getMessage()]
     assert "left out of the replay" in line and "shp-import --store <store> --rescore g" in line
     with pytest.raises(ValueError, match="none is stored"):
         replay(policy_by_name("sprt"), load_trajectories(Store(str(tmp_path)), "g", judge="j")["s0"])
@@ -298,7 +328,8 @@ def test_family_rows_leave_the_cascade_rows_unchanged(tmp_path) -> None:
 
     encode = make_encoder(0.05)
     trajs = [(f"s{i}", ["Paris", "Lyon", "paris."][: i + 1], ["Add the country.", "Be shorter.", ""][: i + 1],
-              [(9, 4)] * (i + 1), [0.3, 0.7, 0.5][: i + 1], [], ["paris", "lyon", "paris"][: i + 1])
+              [(9, 4)] * (i + 1), [0.3, 0.7, 0.5][: i + 1], [], ["paris", "lyon", "paris"][: i + 1],
+              [[-0.4, -0.1], [-0.01], None][: i + 1])
              for i in range(3)]  # fmt: skip
     write_store(str(tmp_path), trajs, encode)
     q = "SELECT * FROM replay WHERE policy IN (SELECT policy FROM policies WHERE params_json = '{}') ORDER BY ALL"

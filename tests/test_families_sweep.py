@@ -28,6 +28,7 @@ def test_sweep_replays_families_with_a_dev_fitted_gain_model(tmp_path, ray_sessi
         "generation.concurrency=4",
         f"store.path={store}",
         "replay.policies=[shp,oracle_is,families]",
+        "logprobs.request=true",  # the simulator returns them: the token-confidence family replays too
     ]
     with initialize_config_module(config_module="conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
@@ -43,7 +44,8 @@ def test_sweep_replays_families_with_a_dev_fitted_gain_model(tmp_path, ray_sessi
     test_ids = {k for k, v in splits.items() if v == "test"}
     assert {r["scenario_id"] for r in results} == test_ids  # the replay never touches dev
     by_policy = {r["policy"] for r in results}
-    assert {"sim_threshold", "consensus", "gain_model", "verifier", "budget", "best_medoid"} <= by_policy
+    assert {"sim_threshold", "consensus", "gain_model", "verifier", "budget", "best_medoid", "confidence"} <= by_policy
+    assert s.read("draft_logprobs").num_rows == s.read("rounds").num_rows  # one summary per draft
     gain = [r for r in results if r["policy"] == "gain_model"]
     assert all(r["reason"] in ("low_gain", "failsafe") for r in gain)  # fitted: never "unfitted"
 

@@ -133,7 +133,7 @@ def test_a_store_out_of_trajectory_order_is_read_sorted_and_replays_the_same(tmp
     trajs = [
         (f"s{i}", [TEXTS[(i + t) % len(TEXTS)] for t in range(4)], ["Add the country.", "APPROVED", "Be shorter.", ""],
          [(10 + t, 5) for t in range(4)], [0.2, 0.5, 0.5, 0.9], CONTEXTS[i % len(CONTEXTS)],
-         [["paris", "rome", None][(i + t) % 3 // 2] for t in range(4)])
+         [["paris", "rome", None][(i + t) % 3 // 2] for t in range(4)], [[-0.05 * (i + t)] for t in range(4)])
         for i in range(6)
     ]  # fmt: skip
     encode = make_encoder(0.01)

@@ -20,7 +20,15 @@ pytest.importorskip("inspect_ai", reason="the dev extras (inspect-ai) are not in
 from inspect_ai import Task, eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402
 from inspect_ai.log import read_eval_log, write_eval_log  # noqa: E402
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage, get_model  # noqa: E402
+from inspect_ai.model import (  # noqa: E402
+    ChatMessageSystem,
+    ChatMessageUser,
+    Logprob,
+    Logprobs,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.scorer import includes, score  # noqa: E402
 from inspect_ai.solver import Generate, TaskState, solver  # noqa: E402
 
@@ -48,6 +56,7 @@ def _writer(messages, tools, tool_choice, config) -> ModelOutput:
     text = f"Draft {n}: {QUESTIONS[qid][1] if right else 'I am not sure'}. " + "Because. " * (n % 3)
     out = ModelOutput.from_content(model="mockllm/model", content=text)
     out.usage = ModelUsage(input_tokens=20 * len(messages), output_tokens=len(text) // 4, total_tokens=0)
+    out.choices[0].logprobs = Logprobs(content=[Logprob(token=w, logprob=-0.5 / n) for w in text.split()])
     return out
 
 
@@ -72,9 +81,10 @@ def writer_critic_loop():
             state = await generate(state)
             u = state.output.usage
             verdict = (await score(state))[0]
+            lps = [x.logprob for x in state.output.choices[0].logprobs.content]
             rounds.append({"draft": state.output.completion,
                            "tokens": {"writer_prompt": u.input_tokens, "writer_completion": u.output_tokens},
-                           "scores": {"includes": 1.0 if verdict.value == "C" else 0.0}})  # fmt: skip
+                           "scores": {"includes": 1.0 if verdict.value == "C" else 0.0}, "logprobs": lps})  # fmt: skip
             if t == MAX_ROUNDS:
                 break
             if state.sample_id == TEMPLATE:
@@ -142,6 +152,8 @@ def test_an_inspect_log_replays_like_the_same_trajectories_as_jsonl(logs, tmp_pa
     assert _rows(evals, "rounds", ROUND_COLS) == want == _rows(jsons, "rounds", ROUND_COLS)
     assert {r[3] for r in want} >= {"APPROVED.", "Give a reason.", "Critique 1: be precise."}  # both critique rules
     assert _rows(evals, "scores", SCORE_COLS) == _rows(ours, "scores", SCORE_COLS)
+    sure = _rows(evals, "draft_logprobs", ["scenario_id", "round", "tokens", "mean"])
+    assert len(sure) == len(want) and sure == _rows(ours, "draft_logprobs", ["scenario_id", "round", "tokens", "mean"])
     got = _replay(evals)
     assert len(got) == n * len(POLICIES) and got == _replay(ours)
     assert {"critic", "failsafe"} <= {r[3] for r in got}

@@ -117,10 +117,12 @@ def test_the_policy_set_is_an_option_families_included(store, capsys) -> None:
     sql = "SELECT DISTINCT policy FROM replay ORDER BY 1"
     assert main(["--store", str(store), "--format", "json", "--policies", "families,shp", sql]) == 0
     names = {r["policy"] for r in json.loads(capsys.readouterr().out)}
-    from shp_ray.policy.families.registry import needs_answers
+    from shp_ray.policy.families.registry import needs_answers, needs_logprobs
     from shp_ray.policy.table import family_policies
 
-    # a synthetic store holds no extracted answers: the answer-based families are left out (one line), never run
-    assert names == {p.name for p in family_policies() if not needs_answers(p.kind)} | {"shp"}
+    # a synthetic store holds no extracted answers and no log-probabilities: the families reading them are left out
+    # (one line each), never run
+    kept = {p.name for p in family_policies() if not needs_answers(p.kind) and not needs_logprobs(p.kind)}
+    assert names == kept | {"shp"}
     assert main(["--store", str(store), "--policies", "no_such_policy", sql]) == 2
     assert "no_such_policy" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from analysis.report import write_report
 from analysis.report.html_report import INDEX
 from analysis.sql.rows import fetch_dicts
 from bench.browser import Chromium, find_chromium
+from shp_ray.policy import groups
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +100,10 @@ def test_report_opens_in_headless_chromium(report, tmp_path) -> None:
     assert seen["errors"] == []
     assert seen["requests"] and all(u.startswith("file://") for u in seen["requests"]), seen["requests"]
     assert {(r[0], r[2]) for r in seen["rows"]} == expected and len(seen["rows"]) == len(expected)
+    # grouped by family (shp_ray.policy.groups), each row saying its family and what it needs
+    assert all((r[3], r[4]) == (groups.group(r[2]).family, groups.group(r[2]).needs) for r in seen["rows"])
+    places = [(r[0], r[1], groups.group(r[2]).order) for r in seen["rows"]]
+    assert places == sorted(places) and len({r[3] for r in seen["rows"]}) > 2
     assert seen["sorted"] == sorted(seen["sorted"])
     assert seen["charts"] == 4  # Pareto and tokens saved, for dev and for test
     assert seen["shown"]["rounds"] == 6 and "split test" in seen["title"]

@@ -84,17 +84,19 @@ def generation_price_rows(
     ]
 
 
-def statements(prices: PriceTable | None, rows: list[tuple[object, ...]]) -> list[str]:
-    """The ``prices`` and ``generation_prices`` tables (no price table: both empty, every cost NULL)."""
+def prices_statement(prices: PriceTable | None) -> str:
+    """The ``prices`` table (no price table: empty)."""
     entries = [] if prices is None else prices.entries()
-    price_rows = [
+    rows = [
         (k, m, p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok, p.batch_discount, p.note)
         for k, m, p in entries
     ]
-    return [
-        _table(sql.query("prices_table"), "prices", _PRICE_COLUMNS, price_rows),
-        _table(sql.query("generation_prices_table"), "generation_prices", _GENERATION_COLUMNS, rows),
-    ]
+    return _table(sql.query("prices_table"), "prices", _PRICE_COLUMNS, rows)
+
+
+def generation_prices_statement(rows: list[tuple[object, ...]]) -> str:
+    """The ``generation_prices`` table (:func:`generation_price_rows`; none: every cost NULL)."""
+    return _table(sql.query("generation_prices_table"), "generation_prices", _GENERATION_COLUMNS, rows)
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,9 @@ from analysis import sql
 from analysis.replay import family_stream
 from shp_ray.policy.families.batch import run_columns
 from shp_ray.policy.families.columns import SignalColumns
-from shp_ray.policy.families.registry import FAMILIES, needs_answers
+from shp_ray.policy.families.registry import FAMILIES, needs_answers, needs_logprobs
 from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
+from shp_ray.policy.logprobs import STATS
 from shp_ray.policy.table import Policy
 
 _log = logging.getLogger(__name__)
@@ -89,6 +90,19 @@ class _Lookups:
         self.verdict_gens = {g for g, _, _, _ in v}
         self.verdicts = {(g, s, r): ok for g, s, r, ok in v}
         self.answers: dict[tuple[str, str, int], str | None] | None = None  # read when an answer family runs
+        self.confidence: dict[tuple[str, str, int], dict[str, float]] | None = None  # read when confidence runs
+
+    def read_confidence(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Each round's token log-probability summaries (family_logprobs.sql)."""
+        rows = con.execute(sql.query("family_logprobs")).fetchall()
+        self.confidence = {(g, s, r): dict(zip(STATS, v, strict=True)) for g, s, r, *v in rows}
+
+    def confident(self, t: pa.Table) -> list[dict[str, float] | None] | None:
+        """Per round row, its draft's summaries (None: none stored); None when none were read."""
+        if self.confidence is None:
+            return None
+        keys = zip(*(t[c].to_pylist() for c in ("gen_id", "scenario_id", "round")), strict=True)
+        return [self.confidence.get(k) for k in keys]
 
     def read_answers(self, con: duckdb.DuckDBPyConnection) -> None:
         """Each round's stated answer (family_answers.sql: one extractor per generation)."""
@@ -149,8 +163,9 @@ def _columns(t: pa.Table, dim: int, look: _Lookups) -> tuple[SignalColumns, np.n
     contexts = [look.contexts.get(sid) or () for sid in s_id[starts].tolist()]
     drafts = t["draft"].to_pylist()
     cols = SignalColumns(depths, drafts, emb, crit, known, tokens, contexts, look.checks(t))
-    stated = look.stated(t)
-    return (cols if stated is None else cols.with_answers(stated)), starts
+    stated, confident = look.stated(t), look.confident(t)
+    cols = cols if stated is None else cols.with_answers(stated)
+    return (cols if confident is None else cols.with_confidence(confident)), starts
 
 
 def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:
@@ -160,6 +175,8 @@ def decisions(con: duckdb.DuckDBPyConnection, dim: int) -> pa.Table:
     look = _Lookups(con, dim)
     if any(needs_answers(kind) for _, kind, _, _ in parsed):
         look.read_answers(con)
+    if any(needs_logprobs(kind) for _, kind, _, _ in parsed):
+        look.read_confidence(con)
     try:
         return _decide(family_stream.trajectories(con, dim), parsed, dim, look)
     except family_stream.Unordered:  # a store written in another order: read it sorted
@@ -196,9 +213,10 @@ def _dim(con: duckdb.DuckDBPyConnection) -> int:
     return int(dim or 1)
 
 
-def statements(policies: Iterable[Policy], dim: int, materialize: bool = True) -> list[str]:
-    """The family views that are SQL alone (family_inputs); :func:`refresh` computes the decisions."""
-    return [sql.create("family_inputs", sql.family_inputs_sql(dim))]
+def inputs_sql(dim: int) -> str:
+    """The family view that is SQL alone (family_inputs: per trajectory, the lists the family executor reads,
+    critique embedding NULL where unknown); :func:`refresh` computes the decisions."""
+    return sql.query("family_inputs", dim=int(dim))
 
 
 def refresh(
@@ -221,6 +239,7 @@ def refresh(
             "replay only on a store opened with analysis.connect"
         )
     leave_out_unanswered(con)
+    leave_out_without_logprobs(con)
     table = decisions(con, _dim(con) if dim is None else dim)
     con.register("family_decisions_arrow", table)
     try:
@@ -249,5 +268,24 @@ def leave_out_unanswered(con: duckdb.DuckDBPyConnection) -> list[str]:
         "%s left out of the replay: generation%s %s hold%s no extracted answers (draft_answers); "
         "add them with no model call: shp-import --store <store> --rescore %s",
         ", ".join(names), "s" if len(lacking) > 1 else "", gens, "" if len(lacking) > 1 else "s", lacking[0][:8],
+    )  # fmt: skip
+    return names
+
+
+def leave_out_without_logprobs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Take the token-confidence family's policies out of ``policies`` while a generation in scope has a trajectory
+    without stored log-probabilities (draft_logprobs), saying so in one line: they never run on zeros, nor on
+    nothing. Returns the policies left out."""
+    kinds = [k for k, f in FAMILIES.items() if f.needs_logprobs]
+    names = [r[0] for r in con.execute(sql.family_policies_sql(kinds)).fetchall()] if kinds else []
+    lacking = [r[0] for r in con.execute(sql.query("family_logprob_gens")).fetchall()] if names else []
+    if not lacking:
+        return []
+    con.execute(sql.query("policies_leave_out", kinds=sql.quote_list(kinds)))
+    _log.warning(
+        "%s left out of the replay: generation%s %s hold%s trajectories without token log-probabilities "
+        "(draft_logprobs); a new store written with logprobs.request=true on a provider that returns them has them",
+        ", ".join(names), "s" if len(lacking) > 1 else "", ", ".join(g[:8] for g in lacking),
+        "" if len(lacking) > 1 else "s",
     )  # fmt: skip
     return names

@@ -102,7 +102,7 @@ def _whole(batches: Iterator[pa.RecordBatch], checked: bool) -> Iterator[pa.Tabl
 
 def trajectories(con: duckdb.DuckDBPyConnection, dim: int, *, sorted_: bool = False) -> Iterator[pa.Table]:
     """family_rounds as tables of whole trajectories, rounds in order (``sorted_``: ORDER BY, nothing to check)."""
-    rounds = sql.family_rounds_sql(dim)
+    rounds = sql.query("family_rounds", dim=int(dim))  # per round, in trajectory and round order
     text = sql.query("family_rounds_sorted", rounds=rounds) if sorted_ else rounds
     batches = _ahead(con.sql(text).to_arrow_reader(_BATCH_ROWS))
     try:

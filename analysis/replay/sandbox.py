@@ -79,7 +79,7 @@ def lock_down(con: duckdb.DuckDBPyConnection, store: Store) -> None:
     ``enable_logging(...)``) fail, so none of this can be undone. Writes: DuckDB may still write inside
     the allowed folders (it has no read-only flavour of them), which is why :mod:`analysis.query`
     accepts queries only. Views and UDFs made before this keep working; spilling goes to ``spill``.
-    The statements, in order: ``analysis/sql/replay/lock_down.sql``.
+    The statements, in order: ``analysis/sql/replay/connection/lock_down.sql``.
     """
     ((spill,),) = con.execute(sql.query("spill_folder")).fetchall()  # new_connection chose it
     allowed = ", ".join(sql.quote(d) for d in _sandbox_dirs(store, spill))

@@ -16,14 +16,13 @@ import pyarrow as pa
 
 from analysis import sql
 from analysis.errors import AnalysisError
-from analysis.replay import costs
+from analysis.replay import catalog
 from analysis.replay.cascade_udf import register_udfs
 from analysis.replay.policy_table import default_policies, policies_sql
 from analysis.replay.sandbox import new_connection
 from analysis.replay.scope import DEFAULT_DELTA
 from analysis.replay.sources import fields
-from analysis.replay.views import deepest, score_statements
-from analysis.sql.tost_table import detectable_margins
+from analysis.replay.views import COMPUTED, StoreFacts, deepest
 from shp_ray.policy.cascade import APPROVAL
 from shp_ray.policy.table import Policy
 from shp_ray.policy.trajectory import Round, Trajectory
@@ -73,11 +72,8 @@ def load_signals(con: duckdb.DuckDBPyConnection, signals: pa.Table, approval: st
     finally:
         con.unregister("signals_input")
     rounds = deepest(con, "round_signals")
-    for stmt in costs.statements(None, []):  # no store, no generation: nothing to price, every cost NULL
+    for stmt in catalog.statements(_build(rounds, DEFAULT_DELTA), _views(_LOADED)):
         con.execute(stmt)
-    con.execute(sql.create("replay_inputs", sql.replay_inputs_sql(rounds), table=True))
-    con.execute(sql.create("trajectories", sql.trajectories_sql()))
-    con.execute(sql.create("replay_core", sql.replay_sql(rounds)))
     register_udfs(con, rounds)
 
 
@@ -98,14 +94,34 @@ def connect_signals(
     con = new_connection()
     con.execute(policies_sql(default_policies() if policies is None else policies))
     load_signals(con, signals, approval)
-    for stmt in (
-        sql.t95_table_sql(),
-        sql.tost_plan_sql(detectable_margins()),
-        sql.create("answers", sql.query("answers_view")),  # no drafts here: answer metrics unknown (NULL)
-        sql.create("replay", sql.query("replay_core_only")),
-        sql.create("scenario_splits", sql.query("scenario_splits_unknown")),  # no scenarios here: split NULL
-        *score_statements(sql.empty_select(fields("scores")), delta),  # no scores here: policy_summary's NULL
-        sql.create("policy_summary", sql.policy_summary_sql(delta)),
-    ):
+    rounds = deepest(con, "round_signals")
+    for stmt in catalog.statements(_build(rounds, delta), _views(_SUMMARIES, _LOADED)):
         con.execute(stmt)
     return con
+
+
+# The store's views (analysis.replay.catalog), over given rows in place of a store: round_signals holds the rows,
+# the caller makes the policies table; no scenarios (a split is NULL), no generations (nothing to price or to
+# resample: every cost NULL, no control), no scores, no drafts (answer metrics NULL: signals_input.sql).
+_GIVEN = ("round_signals", "policies")
+_LOADED = ("replay_inputs", "trajectories", "replay_core")  # what load_signals (re)builds over new rows
+# what connect_signals adds: the summaries, and the views a caller reads beside them, as on a store
+_SUMMARIES = ("policy_summary", "answers", "prices", "replay_score_map", "correctness_summary", "break_rate")
+_OVER_SIGNALS = {
+    "scenario_splits": catalog.View("scenario_splits", make=lambda b: sql.query("scenario_splits_unknown")),
+    "scores_raw": catalog.View("scores_raw", make=lambda b: sql.empty_select(fields("scores"))),
+    "generations": catalog.View("generations", make=lambda b: sql.empty_select(fields("generations"))),
+}
+
+
+def _views(names: Iterable[str], built: Iterable[str] = ()) -> list[catalog.View]:
+    """The views ``names`` and what they need, over given signals, less the given and the ``built`` ones (what
+    those need is not looked into: it is there)."""
+    there = {*_GIVEN, *built}
+    views = [catalog.View(v.name) if v.name in there else _OVER_SIGNALS.get(v.name, v) for v in catalog.VIEWS]
+    return [v for v in catalog.closure(names, views) if v.name not in there]
+
+
+def _build(rounds: int, delta: float) -> catalog.Build:
+    facts = StoreFacts(None, None, 1, COMPUTED, -1, rounds, fill_calls=False, batch=False)
+    return catalog.Build(facts, delta)

@@ -13,6 +13,8 @@ import duckdb
 from analysis.errors import AnalysisError
 from analysis.report.cells import cell, steady
 from analysis.stats import correctness
+from shp_ray.policy import groups as policy_groups
+from shp_ray.policy import resample
 
 
 def collect(con: duckdb.DuckDBPyConnection, primary: str | None = None) -> dict:
@@ -129,7 +131,8 @@ def is_known(rows: Sequence[dict]) -> bool:
 
 
 def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
-    """pass_at_stop per policy with its paired tests, and the oracle's gap with the share each policy closes."""
+    """pass_at_stop per policy with its paired tests, grouped by family (analysis.report.policy_groups: the bounds
+    and the resampling control last, together), and the oracle's gap with the share each policy closes."""
     base = f"fixed_k{max(int(r['depth']) for r in rows)}"  # the baseline: every round of the deepest trajectory
     test = str(rows[0].get("test", "McNemar"))
     has_is = is_known(rows)  # no judge scored a draft: no column of dashes
@@ -139,7 +142,7 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         "| gap to the oracle, pts |",
         "|" + "---|" * (9 if has_is else 8),
     ]
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (policy_groups.group(str(r["policy"])).order, str(r["policy"]))):
         lines.append(
             f"| {r['policy']} | {r['kind']} | {cell(r['mean_rounds'], 2)} | {_saving(r['token_saving'])} "
             + (f"| {cell(r['mean_is'])} " if has_is else "")
@@ -148,14 +151,14 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
         )
     oracle = next((r for r in rows if r["policy"] == f"oracle_{score}"), None)
     if oracle is None:
-        return [*lines, "", mde_line(rows)]
+        return [*lines, "", control_line(rows, base), mde_line(rows)]
     first, best = oracle["first_pass"], oracle["oracle_pass"]
     lines += ["", (
         f"- The oracle (`oracle_{score}`: stop at the earliest round whose draft passes; it runs the hidden tests, so "
         f"it is a bound, not a policy) passes {_pct(best)}, against {_pct(first)} at round 1 and "
         f"{_pct(oracle['baseline_pass'])} after every round ({base}): the correctness the loop's rounds hold is "
         f"{_pts(best - first)} pts above the first draft."
-    )]  # fmt: skip
+    ), control_line(rows, base)]  # fmt: skip
     closing = correctness.judge_free_closing(rows)
     if closing:
         lines.append(
@@ -168,6 +171,31 @@ def policy_lines(rows: Sequence[dict], score: str) -> list[str]:
             "- No round after the first passes where round 1 fails: there is no fixed_k1 → oracle gap to close."
         )
     return [*lines, mde_line(rows)]
+
+
+def control_line(rows: Sequence[dict], base: str) -> str:
+    """Resampling instead of revising at equal compute (shp_ray.policy.resample), said beside never revising
+    (fixed_k1) and the oracle's bound; one line saying it is left out where the replay holds no control."""
+    control = next((r for r in rows if r["policy"] == resample.NAME), None)
+    if control is None:
+        return (
+            f"- No resampling control beside these drafts: `{resample.NAME}` needs a generation that revises and "
+            "a `critic=none` one of the same model and rounds, tasks and epochs in one replay; left out."
+        )
+    spent = control["token_saving"]
+    cheaper = (
+        f"; it spent {_saving(spent).lstrip('-')} fewer tokens, as the store holds no more than "
+        f"{int(control['depth'])} fresh drafts per task and epoch"
+        if spent is not None and spent > 0.005
+        else ""
+    )
+    return (
+        f"- Resampling instead of revising at equal compute (`{resample.NAME}`, the self-repair literature's control: "
+        f"fresh first drafts of the same task and epoch, as many as {base}'s tokens buy, the first the visible tests "
+        f"pass returned) passes {_pct(control['pass_at_stop'])}, against {_pct(control['first_pass'])} never revising "
+        f"(fixed_k1), {_pct(control['baseline_pass'])} revising every round ({base}) and "
+        f"{_pct(control['oracle_pass'])} for the revising loop's oracle, a bound{cheaper}."
+    )  # fmt: skip
 
 
 def mde_line(rows: Sequence[dict]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -11,6 +13,7 @@ from analysis import sql
 from analysis.report import power as report_power
 from analysis.report.cells import cell
 from analysis.sql.rows import fetch_dicts
+from shp_ray.policy import groups as policy_groups
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.registry import FAMILIES
 
@@ -39,18 +42,43 @@ def _gain_note(params_json: str) -> str:
     )
 
 
-def section(
-    fam: Mapping[str, object], summary: Sequence[Mapping[str, object]], tests: Mapping[tuple, Mapping], delta: float
-) -> list[str]:
-    """The report's section on the other stopping families (markdown lines).
+@dataclass(frozen=True)
+class _Generation:
+    """One generation's rows, and what the section read for every generation (:func:`collect`)."""
 
-    Long because it is the section's text in reading order, mostly prose and table rows; split, its
-    sentences would be spread over helpers that each hold a paragraph.
-    """
+    gen_id: str
+    rows: dict[str, Mapping[str, Any]]  # policy -> its policy_summary row
+    fam: Mapping[str, Any]
+    tests: Mapping[tuple, Mapping]
+    delta: float
+
+    @property
+    def kinds(self) -> dict[str, Any]:
+        return self.fam["kinds"]
+
+    def kind(self, policy: object) -> str | None:
+        return self.kinds.get(str(policy), {}).get("kind")
+
+    @property
+    def family_rows(self) -> list[Mapping[str, Any]]:
+        return [self.rows[p] for p in policy_groups.ordered(self.rows) if self.kind(p) in FAMILIES]
+
+    @property
+    def selection(self) -> dict[str, Mapping[str, Any]]:
+        return {r["policy"]: r for r in self.fam["selection"] if r["gen_id"] == self.gen_id}
+
+    def reasons(self, policy: object) -> list[Mapping[str, Any]]:
+        return [r for r in self.fam["reasons"] if r["gen_id"] == self.gen_id and r["policy"] == policy]
+
+
+def section(
+    fam: Mapping[str, Any], summary: Sequence[Mapping[str, Any]], tests: Mapping[tuple, Mapping], delta: float
+) -> list[str]:
+    """The report's section on the other stopping families (markdown lines): per generation, the policy table,
+    best-round selection beside oracle_is, each gain model's note, and the verifier-first outcomes."""
     if not fam:
         return []
-    kinds: dict = fam["kinds"]  # type: ignore[assignment]
-    crit: dict = fam["critiques"]  # type: ignore[assignment]
+    crit = fam["critiques"]
     lines = [
         "## Beyond SHP: other stopping systems on the same trajectories",
         "",
@@ -61,89 +89,97 @@ def section(
         + (" — consensus fell back to the draft alone where unknown." if crit["known"] < crit["n"] else "."),
         "",
     ]
-    for gen in sorted({r["gen_id"] for r in summary}):
-        rows = {r["policy"]: r for r in summary if r["gen_id"] == gen}
-        fam_rows = [r for p, r in rows.items() if kinds.get(p, {}).get("kind") in FAMILIES]
-        if not fam_rows:
-            continue
-        refs = [rows[p] for p in REFERENCE_POLICIES if p in rows]
-        reasons: dict[str, list[str]] = {}
-        for r in fam["reasons"]:  # type: ignore[attr-defined]
-            if r["gen_id"] == gen:
-                reasons.setdefault(r["policy"], []).append(f"{r['reason']} {r['n']}")
-        lines += [
-            f"### Generation `{gen}`",
-            "",
-            f"| policy | family | rounds | op. tokens | saving | IS | ΔIS [95% CI] | TOST δ={delta:g} p "
-            "| non-inferior | stopped by |",
-            "|" + "---|" * 10,
-        ]
-        for r in refs + fam_rows:
-            kind = kinds.get(r["policy"], {}).get("kind")
-            is_ = tests.get((gen, r["policy"], "is"), {})
-            ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
-            saving = None if r["token_saving"] is None else 100 * r["token_saving"]
-            label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
-            lines.append(
-                f"| {r['policy']} | {label} | {cell(r['mean_rounds'], 2)} "
-                f"| {cell(r['mean_operational_tokens'], 0)} | {cell(saving, 1)}% | {cell(r['mean_is'])} "
-                f"| {cell(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, cell(is_.get('tost_p')))} "
-                f"| {report_power.verdict(r['non_inferior'], is_)} "
-                f"| {', '.join(reasons.get(r['policy'], [])) or '–'} |"
-            )
-        lines.append("")
-        oracle = rows.get("oracle_is")
-        sel = {r["policy"]: r for r in fam["selection"] if r["gen_id"] == gen}  # type: ignore[attr-defined]
-        best = [p for p in sel if json.loads(kinds[p]["params_json"]).get("select", "last") != "last"]
-        if best:
-            lines += [
-                "#### Best-round selection (judge-free) next to oracle_is (judge-picked)",
-                "",
-                "| policy | mean stop round | mean returned round | returned an earlier draft | IS | IS − oracle_is |",
-                "|---|---|---|---|---|---|",
-            ]
-            for p in best + (["oracle_is"] if oracle else []):
-                r, s = rows[p], sel.get(p, {})
-                gap = None if not oracle or r["mean_is"] is None else r["mean_is"] - oracle["mean_is"]
-                lines.append(
-                    f"| {p} | {cell(s.get('mean_stop', r['mean_rounds']), 2)} | {cell(s.get('mean_selected'), 2)} "
-                    f"| {cell(100 * s['share_earlier'], 0) + '%' if s else '–'} "
-                    f"| {cell(r['mean_is'])} | {cell(gap, 4)} |"
-                )
-            lines.append("")
-        for p in (p for p in rows if kinds.get(p, {}).get("kind") == "gain_model"):
-            r = rows[p]
-            lines.append(f"#### `{p}`: {_gain_note(kinds[p]['params_json'])}")
-            lines.append("")
-            if oracle and oracle["delta_is"] and r["delta_is"] is not None:
-                closed = r["delta_is"] / oracle["delta_is"]
-                lines.append(
-                    f"Share of the oracle gap closed on this split: ΔIS {r['delta_is']:+.4f} of oracle_is's "
-                    f"{oracle['delta_is']:+.4f} over fixed_k{{max}} = **{100 * closed:.1f}%**, "
-                    f"at {cell(None if r['token_saving'] is None else 100 * r['token_saving'], 1)}% fewer tokens."
-                )
-            else:
-                lines.append("Share of the oracle gap closed: – (no gap: oracle_is equals fixed_k{max} here).")
-            lines.append("")
-        ver = [p for p in fam_rows if FAMILIES[kinds[p["policy"]]["kind"]].outcomes]
-        if ver:
-            lines += [
-                "#### Verifier-first outcomes (only `verified` returned a draft that passed the verifier)",
-                "",
-                "| policy | verified | oscillation | budget | cap | returned draft verified |",
-                "|---|---|---|---|---|---|",
-            ]
-            for r in ver:
-                counts = {
-                    x["reason"]: x["n"]
-                    for x in fam["reasons"]  # type: ignore[attr-defined]
-                    if x["gen_id"] == gen and x["policy"] == r["policy"]
-                }
-                share = sel.get(r["policy"], {}).get("share_verified")
-                lines.append(
-                    f"| {r['policy']} | "
-                    + " | ".join(str(counts.get(o, 0)) for o in ("verified", "oscillation", "budget", "cap"))
-                    + f" | {cell(None if share is None else 100 * share, 0)}% |"
-                )
-            lines.append("")
+    for gen_id in sorted({r["gen_id"] for r in summary}):
+        g = _Generation(gen_id, {r["policy"]: r for r in summary if r["gen_id"] == gen_id}, fam, tests, delta)
+        if g.family_rows:
+            lines += [*_policy_table(g), *_best_round(g), *_gain_notes(g), *_verifier_outcomes(g)]
     return lines
+
+
+def _policy_table(g: _Generation) -> list[str]:
+    lines = [
+        f"### Generation `{g.gen_id}`",
+        "",
+        f"| policy | family | needs | rounds | op. tokens | saving | IS | ΔIS [95% CI] | TOST δ={g.delta:g} p "
+        "| non-inferior | stopped by |",
+        "|" + "---|" * 11,
+    ]
+    refs = [g.rows[p] for p in REFERENCE_POLICIES if p in g.rows]
+    for r in refs + g.family_rows:
+        kind = g.kind(r["policy"])
+        is_ = g.tests.get((g.gen_id, r["policy"], "is"), {})
+        ci = f"[{cell(is_.get('ci95_low'))}, {cell(is_.get('ci95_high'))}]"
+        saving = None if r["token_saving"] is None else 100 * r["token_saving"]
+        label = FAMILIES[kind].label if kind in FAMILIES else "SHP / reference"
+        needs = policy_groups.group(str(r["policy"])).needs
+        stopped = ", ".join(f"{x['reason']} {x['n']}" for x in g.reasons(r["policy"])) or "–"
+        lines.append(
+            f"| {r['policy']} | {label} | {needs} | {cell(r['mean_rounds'], 2)} "
+            f"| {cell(r['mean_operational_tokens'], 0)} | {cell(saving, 1)}% | {cell(r['mean_is'])} "
+            f"| {cell(r['delta_is'], 4)} {ci} | {report_power.tost_p_cell(is_, cell(is_.get('tost_p')))} "
+            f"| {report_power.verdict(r['non_inferior'], is_)} | {stopped} |"
+        )
+    return [*lines, ""]
+
+
+def _best_round(g: _Generation) -> list[str]:
+    """Best-round selection (judge-free) next to oracle_is (judge-picked)."""
+    sel, oracle = g.selection, g.rows.get("oracle_is")
+    best = [p for p in sel if json.loads(g.kinds[p]["params_json"]).get("select", "last") != "last"]
+    if not best:
+        return []
+    lines = [
+        "#### Best-round selection (judge-free) next to oracle_is (judge-picked)",
+        "",
+        "| policy | mean stop round | mean returned round | returned an earlier draft | IS | IS − oracle_is |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in best + (["oracle_is"] if oracle else []):
+        r, s = g.rows[p], sel.get(p, {})
+        gap = None if not oracle or r["mean_is"] is None else r["mean_is"] - oracle["mean_is"]
+        lines.append(
+            f"| {p} | {cell(s.get('mean_stop', r['mean_rounds']), 2)} | {cell(s.get('mean_selected'), 2)} "
+            f"| {cell(100 * s['share_earlier'], 0) + '%' if s else '–'} "
+            f"| {cell(r['mean_is'])} | {cell(gap, 4)} |"
+        )
+    return [*lines, ""]
+
+
+def _gain_notes(g: _Generation) -> list[str]:
+    """Each gain model's artefact, and the share of the oracle's gap it closed."""
+    oracle, lines = g.rows.get("oracle_is"), []
+    for p in (p for p in g.rows if g.kind(p) == "gain_model"):
+        r = g.rows[p]
+        lines += [f"#### `{p}`: {_gain_note(g.kinds[p]['params_json'])}", ""]
+        if oracle and oracle["delta_is"] and r["delta_is"] is not None:
+            closed = r["delta_is"] / oracle["delta_is"]
+            lines.append(
+                f"Share of the oracle gap closed on this split: ΔIS {r['delta_is']:+.4f} of oracle_is's "
+                f"{oracle['delta_is']:+.4f} over fixed_k{{max}} = **{100 * closed:.1f}%**, "
+                f"at {cell(None if r['token_saving'] is None else 100 * r['token_saving'], 1)}% fewer tokens."
+            )
+        else:
+            lines.append("Share of the oracle gap closed: – (no gap: oracle_is equals fixed_k{max} here).")
+        lines.append("")
+    return lines
+
+
+def _verifier_outcomes(g: _Generation) -> list[str]:
+    ver = [r for r in g.family_rows if FAMILIES[str(g.kind(r["policy"]))].outcomes]
+    if not ver:
+        return []
+    lines = [
+        "#### Verifier-first outcomes (only `verified` returned a draft that passed the verifier)",
+        "",
+        "| policy | verified | oscillation | budget | cap | returned draft verified |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in ver:
+        counts = {x["reason"]: x["n"] for x in g.reasons(r["policy"])}
+        share = g.selection.get(r["policy"], {}).get("share_verified")
+        lines.append(
+            f"| {r['policy']} | "
+            + " | ".join(str(counts.get(o, 0)) for o in ("verified", "oscillation", "budget", "cap"))
+            + f" | {cell(None if share is None else 100 * share, 0)}% |"
+        )
+    return [*lines, ""]

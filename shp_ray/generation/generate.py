@@ -219,7 +219,9 @@ async def _run_local(pending: Iterator[Scenario], run: Run) -> None:
                 if lockstep is not None:
                     lockstep.leave()
             approval = cfg.prompts.approval
-            rows = trajectory_rows(result, summary.gen_id, dim, embedder.name, approval, scorers, extractor)
+            rows = trajectory_rows(
+                result, summary.gen_id, dim, embedder.name, approval, scorers, extractor, cfg.logprobs.last_k
+            )
             writer.add_trajectory(rows)
             summary.generated += 0 if result.failed else 1
             summary.failed += 1 if result.failed else 0

@@ -115,7 +115,7 @@ def writer_request(scn: Scenario, cfg: GenerationConfig, model: str, t: int, pre
     seed = cfg.writer_seed(scn.task, scn.epoch, t)
     return ChatRequest(
         model=model, messages=msgs, max_tokens=cfg.max_tokens, temperature=cfg.temperature, seed=seed,
-        affinity=f"{scn.scenario_id}/writer",
+        logprobs=cfg.logprobs.request, affinity=f"{scn.scenario_id}/writer",
     )  # fmt: skip
 
 

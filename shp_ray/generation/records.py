@@ -16,6 +16,7 @@ from shp_ray.generation.embedder import text_hash
 from shp_ray.generation.judge import JudgeResult
 from shp_ray.generation.loop import TrajectoryResult
 from shp_ray.policy.cascade import APPROVAL
+from shp_ray.policy.logprobs import DEFAULT_LAST_K, STATS, summarise
 from shp_ray.policy.round_signals import RoundColumns, trajectory_signals
 from shp_ray.policy.scorers import Scorer, score_rows, task_of
 from shp_ray.policy.scoring import METRICS, cosine_distance, information_score
@@ -48,6 +49,7 @@ def trajectory_rows(
     approval: str = APPROVAL,
     scorers: Sequence[Scorer] = (),
     extractor: Extractor | None = None,
+    last_k: int = DEFAULT_LAST_K,
 ) -> dict[str, list[dict[str, object]]]:
     """Rows of rounds, their signals and scores, judgments, failures and the scenario for one trajectory.
 
@@ -55,7 +57,8 @@ def trajectory_rows(
     whole trajectories or none. ``embedder``: the name the generations row records; ``approval``: the
     prompt preset's approval marker (what the stored ``approved`` signal reads in a critique);
     ``scorers``: what scores each draft (a scorer that raises records the error on its rows); ``extractor``: what
-    reads each draft's answer (``draft_answers``; None: no answers).
+    reads each draft's answer (``draft_answers``; None: no answers); ``last_k``: the tail the ``draft_logprobs``
+    summaries average (written for each draft whose Writer call returned token log-probabilities).
     """
     sid = result.scenario.scenario_id
     rounds, judgments = [], []
@@ -91,6 +94,7 @@ def trajectory_rows(
     items = [(task, r["round"], r["draft"]) for r in rounds]
     scores = score_rows(scorers, gen_id, items)
     answers = [] if extractor is None else answer_rows(extractor, gen_id, items)
+    drafted = [(r.round, r.writer.logprobs if r.writer is not None else None) for r in result.rounds]
     failures = [
         {
             "gen_id": gen_id,
@@ -109,9 +113,24 @@ def trajectory_rows(
         "signals": signals,
         "scores": scores,
         "draft_answers": answers,
+        "draft_logprobs": logprob_rows(gen_id, sid, drafted, last_k),
         "judgments": judgments,
         "failures": failures,
     }
+
+
+def logprob_rows(
+    gen_id: str, sid: str, drafts: Sequence[tuple[int, Sequence[float] | None]], last_k: int = DEFAULT_LAST_K
+) -> list[dict[str, object]]:
+    """The ``draft_logprobs`` rows of a trajectory's (round, its draft's token log-probabilities) pairs: one per draft
+    whose Writer reply carried them (none for a provider that returns none: the token-confidence family is then left
+    out, never run on zeros). The generation writes them, and shp-import from a log that holds them."""
+    out: list[dict[str, object]] = []
+    for t, lps in drafts:
+        summary = summarise(lps, last_k)
+        if summary is not None and lps is not None:
+            out.append({"gen_id": gen_id, "scenario_id": sid, "round": t, "tokens": len(lps), "k": last_k, **summary})
+    return out
 
 
 def _judgment_row(scenario_id: str, key: str, draft_hash: str, j: JudgeResult) -> dict[str, object]:
@@ -184,7 +203,7 @@ def load_trajectories(
         r["scenario_id"]: r["contexts"]
         for r in store.read("scenarios", columns=["scenario_id", "contexts"]).to_pylist()
     }
-    answers = stored_answers(store, gen_id)
+    answers, confidence = stored_answers(store, gen_id), stored_confidence(store, gen_id)
     by_scenario: dict[str, list[dict]] = {}
     for row in rounds.to_pylist():
         by_scenario.setdefault(row["scenario_id"], []).append(row)
@@ -213,6 +232,8 @@ def load_trajectories(
         meta: dict[str, object] = {"contexts": tuple(contexts.get(sid) or ())}
         if answers is not None:  # each draft's stated answer, for the answer-based families
             meta["answers"] = [answers.get((sid, r.round)) for r in built]
+        if confidence is not None:  # each draft's log-probability summaries, for the token-confidence family
+            meta["confidence"] = [confidence.get((sid, r.round)) for r in built]
         out[sid] = Trajectory(sid, tuple(built), gen_id, meta=meta)
     return out
 
@@ -225,3 +246,10 @@ def stored_answers(store: Store, gen_id: str) -> dict[tuple[str, int], str | Non
         return None
     chosen = pick_extractor({r["extractor"] for r in rows})
     return {(r["scenario_id"], r["round"]): r["answer"] for r in rows if r["extractor"] == chosen}
+
+
+def stored_confidence(store: Store, gen_id: str) -> dict[tuple[str, int], dict[str, float]] | None:
+    """(scenario, round) -> its draft's token log-probability summaries (draft_logprobs); None when the generation
+    has none stored."""
+    rows = [r for r in store.read("draft_logprobs").to_pylist() if r["gen_id"] == gen_id]
+    return {(r["scenario_id"], r["round"]): {s: r[s] for s in STATS} for r in rows} or None

@@ -138,10 +138,12 @@ def _regex(spec: ScoreSpec) -> Scorer:
         raise ScoreConfigError(f"score.pattern: {spec.pattern!r}: {exc}") from None
 
 
+# Every score kind, by its score.kind name: config validation (conf.inputs.SCORES) and the config group
+# (conf.schema) read this one registry.
 KINDS: dict[str, Callable[[ScoreSpec], Scorer]] = {
-    "hotpot": lambda spec: scorers.builtin("hotpot"),
-    "exact": lambda spec: scorers.builtin("exact", spec.name),
-    "contains": lambda spec: scorers.builtin("contains", spec.name),
+    "hotpot": lambda spec: scorers.hotpot_scorer(),
+    "exact": lambda spec: scorers.match_scorer("exact", spec.name),
+    "contains": lambda spec: scorers.match_scorer("contains", spec.name),
     "regex": _regex,
     "python": _python,
     "tests": lambda spec: tests_scorer(),

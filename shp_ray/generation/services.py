@@ -57,6 +57,8 @@ def completion_record(request: ChatRequest | None, completion: Completion) -> di
         "key_parts": request.key_parts() if request is not None else {},  # for debugging a hit; not read back
         # the price it was paid at, kept by every later hit; a live call's record keeps the old format
         **({"mode": completion.mode} if completion.mode != "live" else {}),
+        # each token's log-probability, when asked for and returned (a record without them keeps the old format)
+        **({"logprobs": list(completion.logprobs)} if completion.logprobs is not None else {}),
     }
 
 
@@ -70,6 +72,7 @@ def completion_from_record(record: dict) -> Completion:
         model=record.get("model", ""),
         cached=True,
         mode=record.get("mode", "live"),  # records older than batch mode were all live calls
+        logprobs=tuple(record["logprobs"]) if record.get("logprobs") is not None else None,
     )
 
 

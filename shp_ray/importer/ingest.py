@@ -29,7 +29,7 @@ from shp_ray.generation.answer_config import build as build_extractor
 from shp_ray.generation.config import DEFAULT_EMBEDDER
 from shp_ray.generation.embedder import Embedder, embedder_name
 from shp_ray.generation.judge import draft_hash
-from shp_ray.generation.records import signal_rows
+from shp_ray.generation.records import logprob_rows, signal_rows
 from shp_ray.generation.score_config import ScoreSpec, build
 from shp_ray.importer.inspect_rounds import read_inspect, read_inspect_with
 from shp_ray.importer.openai_chat import read_openai_chat
@@ -38,6 +38,7 @@ from shp_ray.importer.traces import Trace, TraceError, read_jsonl, read_parquet
 from shp_ray.policy.scorers import Scorer, Task, score_rows
 from storage.answers_schema import DRAFT_ANSWERS
 from storage.lock import generation_lock
+from storage.logprobs_schema import DRAFT_LOGPROBS
 from storage.manifest import manifest_row, new_run_id
 from storage.parts import Store
 from storage.resume import column_values
@@ -191,7 +192,10 @@ def _rows(
     scored = score_rows(scorers, gen_id, items)
     gold = {t.id: (t.answers[0] if t.answers else None) for t in traces}
     answers = answer_rows(build_extractor(AnswerSpec()), gen_id, items)  # each draft's answer: the task's own reading
-    return {"scenarios": scenarios, "rounds": rounds, "scores": given + scored, "gold": gold, "answers": answers}
+    drafted = [(t.id, [(i, r.logprobs) for i, r in enumerate(t.rounds, start=1)]) for t in traces]
+    sure = [row for sid, lps in drafted for row in logprob_rows(gen_id, sid, lps)]  # a log that holds them
+    return {"scenarios": scenarios, "rounds": rounds, "scores": given + scored, "gold": gold, "answers": answers,
+            "logprobs": sure}  # fmt: skip
 
 
 def _write_all(store: Store, tables: list[tuple[str, pa.Table, pa.Schema]]) -> None:
@@ -255,6 +259,7 @@ def import_traces(req: ImportRequest) -> ImportResult:
                 ("signals", pa.Table.from_pylist(signals, schema=SIGNALS), SIGNALS),
                 ("scores", pa.Table.from_pylist(rows["scores"], schema=SCORES), SCORES),
                 ("draft_answers", pa.Table.from_pylist(rows["answers"], schema=DRAFT_ANSWERS), DRAFT_ANSWERS),
+                ("draft_logprobs", pa.Table.from_pylist(rows["logprobs"], schema=DRAFT_LOGPROBS), DRAFT_LOGPROBS),
                 ("manifests", pa.Table.from_pylist([manifest], schema=MANIFESTS), MANIFESTS),
                 ("generations", pa.Table.from_pylist([generation], schema=GENERATIONS), GENERATIONS),
             ],

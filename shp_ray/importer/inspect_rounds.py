@@ -38,6 +38,7 @@ from shp_ray.importer.inspect_log import LogSample, read_log
 from shp_ray.importer.otlp import Rule, first_role, parse_rule
 from shp_ray.importer.traces import Trace, TraceError, check_file, parse_trace
 from shp_ray.policy.checks import check_int
+from shp_ray.providers.reply import reply_logprobs
 from storage.schemas import MAX_TOKENS
 
 ROLES = ("system", "user", "assistant", "tool")  # inspect_ai's ChatMessage roles
@@ -211,6 +212,8 @@ def _from_events(s: _Sample, events: Sequence[tuple[int, Mapping]], conv: list,
         if not critic:
             rounds.append({"draft": text, "id": mid, "scores": {},
                            "tokens": {"writer_prompt": prompt, "writer_completion": completion}})  # fmt: skip
+            if (lps := reply_logprobs(e["output"])) is not None:  # ModelOutput.choices[0].logprobs, OpenAI's shape
+                rounds[-1]["logprobs"] = list(lps)
             continue
         if not rounds or "feedback" in rounds[-1]:
             what = "no draft before it" if not rounds else "a second critique of the same draft"

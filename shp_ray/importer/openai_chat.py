@@ -5,13 +5,16 @@
        {"agent": "writer",                                    writer, critic, writer, critic, ..., [writer]
         "request": {"model": "m", "messages": [{"role": "system", "content": "..."},
                                                {"role": "user", "content": "..."}]},
-        "response": {"choices": [{"message": {"role": "assistant", "content": "<draft>"}}],
+        "response": {"choices": [{"message": {"role": "assistant", "content": "<draft>"},
+                                  "logprobs": {"content": [{"logprob": -0.1}, ...]}}],   logprobs optional
                      "usage": {"prompt_tokens": 120, "completion_tokens": 40}}},
        {"agent": "critic", "request": {...}, "response": {... "content": "<critique>" ...}},
        ...]}
 
 Round t is the t-th writer call (its reply the draft x_t, its usage the writer's tokens) and the critic call
-right after it, if any (its reply the critique f_t, its usage the critic's tokens). ``request`` is the logged
+right after it, if any (its reply the critique f_t, its usage the critic's tokens). A writer reply that carries
+token log-probabilities (``choices[0].logprobs.content[].logprob``, a call made with ``logprobs: true``) gives its
+draft's ``draft_logprobs`` row. ``request`` is the logged
 request body (only its messages are read: the question, when not given, is the last user message of the first
 writer request); ``response`` the chat.completion object as the endpoint returned it. Other top-level keys are
 kept as the scenario's metadata.
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 
 from shp_ray.importer.traces import Trace, TraceError, check_file, json_lines, parse_trace
 from shp_ray.policy.checks import check_int
+from shp_ray.providers.reply import reply_logprobs
 
 AGENTS = ("writer", "critic")
 
@@ -74,6 +78,8 @@ def to_trace(raw: object, where: str, line: int) -> Trace:
         content, prompt, completion = _reply(call, at)
         if agent == "writer":
             rounds.append({"draft": content, "tokens": {"writer_prompt": prompt, "writer_completion": completion}})
+            if (lps := reply_logprobs(call["response"])) is not None:
+                rounds[-1]["logprobs"] = list(lps)
         else:
             rounds[-1]["feedback"] = content
             rounds[-1]["tokens"] |= {"critic_prompt": prompt, "critic_completion": completion}  # type: ignore[operator]

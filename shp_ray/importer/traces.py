@@ -9,7 +9,8 @@
         "tokens": {"writer_prompt": 0, "writer_completion": 0,
                    "critic_prompt": 0, "critic_completion": 0},   optional: the provider's usage (0 if absent)
         "scores": {"pass": 1.0},                   optional: scores the loop already measured (name -> number)
-        "embedding": [0.1, ...]}                   optional: e_t (computed with the embedder when absent)
+        "embedding": [0.1, ...],                   optional: e_t (computed with the embedder when absent)
+        "logprobs": [-0.02, -1.3, ...]}            optional: the draft's token log-probabilities (draft_logprobs)
      ],
      "split": "dev",                               optional: the scenario's split (default "test")
      ...}                                          any other key: kept as the scenario's metadata
@@ -30,7 +31,7 @@ from shp_ray.policy.checks import check_int
 from storage.schemas import MAX_TOKENS
 
 TOKEN_KEYS = ("writer_prompt", "writer_completion", "critic_prompt", "critic_completion")
-ROUND_KEYS = ("draft", "feedback", "tokens", "scores", "embedding")
+ROUND_KEYS = ("draft", "feedback", "tokens", "scores", "embedding", "logprobs")
 TOP_KEYS = ("id", "question", "answers", "rounds", "split")
 
 
@@ -46,6 +47,7 @@ class TraceRound:
     scores: Mapping[str, float | None] = field(default_factory=dict)
     embedding: tuple[float, ...] | None = None
     latency: Mapping[str, float] = field(default_factory=dict)  # writer / critic -> seconds (span formats; 0 if absent)
+    logprobs: tuple[float, ...] | None = None  # the draft's token log-probabilities, when the log has them
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,14 @@ def parse_round(raw: object, where: str, t: int) -> TraceRound:
         if not isinstance(embedding, list) or not embedding:
             raise TraceError(f"{where}: {key}.embedding must be a non-empty list of numbers")
         embedding = tuple(_number(x, where, f"{key}.embedding[{i}]") for i, x in enumerate(embedding))
-    return TraceRound(draft, feedback, tokens, scores, embedding)
+    logprobs = raw.get("logprobs")
+    if logprobs is not None:
+        if not isinstance(logprobs, list) or not logprobs:
+            raise TraceError(f"{where}: {key}.logprobs must be a non-empty list of numbers <= 0")
+        logprobs = tuple(_number(x, where, f"{key}.logprobs[{i}]") for i, x in enumerate(logprobs))
+        if max(logprobs) > 0:
+            raise TraceError(f"{where}: {key}.logprobs must be log-probabilities (<= 0), got {max(logprobs)!r}")
+    return TraceRound(draft, feedback, tokens, scores, embedding, logprobs=logprobs)
 
 
 def parse_trace(raw: object, where: str, line: int) -> Trace:

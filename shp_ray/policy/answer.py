@@ -9,7 +9,7 @@ Two readings of a draft's answer, both documented in docs/results.md, each numbe
 
 - **strict** (:func:`answer_scores`, the stored ``answer_em`` / ``answer_f1`` and ``replay.final_f1``): the
   LAST line that starts with ``Answer:`` or ``Final answer:`` (any case, leading whitespace allowed); a draft
-  without one scores 0, however right its prose. The SQL view ``answers`` (analysis/sql/replay/answers.sql).
+  without one scores 0, however right its prose. The SQL view ``answers`` (analysis/sql/replay/answers/answers.sql).
 - **lenient** (:func:`lenient_answer_scores`, the SQL view ``answers_lenient``): an ``Answer:`` anywhere in a
   line counts (``... so the answer: Paris``): the text after the first marker of the LAST line that has one;
   a draft with no marker at all is read by its last sentence (split on ``.``/``!``/``?`` followed by

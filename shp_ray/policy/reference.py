@@ -43,6 +43,11 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
             f"trajectory {traj.scenario_id!r}: {policy.name} needs each draft's extracted answer, and none is stored "
             "(shp-import --rescore adds them)"
         )
+    if families.registry.needs_logprobs(policy.kind) and traj.meta.get("confidence") is None:
+        raise ValueError(
+            f"trajectory {traj.scenario_id!r}: {policy.name} needs each draft's token log-probabilities, and none are "
+            "stored (logprobs.request=true asks the provider for them)"
+        )
     stored = families.StoredRounds(
         drafts=[r.draft for r in rounds],
         embeddings=[r.embedding for r in rounds],  # type: ignore[misc]
@@ -52,6 +57,7 @@ def family_replay(policy: Policy, traj: Trajectory, cap: int) -> tuple[int, str,
         contexts=tuple(traj.meta.get("contexts", ())),  # type: ignore[arg-type]
         verdicts=traj.meta.get("verdicts"),  # type: ignore[arg-type]  # the loop's own checks (visible tests)
         answers=traj.meta.get("answers"),  # type: ignore[arg-type]  # each draft's stated answer (draft_answers)
+        confidences=traj.meta.get("confidence"),  # type: ignore[arg-type]  # log-probability summaries (draft_logprobs)
     )
     return families.run_trajectory(policy.kind, policy.param_dict, stored, cap=cap, horizon=policy.halt.max_rounds)
 

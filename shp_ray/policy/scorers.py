@@ -117,15 +117,16 @@ def regex_scorer(pattern: str, name: str = "regex") -> Scorer:
     return Scorer("regex", fn, f"regex:{name}:{pattern}", (name,))
 
 
-def builtin(kind: str, name: str = "") -> Scorer:
-    """The hotpot, exact or contains scorer (``name``: the stored name of exact / contains)."""
-    if kind == "hotpot":
-        return Scorer("hotpot", hotpot, "hotpot", ("em", "f1"))
-    if kind in ("exact", "contains"):
-        label = name or kind
-        base = exact if kind == "exact" else contains
-        return Scorer(kind, lambda task, draft: base(task, draft, label), f"{kind}:{label}", (label,))
-    raise ValueError(f"unknown built-in scorer {kind!r}; known: hotpot, exact, contains (and regex, python)")
+def hotpot_scorer() -> Scorer:
+    """HotpotQA's EM and F1 of the answer line."""
+    return Scorer("hotpot", hotpot, "hotpot", ("em", "f1"))
+
+
+def match_scorer(kind: str, name: str = "") -> Scorer:
+    """The ``exact`` or ``contains`` scorer, its score stored as ``name`` (default: the kind)."""
+    base = {"exact": exact, "contains": contains}[kind]
+    label = name or kind
+    return Scorer(kind, lambda task, draft: base(task, draft, label), f"{kind}:{label}", (label,))
 
 
 def _checked(result: object) -> dict[str, tuple[float | None, str | None]]:

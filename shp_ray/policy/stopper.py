@@ -13,7 +13,10 @@ Any policy name works: SHP's cascades (``shp``, ``entropy_only``, ``fixed_k3`` .
 pass ``score=`` IS_t when the policy consults the judge) and the other stopping
 families (:mod:`shp_ray.policy.families`). The answer-based families read each draft's
 answer as ``answer(draft)`` gives it (default: the lenient QA reading, normalised:
-:func:`shp_ray.policy.answer.qa_answer`; pass your task's extractor, ``str -> str | None``). Embeddings come from the
+:func:`shp_ray.policy.answer.qa_answer`; pass your task's extractor, ``str -> str | None``). The token-confidence
+family reads the draft's token log-probabilities, passed as ``observe(draft, logprobs=[...])`` (the provider's, with
+``logprobs: true``; or their summary, :func:`shp_ray.policy.logprobs.summarise` with a ``last_k`` of yours); a draft
+observed without them never halts it. Embeddings come from the
 ``encode(list[str]) -> (n, dim) array`` you inject; this package does no I/O, so
 ``shp_ray.Stopper`` (:mod:`shp_ray.live`) is the same class with the project's
 embedder as the default. Decisions equal the
@@ -23,7 +26,7 @@ replay's on the same drafts (a property test holds the three executors equal).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from shp_ray.policy.families.engine import FamilyRun
 from shp_ray.policy.families.gain_model import GainModel
 from shp_ray.policy.families.gain_model import load as load_gain_model
 from shp_ray.policy.families.text import clean_text
+from shp_ray.policy.logprobs import summarise
 from shp_ray.policy.scoring import cosine_distance
 from shp_ray.policy.table import Policy, policy_by_name, with_params
 
@@ -117,11 +121,13 @@ class Stopper:
         tokens: int = 0,
         score: float = math.nan,
         verified: bool | None = None,
+        logprobs: Sequence[float] | Mapping[str, float] | None = None,
     ) -> StopDecision:
         """Round t's draft, the critique f_{t-1} the Writer answered, the tokens this round cost
         (writer_t + critic_{t-1}; for budgets) and IS_t (only cascades that consult the judge read it).
         ``verified``: the loop's own check of the draft (e.g. its visible tests all pass), which verifier-first
-        families read in place of their verifier; None: the verifier decides."""
+        families read in place of their verifier; None: the verifier decides. ``logprobs``: the draft's token
+        log-probabilities, or their summary (what the token-confidence family reads; None: the provider gave none)."""
         if self.decision is not None and self.decision.halt:
             raise RuntimeError(f"the loop already halted at round {self.decision.round} ({self.decision.reason})")
         t = len(self.drafts) + 1
@@ -132,7 +138,8 @@ class Stopper:
         self.drafts.append(draft)
         if self._run is not None:
             stated = self.answer(draft) if self._run.family.needs_answers else None
-            reason = self._run.step(draft, emb, crit, tokens, verified, stated)
+            conf = logprobs if isinstance(logprobs, Mapping) else summarise(logprobs)
+            reason = self._run.step(draft, emb, crit, tokens, verified, stated, conf)
             sel = self._run.selected
             self.decision = StopDecision(
                 halt=reason is not None,

@@ -22,6 +22,9 @@ class ChatRequest:
     max_tokens: int = 256
     temperature: float = 0.0
     seed: int | None = None
+    # Ask for each generated token's log-probability (``logprobs: true``; the token-confidence family reads them).
+    # In the cache key only when asked: a request without it keeps the key every stored cache holds.
+    logprobs: bool = False
     # Which conversation this call continues (a trajectory's role): a server with slots (the embedded
     # llama-server) serves one affinity from one slot, so the call resumes from its evaluated prefix.
     # It changes where the call runs, not what it asks: not in the cache key.
@@ -36,13 +39,16 @@ class ChatRequest:
 
     def key_parts(self) -> dict[str, object]:
         """The readable parts of the cache key (for debugging a cache hit or miss)."""
-        return {
+        parts: dict[str, object] = {
             "model": self.model,
             "messages": [list(m) for m in self.messages],
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
         }
+        if self.logprobs:  # a reply with log-probabilities is another record than one without
+            parts["logprobs"] = True
+        return parts
 
     def cache_key(self) -> str:
         blob = json.dumps(self.key_parts(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -62,6 +68,8 @@ class ChatRequest:
         }
         if self.seed is not None:
             body["seed"] = self.seed
+        if self.logprobs:
+            body["logprobs"] = True
         return body
 
 
@@ -91,6 +99,8 @@ class Completion:
     model: str = ""
     cached: bool = False
     mode: str = LIVE  # how it was paid for (CALL_MODES): a batch line costs the batch price
+    # each generated token's log-probability, in order, when the request asked and the provider returned them
+    logprobs: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in CALL_MODES:

@@ -20,7 +20,7 @@ from typing import Any
 
 from shp_ray.providers.base import Completion, Usage
 from shp_ray.providers.client import redact
-from shp_ray.providers.reply import error_message, reply_content
+from shp_ray.providers.reply import error_message, reply_content, reply_logprobs
 from shp_ray.providers.retry_policy import is_retryable_status
 
 # A request the batch never ran can run in the next one; other codes are about the request itself.
@@ -66,7 +66,7 @@ def _completion(body: Any) -> Completion | None:
     except (TypeError, KeyError, IndexError, ValueError):
         return None
     # latency_s stays 0: a batch line has no wait of its own (the batch's timestamps have the wall time)
-    return Completion(content=content, usage=usage, model=str(body.get("model") or ""))
+    return Completion(content=content, usage=usage, model=str(body.get("model") or ""), logprobs=reply_logprobs(body))
 
 
 def _line_error(item: dict[str, Any], key: str) -> LineError:

@@ -48,7 +48,7 @@ from shp_ray.providers.deadline import AdaptiveDeadline, DeadlinePolicy
 from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.quota import Heard, read_allowances
-from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_usage
+from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_logprobs, reply_usage
 from shp_ray.providers.retry_policy import Backoff, hint_step, parse_retry_after, should_retry
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter, ray_running
 from shp_ray.redaction import redact_text
@@ -123,7 +123,7 @@ class _Attempt:
     kind: str  # ok | http | timeout | abandoned | connection | malformed | empty (a 200 with no text)
     status: int | None = None
     headers: dict[str, str] | None = None
-    completion: tuple[str, Usage, str] | None = None  # content, usage, model
+    completion: tuple[str, Usage, str, tuple[float, ...] | None] | None = None  # content, usage, model, logprobs
     detail: str = ""
     sent_at: float | None = None  # when the request's headers were written (None: it never left)
 
@@ -313,7 +313,7 @@ class OpenAICompatProvider:
         self, limiter: LimiterHandle, lease: int, result: _Attempt, sent: float, call: _Call, heard: Heard
     ) -> Completion:
         assert result.completion is not None
-        content, usage, model = result.completion
+        content, usage, model, logprobs = result.completion
         latency = time.monotonic() - sent
         limiter.release(
             lease, outcome="ok", est_tokens=call.est, actual_tokens=usage.total_tokens, latency_s=latency, heard=heard
@@ -329,6 +329,7 @@ class OpenAICompatProvider:
             latency_s=time.monotonic() - call.t0,
             attempts=call.attempts,
             model=model or call.request.model,
+            logprobs=logprobs,
         )
 
     def _silent(self, kind: str, sent: float) -> bool:
@@ -385,8 +386,8 @@ class OpenAICompatProvider:
         content, missing = reply_content(data)
         if content is None:  # paid for, but nothing to keep: retried like a 5xx, never returned (so never cached)
             return _Attempt("empty", None, resp_headers, detail=f"a 200 reply with no text ({missing})")
-        usage = reply_usage(data.get("usage"), request, content)
-        return _Attempt("ok", status, resp_headers, completion=(content, usage, str(data.get("model") or "")))
+        done = (content, reply_usage(data.get("usage"), request, content), str(data.get("model") or ""))
+        return _Attempt("ok", status, resp_headers, completion=(*done, reply_logprobs(data)))
 
 
 async def _mark_sent(session: aiohttp.ClientSession, ctx: types.SimpleNamespace, params: object) -> None:

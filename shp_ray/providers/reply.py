@@ -41,6 +41,18 @@ def reply_content(data: Any) -> tuple[str | None, str]:
     return content, ""
 
 
+def reply_logprobs(data: Any) -> tuple[float, ...] | None:
+    """The first choice's token log-probabilities (``choices[0].logprobs.content[].logprob``, as OpenAI and
+    llama-server return them with ``logprobs: true``), or None when the reply carries none or not in that shape:
+    a provider that does not return them leaves the draft without, never with zeros."""
+    try:
+        content = data["choices"][0]["logprobs"]["content"]
+        values = tuple(float(item["logprob"]) for item in content)
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None
+    return values or None
+
+
 def reply_usage(raw: Any, request: ChatRequest, content: str) -> Usage:
     """The provider's reported usage; if it reports none, our own count (the sim tokenizer)."""
     try:

@@ -20,6 +20,11 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def split_tokens(text: str) -> list[str]:
+    """The tokens :func:`count_tokens` counts, in order."""
+    return _TOKEN.findall(text)
+
+
 def prompt_tokens(messages: list[tuple[str, str]]) -> int:
     return sum(count_tokens(content) + MESSAGE_OVERHEAD_TOKENS for _, content in messages)
 

@@ -15,7 +15,7 @@ Rows beyond a trajectory's depth hold NaN / False / -1: no executor reads them (
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 
 import numpy as np
@@ -108,12 +108,21 @@ class SignalColumns:
         self.checks = None if checks is None else np.asarray(checks, dtype=np.float64)
         # per row, the answer the draft states (draft_answers; None: none stored): :meth:`with_answers`
         self.answers: list[str | None] = [None] * len(self.drafts)
+        # per row, the draft's token log-probability summaries (draft_logprobs; None: none): :meth:`with_confidence`
+        self.confidence: list[Mapping[str, float] | None] = [None] * len(self.drafts)
 
     def with_answers(self, answers: Sequence[str | None]) -> SignalColumns:
         """These columns with each row's extracted answer (what the answer-based families read)."""
         if len(answers) != len(self.drafts):
             raise ValueError(f"{len(answers)} answers for {len(self.drafts)} rounds")
         self.answers = list(answers)
+        return self
+
+    def with_confidence(self, confidence: Sequence[Mapping[str, float] | None]) -> SignalColumns:
+        """These columns with each row's token log-probability summaries (what the token-confidence family reads)."""
+        if len(confidence) != len(self.drafts):
+            raise ValueError(f"{len(confidence)} confidences for {len(self.drafts)} rounds")
+        self.confidence = list(confidence)
         return self
 
     def _grid(self, rows: np.ndarray, values: np.ndarray, fill: float = math.nan) -> np.ndarray:
@@ -214,6 +223,7 @@ class SignalColumns:
                 embedding=self.e[lo + t],
                 critique=self.g[lo + t] if self.g_ok[lo + t] else None,
                 answer=self.answers[lo + t],
+                confidence=self.confidence[lo + t],
             )
             for t in range(int(self.depth[b]))
         ]

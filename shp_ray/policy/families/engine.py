@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,13 +47,14 @@ class FamilyRun:
         tokens: int = 0,
         verified: bool | None = None,
         answer: str | None = None,
+        confidence: Mapping[str, float] | None = None,
     ) -> str | None:
         """Feed round t; the halting reason (outcome for verifier-first), or None to continue. ``verified``: the
         loop's own check of the draft (SignalState.push), in place of the verifier's; ``answer``: the answer it
-        states."""
+        states; ``confidence``: its token log-probability summaries."""
         if self.reason is not None:
             raise RuntimeError(f"the loop already halted at round {len(self.history)} ({self.reason})")
-        return self._decide(self.signals.push(draft, embedding, critique, tokens, verified, answer))
+        return self._decide(self.signals.push(draft, embedding, critique, tokens, verified, answer, confidence))
 
     def step_signal(self, sig: RoundSignal) -> str | None:
         """Feed round t's precomputed signal (signals are causal: round t's reads rounds <= t only)."""
@@ -85,7 +87,8 @@ class StoredRounds:
     """A stored trajectory as the family engine reads it: per round the draft, its embedding, the embedding of
     the critique the Writer saw before drafting it (None at round 1) and the round's tokens; the task's
     ``contexts``; ``verdicts``: per round, the loop's own check of the draft (None: ask the verifier); ``answers``: per
-    round, the answer the draft states (draft_answers; None: none stored)."""
+    round, the answer the draft states (draft_answers; None: none stored); ``confidences``: per round, the draft's
+    token log-probability summaries (draft_logprobs; None: none stored)."""
 
     drafts: Sequence[str]
     embeddings: Sequence[np.ndarray]
@@ -94,6 +97,15 @@ class StoredRounds:
     contexts: Sequence[str] = ()
     verdicts: Sequence[bool | None] | None = None
     answers: Sequence[str | None] | None = None
+    confidences: Sequence[Mapping[str, float] | None] | None = None
+
+    def at(self, t: int) -> tuple[bool | None, str | None, Mapping[str, float] | None]:
+        """Round t+1's stored evidence beside its draft: (the loop's verdict, the stated answer, the confidence)."""
+        return _nth(self.verdicts, t), _nth(self.answers, t), _nth(self.confidences, t)
+
+
+def _nth(seq: Sequence[object] | None, t: int) -> Any:
+    return None if seq is None else seq[t]
 
 
 def run_trajectory(
@@ -102,30 +114,17 @@ def run_trajectory(
     """(tau, reason, selected round, verified_final) over a stored trajectory (cap <= its depth)."""
     run = FamilyRun(kind, params, cap=cap, horizon=horizon, contexts=rounds.contexts)
     for t in range(cap):
-        given = None if rounds.verdicts is None else rounds.verdicts[t]
-        answer = None if rounds.answers is None else rounds.answers[t]
-        tokens = rounds.tokens[t]
-        if run.step(rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], tokens, given, answer) is not None:
+        drafted = (rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], rounds.tokens[t])
+        if run.step(*drafted, *rounds.at(t)) is not None:
             break
     return len(run.history), str(run.reason), run.selected, run.verified_final
 
 
-def trajectory_signals(
-    *,
-    drafts: Sequence[str],
-    embeddings: Sequence[np.ndarray],
-    critiques: Sequence[np.ndarray | None],
-    tokens: Sequence[int],
-    contexts: Sequence[str] = (),
-    verifier: str = "qa",
-    verdicts: Sequence[bool | None] | None = None,
-    answers: Sequence[str | None] | None = None,
-) -> list[RoundSignal]:
+def trajectory_signals(rounds: StoredRounds, verifier: str = "qa") -> list[RoundSignal]:
     """Every round's signal of a stored trajectory, computed once for all the policies replaying it."""
-    state = SignalState(contexts, verifier=verifier)
-    for t in range(len(drafts)):
-        given = None if verdicts is None else verdicts[t]
-        state.push(drafts[t], embeddings[t], critiques[t], tokens[t], given, None if answers is None else answers[t])
+    state = SignalState(rounds.contexts, verifier=verifier)
+    for t in range(len(rounds.drafts)):
+        state.push(rounds.drafts[t], rounds.embeddings[t], rounds.critiques[t], rounds.tokens[t], *rounds.at(t))
     return state.history
 
 

@@ -48,6 +48,9 @@ class Family:
     # Whether it reads each draft's extracted answer (RoundSignal.answer): a store without stored answers
     # (draft_answers) leaves it out of the replay, never runs it on unknown answers.
     needs_answers: bool = False
+    # Whether it reads each draft's token log-probability summary (RoundSignal.confidence): a store without them
+    # (draft_logprobs) leaves it out of the replay, never runs it on zeros.
+    needs_logprobs: bool = False
     # Optional, for speed only: ``check`` over many trajectories at once (.columns.SignalColumns), as
     # (params, columns, horizon) -> [(reason, hit)] in ``check``'s priority order, hit[b, t-1] being
     # whether ``check`` would name that reason at round t of trajectory b; None for params it does not

@@ -5,6 +5,7 @@
     verifier, oscillation, budget                                     (verifier-first termination)
     best_medoid, best_grounded, best_verified                         (best-round selection over a run to T_max)
     answer_stable, answer_runlength, adaptive_consistency, sprt       (answer agreement: each draft's extracted answer)
+    confidence                                                        (token confidence: each draft's log-probabilities)
 
 A name may carry parameter overrides and a best-round selector:
 ``sim_threshold@threshold=0.97,n=2`` or ``window_mean+best=medoid``.
@@ -22,6 +23,7 @@ from shp_ray.policy.families import (
     answer_runlength,
     answer_stable,
     best_round,
+    confidence,
     gain_model,
     semantic,
     sprt,
@@ -68,6 +70,7 @@ for _fam in (
     answer_runlength.FAMILY,
     adaptive_consistency.FAMILY,
     sprt.FAMILY,
+    confidence.FAMILY,
 ):
     register(_fam)
 # Best-round selection: run a semantic cap to T_max, return the best draft by a judge-free score.
@@ -133,3 +136,8 @@ def family_names() -> list[str]:
 def needs_answers(kind: str) -> bool:
     """Whether the family ``kind`` reads each draft's extracted answer (a store without answers leaves it out)."""
     return family(kind).needs_answers
+
+
+def needs_logprobs(kind: str) -> bool:
+    """Whether the family ``kind`` reads each draft's token log-probabilities (a store without them leaves it out)."""
+    return family(kind).needs_logprobs

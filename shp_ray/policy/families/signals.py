@@ -13,7 +13,7 @@ the operational tokens charged for the round (writer_t + critic_{t-1}).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +110,9 @@ class RoundSignal:
     critique: np.ndarray | None  # g_{t-1}, None when unknown
     # the answer the draft states, by its task's extractor (draft_answers); None: it states none, or unknown
     answer: str | None = None
+    # the draft's token log-probability summaries (shp_ray.policy.logprobs.STATS -> nats; draft_logprobs); None:
+    # the provider returned none
+    confidence: Mapping[str, float] | None = None
 
 
 def _usable(v: np.ndarray | None) -> bool:
@@ -137,10 +140,12 @@ class SignalState:
         tokens: int = 0,
         verified: bool | None = None,
         answer: str | None = None,
+        confidence: Mapping[str, float] | None = None,
     ) -> RoundSignal:
         """Round t's signal. ``verified``: the loop's own check of this draft (a code loop's visible tests all
         passing, :data:`.verifier.VISIBLE_TESTS_SCORE`), which replaces the named verifier's; None: ask the verifier.
-        ``answer``: the answer the draft states (its task's extractor), for the answer-based families."""
+        ``answer``: the answer the draft states (its task's extractor), for the answer-based families; ``confidence``:
+        its token log-probability summaries (shp_ray.policy.logprobs.summarise), for the token-confidence family."""
         t = len(self.history) + 1
         e = np.asarray(embedding, dtype=np.float32).ravel()
         g = np.asarray(critique, dtype=np.float32).ravel() if critique is not None else None
@@ -173,6 +178,7 @@ class SignalState:
             embedding=e,
             critique=g,
             answer=answer,
+            confidence=confidence,
         )
         self._prev, self._prev_consensus, self._prev_draft = e, consensus, draft
         self.history.append(sig)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shp_ray.providers.sim.replies import ReplyOptions, reply_text
-from shp_ray.providers.tokens import count_tokens, prompt_tokens, truncate_tokens
+from shp_ray.providers.sim.replies import ReplyOptions, reply_text, token_logprobs
+from shp_ray.providers.tokens import count_tokens, prompt_tokens, split_tokens, truncate_tokens
 
 
 class BadChat(Exception):
@@ -30,6 +30,7 @@ class Chat:
     messages: list[tuple[str, str]]
     max_tokens: int
     sample: int | None = None  # a sampled request's seed (temperature > 0): drafts vary with it; None: greedy
+    logprobs: bool = False  # the reply carries each token's log-probability (choices[0].logprobs.content)
 
     @property
     def prompt_tokens(self) -> int:
@@ -49,26 +50,30 @@ def parse_chat(body: Any, models: tuple[str, ...] = ()) -> Chat:
         raise BadChat(400, "the simulated server does not stream")
     if models and model not in models:
         raise BadChat(404, f"model {model!r} not found", "not_found_error")
-    return Chat(model, messages, max_tokens, sample)
+    return Chat(model, messages, max_tokens, sample, body.get("logprobs") is True)
 
 
 def chat_completion(replies: ReplyOptions, chat: Chat, *, reply_id: str, created: int) -> dict[str, Any]:
     """The ``chat.completion`` object: the deterministic reply, cut at ``max_tokens``, with real usage."""
     text, cut = truncate_tokens(reply_text(replies, chat.messages, chat.sample), chat.max_tokens)
     n_prompt, n_completion = chat.prompt_tokens, count_tokens(text)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": "length" if cut else "stop",
+    }
+    if chat.logprobs:  # the shape OpenAI and llama-server answer ``logprobs: true`` with
+        toks = split_tokens(text)
+        lps = token_logprobs(replies, chat.messages, toks)
+        items = [{"token": t, "logprob": v, "top_logprobs": []} for t, v in zip(toks, lps, strict=True)]
+        choice["logprobs"] = {"content": items}
     return {
         "id": reply_id,
         "object": "chat.completion",
         "created": created,
         "model": chat.model,
         "system_fingerprint": "shp-serve-simulated",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "length" if cut else "stop",
-            }
-        ],
+        "choices": [choice],
         "usage": {
             "prompt_tokens": n_prompt,
             "completion_tokens": n_completion,

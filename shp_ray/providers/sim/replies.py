@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -161,3 +162,12 @@ def reply_text(opts: ReplyOptions, messages: list[tuple[str, str]], sample: int 
         return json.dumps(judge_scores(opts, user))
     first = " ".join(user.split()[:12])
     return f"Simulated reply {_h(opts.seed, 'generic', user) % 10_000:04d} to: {first}"
+
+
+def token_logprobs(opts: ReplyOptions, messages: list[tuple[str, str]], tokens: list[str]) -> list[float]:
+    """A plausible log-probability for each token of the reply (asked with ``logprobs: true``): exponentially
+    distributed surprisal, its mean halving as the rounds go on (0.5 nats at round 1, as a draft settles its model
+    grows surer), a pure function of the request and the seed."""
+    user = _user_text(messages)
+    scale = 0.5 / _round(user)
+    return [scale * math.log1p(-_unit(opts.seed, "logprob", user, i, tok)) for i, tok in enumerate(tokens)]
