@@ -149,6 +149,35 @@ def test_a_late_arrival_raises_the_margin_for_a_while_and_only_a_second_refusal_
         (again,) = _grants(lim, 1)  # refused again a window after the raise: the guessed window is too large
         lim.release(again, outcome="rate_limited")
         assert lim.snapshot()["margin_raised"] == 2 and lim.snapshot()["lanes"] == 6
+        clock[0] += 9.0  # under two windows since: the lane stays away
+        (ok,) = _grants(lim, 1)
+        lim.release(ok, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["lanes"] == 6 and not lim.snapshot()["lanes_regrown"]
+        clock[0] += 1.2  # two windows without a refusal: the lane comes back (it was a late arrival, not a lane)
+        assert len(_grants(lim, 8)) == 6  # 7 lanes, one still held by the request sent 1.2 s ago
+        assert lim.snapshot()["lanes"] == 7 and lim.snapshot()["lanes_regrown"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_refused_probe_soon_after_a_lane_came_back_stops_giving_lanes_back(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=Heard(None, {}, 1.0))  # 7 lanes
+        lim.release(leases[7], outcome="unreached", heard=Heard(clock[0]))  # a 503: its lane comes back
+        assert lim.snapshot()["lanes_given_back"] == 1
+        (extra,) = _grants(lim, 2)  # it goes out again (the server takes it: its window had room left)
+        lim.release(extra, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        clock[0] = 1004.5
+        (probe,) = _grants(lim, 2)  # the width probe, refused: the server counted the 503 after all
+        lim.release(probe, outcome="rate_limited", wait_hint_s=0.6, heard=Heard(1004.5, {}, 0.001))
+        assert lim.snapshot()["refunds_trusted"] is False and lim.snapshot()["refunds_distrusted"] == 1
 
     asyncio.run(run())
 

@@ -36,7 +36,7 @@ from dataclasses import asdict
 from typing import Any
 
 from shp_ray.providers.learned_rate import LearnedRate
-from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, WidthProbe, lane_margin
+from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, Refunds, WidthProbe, lane_margin
 from shp_ray.providers.retry_policy import MAX_HINT_S
 
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
@@ -56,8 +56,7 @@ class RateLimiter:
         self._changed = asyncio.Event()  # set when a slot or a lane frees: the caller in turn looks again
         self._queued = 0  # callers waiting for their turn or for room
         self._lanes = limits.lanes()
-        self._refunds: collections.deque[float] = collections.deque()  # when lanes were given back
-        self._refunds_trusted = True  # False once a 429 followed a lane given back: the server counts them
+        self._refunds = Refunds()  # when lanes were given back; distrusted once a 429 followed one
         self._tat_tok = 0.0
         self._tokens_said: tuple[float, float, float] | None = None  # (remaining, whole again at, as of)
         self._pause_until = 0.0
@@ -168,6 +167,7 @@ class RateLimiter:
         lease = next(self._ids)
         if self._lanes is not None:
             self.counters["margin_eased"] += self._lanes.ease(now)
+            self.counters["lanes_regrown"] += self._window_from_429 and self._lanes.regrow(now)
             early, free, after = self._early(), self._lanes.next_free(), self._lanes.first_started()
             self._lanes.reserve(lease, start, self._rate_scale, early)
             if early > 0 and start < free and self._probe is not None:
@@ -246,11 +246,16 @@ class RateLimiter:
         self._wake()
 
     def _give_back(self, lease: int, now: float) -> None:
-        """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the
-        server was full, whatever the lanes said)."""
-        if self._lanes is not None and self._refunds_trusted and self._lanes.give_back(lease):
-            self._refunds.append(now)
+        """An attempt that never reached the quota: its lane is free again (a refused one keeps it)."""
+        if self._lanes is not None and self._refunds.trusted and self._lanes.give_back(lease):
+            self._refunds.at.append(now)
             self.counters["lanes_given_back"] += 1
+
+    def _distrust_refunds(self, now: float) -> bool:
+        """A 429 soon after a lane was given back: the server counts what failed. True if this told us so."""
+        no = self._refunds.distrust(now, self._lanes.width_s if self._lanes is not None else 0.0)
+        self.counters["refunds_distrusted"] += no
+        return no
 
     def _early(self) -> float:
         return self._probe.early_s(self._lanes) if self._probe is not None and self._lanes is not None else 0.0
@@ -261,11 +266,12 @@ class RateLimiter:
             return False
         moved, refused = self._probe.outcome(self._lanes, outcome, times, hint, step)
         self.counters["window_probed"] += moved
+        if refused:  # refused early -- or a lane given back the server counted (else the next 429 takes a lane)
+            self._distrust_refunds(times[1])
         return refused
 
     def _refused(self, lease: int, started: float, now: float, hint: float | None, step: float) -> bool:
-        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all.
-        True if the lanes account for it (nobody need pause for its hint)."""
+        """A 429: a limit lower than paced for, or lanes given back that were counted. True if the lanes explain it."""
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
@@ -274,12 +280,7 @@ class RateLimiter:
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
             self._narrow_window(lease, now, hint if learnable else None, step)
             return True
-        width = self._lanes.width_s if self._lanes is not None else 0.0
-        while self._refunds and self._refunds[0] < now - width - 1.0:
-            self._refunds.popleft()
-        if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
-            self._refunds_trusted = False
-            self.counters["refunds_distrusted"] += 1
+        if self._distrust_refunds(now):  # the server counts what failed: keep every lane
             return True
         if not self._paced() and self._rate.refused(started, now):
             self.counters["rate_cuts"] += 1
@@ -290,7 +291,7 @@ class RateLimiter:
             if self._window_from_429 and now - raised_before < 2.0 * lanes.width_s:
                 # a guessed window that still draws 429s a window after the margin was raised: a smaller one
                 # (one refusal alone is more often a late arrival than a lane too many)
-                lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
+                lanes.shrink(max(1, lanes.capacity // 20), now)
             self._last_decrease = now
             self.counters["margin_raised"] += 1
         elif started >= self._last_decrease:
@@ -391,7 +392,7 @@ class RateLimiter:
             "waiting": self._queued,
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
-            "refunds_trusted": self._refunds_trusted,
+            "refunds_trusted": self._refunds.trusted,
             **(self._lanes.snapshot(time.monotonic()) if self._lanes is not None else {}),
             "learned_rps": None if self._rate.rps is None else round(self._rate.rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),

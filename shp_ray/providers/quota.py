@@ -23,6 +23,7 @@ window gives.
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 from collections.abc import Mapping
@@ -106,6 +107,7 @@ class Lanes:
     def __init__(self, capacity: int, width_s: float, margin_s: float) -> None:
         self.width_s, self.margin_s = width_s, margin_s
         self.raised_at = self.eased_at = -math.inf  # when a refusal last raised the margin, when it came down
+        self.lost, self.shrunk_at = 0, -math.inf  # lanes taken away by refusals (they may come back), and when
         self.free_at: list[float] = []
         self.holder: list[int] = []  # lease holding the lane (0: nobody, or a use the server reported)
         self.before: list[float] = []  # the lane's free_at before its holder took it
@@ -179,6 +181,22 @@ class Lanes:
         self.margin_s = base + (excess if excess >= 0.005 else 0.0)
         return True
 
+    def shrink(self, n: int, now: float) -> None:
+        """Refusals say the window holds ``n`` lanes fewer (a guess: :meth:`regrow` may give them back)."""
+        before = self.capacity
+        self.resize(before - n)
+        self.lost, self.shrunk_at = self.lost + before - self.capacity, now
+
+    def regrow(self, now: float) -> bool:
+        """Two windows without a refusal since a lane was taken away: one comes back (True if it did). Under
+        load a late arrival or a lane given back that the server counted draws the 429s that take a lane (0.90
+        of capacity with 37 of 40 lanes, not told at 500 ms); a lane too many only costs a 429 every few windows."""
+        if self.lost <= 0 or now - max(self.raised_at, self.shrunk_at) < 2.0 * self.width_s:
+            return False
+        self.resize(self.capacity + 1)
+        self.lost, self.shrunk_at = self.lost - 1, now
+        return True
+
     def give_back(self, lease: int) -> bool:
         """``lease`` never reached the quota: its lane is as it was before (False if it holds none)."""
         for i, who in enumerate(self.holder):
@@ -222,6 +240,24 @@ class Lanes:
             "lane_margin_s": round(self.margin_s, 3),
             "lanes_busy": sum(t > now for t in self.free_at),
         }
+
+
+class Refunds:
+    """When lanes were given back (attempts that never reached the quota), trusted until a 429 soon after one
+    says the server counts them after all."""
+
+    def __init__(self) -> None:
+        self.at: collections.deque[float] = collections.deque()
+        self.trusted = True
+
+    def distrust(self, now: float, width_s: float) -> bool:
+        """A 429 now: True if a lane came back within a window of it (they are no longer given back)."""
+        while self.at and self.at[0] < now - width_s - 1.0:
+            self.at.popleft()
+        if not (self.at and self.trusted):
+            return False
+        self.trusted = False
+        return True
 
 
 class WidthProbe:
