@@ -136,6 +136,7 @@ _LIMITER_KEYS: tuple[str, ...] = (
     "margin_raised",
 )
 _LIMITER_KEYS += ("synced", "decreases", "rate_cuts", "learned_rps", "lanes_given_back", "refunds_distrusted")
+_LIMITER_KEYS += ("lane_margin_s", "margin_eased", "window_probed")
 
 
 async def run_naive(args: argparse.Namespace, base_url: str) -> dict[str, Any]:

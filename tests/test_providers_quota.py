@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 from email.utils import formatdate
+from types import SimpleNamespace
 
 import pytest
 
+from shp_ray.providers import limiter as limiter_module
 from shp_ray.providers.base import ChatRequest, Completion, ProviderSpec
 from shp_ray.providers.client import OpenAICompatProvider
 from shp_ray.providers.limiter import RateLimiter, RateLimits
@@ -96,6 +98,148 @@ def test_a_refusal_the_lanes_account_for_holds_no_one_past_them():
         (d,) = _grants(untold, 1)
         untold.release(d, outcome="rate_limited", wait_hint_s=0.1)  # too short to tell a window
         assert untold.snapshot()["pauses"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_window_learned_from_a_429_counts_every_request_in_flight_then_drops_those_refused():
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=12))  # nothing told, no headers
+        leases = _grants(lim, 12)
+        assert len(leases) == 12
+        for lease in leases[:3]:  # answered: the server counted them
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(time.monotonic()))
+        lim.release(leases[3], outcome="unreached", heard=Heard(time.monotonic()))  # a 503: counted or not
+        # the 6th is refused first; the 7th-9th left after it yet arrived before it (fresh connections cross):
+        # admitted, still in flight; the 10th-12th arrived after it and are refused in turn
+        lim.release(leases[5], outcome="rate_limited", wait_hint_s=4.0)
+        assert lim.snapshot()["window_learned"] == 1
+        for lease in leases[9:]:
+            lim.release(lease, outcome="rate_limited", wait_hint_s=4.0)
+        # 4 answered + the 5th and the 7th-9th in flight: 8 lanes (was 4: the 503 and the three that crossed
+        # were left out, and a lane left out never comes back)
+        assert lim.snapshot()["lanes"] == 8 and lim.snapshot()["window_shrunk"] == 3
+        assert _grants(lim, 1) == []  # all 8 held until the hinted end of the window
+
+    asyncio.run(run())
+
+
+def test_a_late_arrival_raises_the_margin_for_a_while_and_only_a_second_refusal_takes_a_lane(monkeypatch):
+    clock = [1000.0]  # the limiter's clock, moved by hand: no test timing
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0)  # teaches 7 lanes of 5 s
+        lim.release(leases[7], outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        base = lim.snapshot()["lane_margin_s"]
+        assert lim.snapshot()["lanes"] == 7 and base == pytest.approx(0.03)
+        clock[0] += 5.2  # the window has passed
+        (late,) = _grants(lim, 1)
+        lim.release(late, outcome="rate_limited")  # its arrival was late: the margin grows, every lane stays
+        assert lim.snapshot()["margin_raised"] == 1 and lim.snapshot()["lanes"] == 7  # was 6 at once
+        assert lim.snapshot()["lane_margin_s"] > base
+        clock[0] += 5.3  # a window without a refusal: the margin comes down a step
+        (ok,) = _grants(lim, 1)
+        lim.release(ok, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["margin_eased"] == 1 and base < lim.snapshot()["lane_margin_s"] < 0.095
+        (again,) = _grants(lim, 1)  # refused again a window after the raise: the guessed window is too large
+        lim.release(again, outcome="rate_limited")
+        assert lim.snapshot()["margin_raised"] == 2 and lim.snapshot()["lanes"] == 6
+        clock[0] += 9.0  # under two windows since: the lane stays away
+        (ok,) = _grants(lim, 1)
+        lim.release(ok, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["lanes"] == 6 and not lim.snapshot()["lanes_regrown"]
+        clock[0] += 1.2  # two windows without a refusal: the lane comes back (it was a late arrival, not a lane)
+        assert len(_grants(lim, 8)) == 6  # 7 lanes, one still held by the request sent 1.2 s ago
+        assert lim.snapshot()["lanes"] == 7 and lim.snapshot()["lanes_regrown"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_refused_probe_soon_after_a_lane_came_back_stops_giving_lanes_back(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=Heard(None, {}, 1.0))  # 7 lanes
+        lim.release(leases[7], outcome="unreached", heard=Heard(clock[0]))  # a 503: its lane comes back
+        assert lim.snapshot()["lanes_given_back"] == 1
+        (extra,) = _grants(lim, 2)  # it goes out again (the server takes it: its window had room left)
+        lim.release(extra, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        clock[0] = 1004.5
+        (probe,) = _grants(lim, 2)  # the width probe, refused: the server counted the 503 after all
+        lim.release(probe, outcome="rate_limited", wait_hint_s=0.6, heard=Heard(1004.5, {}, 0.001))
+        assert lim.snapshot()["refunds_trusted"] is False and lim.snapshot()["refunds_distrusted"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_429_on_a_windows_lanes_pauses_everyone_only_for_what_its_rounded_hint_surely_means(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    async def run() -> None:
+        told = RateLimiter(RateLimits(rpm=480, window_s=5.0, max_concurrency=64))  # 40 lanes of 5 s
+        a, b, c = _grants(told, 3)
+        # "Retry-After: 1": the server's oldest request leaves within (0, 1] s -- the lanes pace what follows
+        told.release(a, outcome="rate_limited", wait_hint_s=1.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == 0.0 and "pauses" not in told.snapshot()  # was 1 s for all
+        assert told.snapshot()["margin_raised"] == 1
+        told.release(b, outcome="rate_limited", wait_hint_s=2.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == pytest.approx(1.0)  # "2": at least 1 s for sure
+        told.release(c, outcome="error", wait_hint_s=3.0, heard=Heard(clock[0], {}, 1.0))
+        assert told.snapshot()["paused_for_s"] == pytest.approx(3.0)  # a 503's hint is not the lanes' to pace
+        untold = RateLimiter(RateLimits(max_concurrency=4, initial_concurrency=4))  # no lanes: the whole hint
+        (d,) = _grants(untold, 1)
+        untold.release(d, outcome="rate_limited", wait_hint_s=0.1, heard=Heard(clock[0], {}, 1.0))
+        assert untold.snapshot()["paused_for_s"] == pytest.approx(0.1)
+
+    asyncio.run(run())
+
+
+def test_a_width_learned_from_whole_second_hints_is_probed_by_one_request_sent_early(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def learned() -> RateLimiter:
+        """7 lanes taught by "Retry-After: 5" at 1000.0: the window ends in (4, 5] s after its first request."""
+        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
+        leases = _grants(lim, 8)
+        for lease in leases[:6]:
+            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=Heard(None, {}, 1.0))
+        lim.release(leases[7], outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+        assert lim.snapshot()["lanes"] == 7 and lim.snapshot()["lane_width_s"] == 5.0
+        return lim
+
+    async def run() -> None:
+        lim = learned()
+        clock[0] = 1004.5  # the middle of (4, 5]: every lane is held until 1005.03, yet one request may go
+        (probe,) = _grants(lim, 2)  # one, not two: a probe at a time (was none before 1005.03)
+        lim.release(probe, outcome="ok", latency_s=0.5, heard=Heard(1004.5))  # admitted: at most 4.5 s
+        assert lim.snapshot()["lane_width_s"] == pytest.approx(4.5) and lim.snapshot()["window_probed"] == 1
+        clock[0] = 1004.58  # the busy lanes free 0.5 s sooner
+        assert len(_grants(lim, 7)) == 6
+
+        clock[0] = 1000.0
+        lim = learned()
+        clock[0] = 1004.5
+        (probe,) = _grants(lim, 2)
+        # refused, with a precise hint: the window ends 0.6 s from now, 5.1 s after the first request -- the
+        # lanes' 5 s stands, nothing is paused, the lane is free again and no other request probes
+        lim.release(probe, outcome="rate_limited", wait_hint_s=0.6, heard=Heard(1004.5, {}, 0.001))
+        assert lim.snapshot()["lane_width_s"] == 5.0 and lim.snapshot()["paused_for_s"] == 0.0
+        assert "margin_raised" not in lim.snapshot() and _grants(lim, 1) == []
+        clock[0] = 1005.08
+        assert len(_grants(lim, 8)) == 7
 
     asyncio.run(run())
 

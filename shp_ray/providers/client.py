@@ -49,7 +49,7 @@ from shp_ray.providers.hedge import race
 from shp_ray.providers.limiter import RateLimits
 from shp_ray.providers.quota import Heard, read_allowances
 from shp_ray.providers.reply import error_message, estimate_prompt_tokens, reply_content, reply_logprobs, reply_usage
-from shp_ray.providers.retry_policy import Backoff, parse_retry_after, should_retry
+from shp_ray.providers.retry_policy import Backoff, hint_step, parse_retry_after, should_retry
 from shp_ray.providers.shared_limiter import LimiterHandle, get_limiter, ray_running
 from shp_ray.redaction import redact_text
 
@@ -274,7 +274,7 @@ class OpenAICompatProvider:
         """Release ``lease`` by what came of the attempt: the completion, or how long to wait before the
         next attempt (raises when the call fails for good)."""
         headers = result.headers or {}
-        heard = Heard(result.sent_at, read_allowances(headers))
+        heard = Heard(result.sent_at, read_allowances(headers), hint_step(headers))
         if result.kind == "ok" and result.completion is not None:
             return self._succeed(limiter, lease, result, sent, call, heard)
         hint = parse_retry_after(headers)

@@ -35,11 +35,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, lane_margin
+from shp_ray.providers.learned_rate import LearnedRate
+from shp_ray.providers.quota import Allowance, Heard, Lanes, RateLimits, Refunds, WidthProbe, lane_margin
 from shp_ray.providers.retry_policy import MAX_HINT_S
 
-_RATE_HORIZON_S = 5.0  # the admitted rate is measured over this many recent seconds
-_RATE_DOUBLING_S = 10.0  # without a 429 the learned rate doubles this often
 GRANT_AHEAD_S = 0.05  # a start is granted at most this far ahead (a caller's sleep, not a reservation)
 _LEARN_HINT_S = 0.2  # a 429's hint at least this long tells a window's end (shorter: a smooth limit)
 _LEARN_BURST_S = 1.0  # the window is learned from a 429 this soon after the first: the first window's refusals
@@ -57,8 +56,7 @@ class RateLimiter:
         self._changed = asyncio.Event()  # set when a slot or a lane frees: the caller in turn looks again
         self._queued = 0  # callers waiting for their turn or for room
         self._lanes = limits.lanes()
-        self._refunds: collections.deque[float] = collections.deque()  # when lanes were given back
-        self._refunds_trusted = True  # False once a 429 followed a lane given back: the server counts them
+        self._refunds = Refunds()  # when lanes were given back; distrusted once a 429 followed one
         self._tat_tok = 0.0
         self._tokens_said: tuple[float, float, float] | None = None  # (remaining, whole again at, as of)
         self._pause_until = 0.0
@@ -67,16 +65,13 @@ class RateLimiter:
         self._last_decrease = 0.0
         self._rate_scale = 1.0  # a told limit that still draws 429s is paced lower, then recovers
         # unknown limits: a request rate learned from 429s (the admitted rate when they came)
-        self._learned_rps: float | None = None
-        self._tat_learned = 0.0
-        self._last_rate_cut = -math.inf
-        self._admitted: collections.deque[float] = collections.deque()
+        self._rate = LearnedRate()
         self._sent: collections.deque[float] = collections.deque()  # when the admitted requests left
         self._window_from_429 = False  # lanes learned from a 429's hint (no limit told, no headers)
+        self._probe: WidthProbe | None = None  # narrows a learned width that whole-second hints left loose
         self._window_origin: float | None = None  # when the first request of the learned window left
         self._learned_at = -math.inf  # when the window was learned
         self._first_refusal: float | None = None  # when the first 429 came
-        self._first_admitted: float | None = None
         self._best_latency = math.inf
         self.counters: collections.Counter[str] = collections.Counter()
 
@@ -114,12 +109,12 @@ class RateLimiter:
         """When pacing would let a request of ``est_tokens`` start (nothing reserved)."""
         start = max(now, self._pause_until)
         if self._lanes is not None:
-            start = max(start, self._lanes.next_free())
+            start = max(start, self._lanes.next_free() - self._early())
         if self.limits.tpm is not None:
             start = max(start, self._tat_tok)
         start = max(start, self._tokens_wait(est_tokens, now))
-        if not self._paced() and self._learned_rps is not None:
-            start = max(start, self._tat_learned)
+        if not self._paced() and self._rate.rps is not None:
+            start = max(start, self._rate.tat)
         return start
 
     async def acquire(self, est_tokens: int = 0) -> tuple[int, float]:
@@ -167,11 +162,16 @@ class RateLimiter:
         lim = self.limits
         if lim.tpm is not None:
             self._tat_tok = start + max(0, est_tokens) * 60.0 / (lim.tpm * lim.headroom * self._rate_scale)
-        if not self._paced() and self._learned_rps is not None:
-            self._tat_learned = start + 1.0 / self._learned_now(now)
+        if not self._paced():
+            self._rate.reserve(start, now)
         lease = next(self._ids)
         if self._lanes is not None:
-            self._lanes.reserve(lease, start, self._rate_scale)
+            self.counters["margin_eased"] += self._lanes.ease(now)
+            self.counters["lanes_regrown"] += self._window_from_429 and self._lanes.regrow(now)
+            early, free, after = self._early(), self._lanes.next_free(), self._lanes.first_started()
+            self._lanes.reserve(lease, start, self._rate_scale, early)
+            if early > 0 and start < free and self._probe is not None:
+                self._probe.sent(lease, after)
         self._leases[lease] = (start, start + lim.lease_ttl_s, max(0, est_tokens))
         self.counters["acquired"] += 1
         return lease, start - now
@@ -216,20 +216,26 @@ class RateLimiter:
             self._heed(heard.said, (lease, left - _ARRIVAL_ORDER_S), now)
         elif outcome == "unreached":
             self._give_back(lease, now)
-        if outcome in ("ok", "error"):  # it reached the server and was not refused: admitted
-            self._sent.append(heard.sent_at if heard is not None and heard.sent_at is not None else started)
+        sent_at = heard.sent_at if heard is not None else None
+        if outcome in ("ok", "error") or (outcome == "unreached" and sent_at is not None):
+            # it reached the server and was not refused. A 5xx or a dropped connection after the request left
+            # may be counted or not: a window learned from a 429 counts it (a lane too many is taken away by
+            # the 429s it draws; a lane too few never comes back)
+            self._sent.append(sent_at if sent_at is not None else started)
             while self._sent and self._sent[0] < now - MAX_HINT_S:
                 self._sent.popleft()
-            self._admitted.append(now)
-            if self._first_admitted is None:
-                self._first_admitted = now
-        while self._admitted and self._admitted[0] < now - _RATE_HORIZON_S:
-            self._admitted.popleft()
+        self._rate.observe(now, admitted=outcome in ("ok", "error"))
         # a refusal the lanes now account for (the window it taught, a lane given back that the server
         # counted after all) holds no one past them: a hint rounded up to whole seconds would idle them all
-        explained = outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s)
-        if wait_hint_s is not None and wait_hint_s > 0 and not explained:
-            self._pause(now, wait_hint_s)
+        step = heard.hint_step_s if heard is not None else 0.0
+        explained = self._probed(lease, outcome, (sent_at or started, now), wait_hint_s, step)
+        explained = explained or (outcome == "rate_limited" and self._refused(lease, started, now, wait_hint_s, step))
+        # a 429 on a window's lanes: its hint's rounding up (a Retry-After is whole seconds) is the lanes' to
+        # pace, held longer by the raised margin; only what surely must be waited pauses everyone
+        paced = outcome == "rate_limited" and self._lanes is not None and self._lanes.capacity > 1
+        surely = None if wait_hint_s is None else wait_hint_s - (step if paced else 0.0)
+        if surely is not None and surely > 0 and not explained:
+            self._pause(now, surely)
         if outcome == "ok" and latency_s is not None:
             self._rate_scale = min(1.0, self._rate_scale + 0.01)
             self._best_latency = min(self._best_latency, latency_s)
@@ -240,41 +246,52 @@ class RateLimiter:
         self._wake()
 
     def _give_back(self, lease: int, now: float) -> None:
-        """An attempt that never reached the quota: its lane is free again (a refused one keeps it: the
-        server was full, whatever the lanes said)."""
-        if self._lanes is not None and self._refunds_trusted and self._lanes.give_back(lease):
-            self._refunds.append(now)
+        """An attempt that never reached the quota: its lane is free again (a refused one keeps it)."""
+        if self._lanes is not None and self._refunds.trusted and self._lanes.give_back(lease):
+            self._refunds.at.append(now)
             self.counters["lanes_given_back"] += 1
 
-    def _refused(self, lease: int, started: float, now: float, hint: float | None) -> bool:
-        """A 429: the limit is lower than paced for -- or the lanes given back were counted after all.
-        True if the lanes account for it (nobody need pause for its hint)."""
+    def _distrust_refunds(self, now: float) -> bool:
+        """A 429 soon after a lane was given back: the server counts what failed. True if this told us so."""
+        no = self._refunds.distrust(now, self._lanes.width_s if self._lanes is not None else 0.0)
+        self.counters["refunds_distrusted"] += no
+        return no
+
+    def _early(self) -> float:
+        return self._probe.early_s(self._lanes) if self._probe is not None and self._lanes is not None else 0.0
+
+    def _probed(self, lease: int, outcome: str, times: tuple[float, float], hint: float | None, step: float) -> bool:
+        """The outcome of a probe of the learned width (``times``: when it left, now); True if it was refused."""
+        if self._probe is None or self._lanes is None or self._probe.lease != lease:
+            return False
+        moved, refused = self._probe.outcome(self._lanes, outcome, times, hint, step)
+        self.counters["window_probed"] += moved
+        if refused:  # refused early -- or a lane given back the server counted (else the next 429 takes a lane)
+            self._distrust_refunds(times[1])
+        return refused
+
+    def _refused(self, lease: int, started: float, now: float, hint: float | None, step: float) -> bool:
+        """A 429: a limit lower than paced for, or lanes given back that were counted. True if the lanes explain it."""
         if self._first_refusal is None:
             self._first_refusal = now
         learnable = not self.limits.told and hint is not None and hint >= _LEARN_HINT_S
-        if learnable and self._lanes is None and self._learn_window(started, now, hint):  # type: ignore[arg-type]  # learnable: hint set
+        if learnable and self._lanes is None and self._learn_window(now, hint, step):  # type: ignore[arg-type]  # learnable: hint set
             return True
         if self._window_origin is not None and started < self._learned_at:  # the burst that taught the window
-            self._narrow_window(lease, now, hint if learnable else None)
+            self._narrow_window(lease, now, hint if learnable else None, step)
             return True
-        width = self._lanes.width_s if self._lanes is not None else 0.0
-        while self._refunds and self._refunds[0] < now - width - 1.0:
-            self._refunds.popleft()
-        if self._refunds and self._refunds_trusted:  # the server counts what failed: keep every lane
-            self._refunds_trusted = False
-            self.counters["refunds_distrusted"] += 1
+        if self._distrust_refunds(now):  # the server counts what failed: keep every lane
             return True
-        if not self._paced() and now - self._last_rate_cut >= 1.0 and started >= self._last_rate_cut:
-            self._cut_learned_rate(now)  # evidence about the CURRENT rate, not a stale request
+        if not self._paced() and self._rate.refused(started, now):
+            self.counters["rate_cuts"] += 1
         lanes = self._lanes
         if lanes is not None and lanes.capacity > 1 and started >= self._last_decrease:
-            # A window's worth of lanes refused at its start: the server saw the last window's requests
-            # later than they were sent (a queue before its clock). Hold each lane longer, up to 10 % of W.
-            raised = min(0.1 * lanes.width_s, 1.5 * lanes.margin_s + 0.05)
-            lanes.hold(now, raised - lanes.margin_s)
-            lanes.margin_s = raised
-            if self._window_from_429:  # a guessed window that still draws 429s: a smaller one
-                lanes.resize(lanes.capacity - max(1, lanes.capacity // 20))
+            raised_before = lanes.raised_at
+            lanes.raise_margin(now)
+            if self._window_from_429 and now - raised_before < 2.0 * lanes.width_s:
+                # a guessed window that still draws 429s a window after the margin was raised: a smaller one
+                # (one refusal alone is more often a late arrival than a lane too many)
+                lanes.shrink(max(1, lanes.capacity // 20), now)
             self._last_decrease = now
             self.counters["margin_raised"] += 1
         elif started >= self._last_decrease:
@@ -285,26 +302,26 @@ class RateLimiter:
             self.counters["decreases"] += 1
         return False
 
-    def _learn_window(self, started: float, now: float, hint: float) -> bool:
+    def _learn_window(self, now: float, hint: float, step: float) -> bool:
         """A 429 with a hint, no limit told and no headers, in the run's first burst of refusals: the window
-        is what the server admitted before the refused request left -- the requests answered AND those still
-        in flight that left before it (with a reply latency, most of a burst is still in flight) -- and it
-        lasts from the run's first request until the hinted time: a sliding window that fills up while the
-        client ramps up refuses exactly then. Lanes of that window, holding those requests."""
+        is what the server admitted -- the requests answered and every one in flight (a refusal comes back at
+        once, a reply after its latency; some that left after the refused one arrived before it) -- until the
+        hinted time: a sliding window that fills up while the client ramps up refuses exactly then. Lanes of
+        that window, holding those requests; each later refusal takes one away (:meth:`_narrow_window`)."""
         if self._first_refusal is None or now - self._first_refusal > _LEARN_BURST_S:
             return False
-        ahead = [lease for lease, (start, _, _) in self._leases.items() if start < started]
-        if len(self._sent) + len(ahead) < 2:
+        if len(self._sent) + len(self._leases) < 2:
             return False
-        origin = min([*self._sent, *(self._leases[lease][0] for lease in ahead)])
+        origin = min([*self._sent, *(start for start, _, _ in self._leases.values())])
         self._window_origin, self._learned_at = origin, now
-        self._rebuild_lanes(len(self._sent) + len(ahead), now + hint - origin, self._sent, ahead)
+        self._rebuild_lanes(len(self._sent) + len(self._leases), now + hint - origin, self._sent)
+        self._probe = WidthProbe(now + hint - step - origin)
         self._window_from_429 = True
         self._last_decrease = now  # the 429s of requests already sent say nothing about these lanes
         self.counters["window_learned"] += 1
         return True
 
-    def _narrow_window(self, lease: int, now: float, hint: float | None) -> None:
+    def _narrow_window(self, lease: int, now: float, hint: float | None, step: float) -> None:
         """Another refusal of the burst that taught the window. If its request was counted in the window
         (it left before the one that taught it, yet the server refused it: arrivals cross), the window is a
         lane smaller. Its hint may be more precise (a ``retry-after-ms`` against a whole-second
@@ -319,6 +336,8 @@ class RateLimiter:
         if hint is None:
             return
         width = now + hint - self._window_origin
+        if self._probe is not None:
+            self._probe.floor = max(self._probe.floor, min(width, lanes.width_s) - step)
         if 0.5 * lanes.width_s <= width < lanes.width_s:
             lanes.hold(now, width - lanes.width_s)
             lanes.width_s = width
@@ -356,25 +375,6 @@ class RateLimiter:
         self.counters["lanes_rebuilt"] += 1
         self._wake()
 
-    def _learned_now(self, now: float) -> float:
-        """The learned rate probes upwards while no 429 comes: x2 every 10 s since the last cut."""
-        assert self._learned_rps is not None
-        return self._learned_rps * 2.0 ** (min(600.0, max(0.0, now - self._last_rate_cut)) / _RATE_DOUBLING_S)
-
-    def _cut_learned_rate(self, now: float) -> None:
-        """Multiplicative decrease to what the server actually admitted lately (at most once a second)."""
-        if self._first_admitted is None:
-            return
-        span = min(_RATE_HORIZON_S, max(1.0, now - self._first_admitted))
-        measured = max(len(self._admitted) / span, 0.1)
-        if self._learned_rps is None:
-            self._learned_rps = measured
-        else:  # never below half of the current rate in one cut: a paused spell admits nothing
-            current = self._learned_now(now)
-            self._learned_rps = max(0.05, current * 0.5, min(current * 0.9, measured))
-        self._last_rate_cut = now
-        self.counters["rate_cuts"] += 1
-
     def pause(self, seconds: float) -> None:
         """A server hint (e.g. x-ratelimit-remaining = 0): nobody starts before now + seconds."""
         self._pause(time.monotonic(), seconds)
@@ -392,9 +392,9 @@ class RateLimiter:
             "waiting": self._queued,
             "concurrency_window": self._window(),
             "rate_scale": round(self._rate_scale, 3),
-            "refunds_trusted": self._refunds_trusted,
+            "refunds_trusted": self._refunds.trusted,
             **(self._lanes.snapshot(time.monotonic()) if self._lanes is not None else {}),
-            "learned_rps": None if self._learned_rps is None else round(self._learned_rps, 3),
+            "learned_rps": None if self._rate.rps is None else round(self._rate.rps, 3),
             "paused_for_s": max(0.0, self._pause_until - time.monotonic()),
             **dict(self.counters),
         }

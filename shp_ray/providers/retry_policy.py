@@ -78,6 +78,19 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return min(MAX_HINT_S, max(0.0, when.timestamp() - wall))
 
 
+def hint_step(headers: Mapping[str, str]) -> float:
+    """The resolution of the hint :func:`parse_retry_after` reads: a ``Retry-After`` in whole seconds (or an
+    HTTP date, whole seconds too) is a wait rounded up to 1 s; ``retry-after-ms`` (or a fractional value) is
+    precise; 0.0 when there is no hint."""
+    lower = {k.lower(): v.strip() for k, v in headers.items()}
+    if "retry-after-ms" in lower and parse_retry_after({"retry-after-ms": lower["retry-after-ms"]}) is not None:
+        return 0.001
+    ra = lower.get("retry-after")
+    if ra is None or parse_retry_after({"retry-after": ra}) is None:
+        return 0.0
+    return 0.001 if "." in ra and not any(c.isalpha() for c in ra) else 1.0
+
+
 def exhausted_window(headers: Mapping[str, str]) -> float | None:
     """If ``x-ratelimit-remaining-{requests,tokens}`` is 0, seconds until its reset; else None."""
     lower = {k.lower(): v for k, v in headers.items()}
