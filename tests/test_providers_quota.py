@@ -124,16 +124,23 @@ def test_a_window_learned_from_a_429_counts_every_request_in_flight_then_drops_t
     asyncio.run(run())
 
 
+def _seven_lanes_of_5_s(clock: list[float], heard: Heard | None = None) -> tuple[RateLimiter, list]:
+    """Nothing told, no headers: 8 requests out, 6 answered, the 7th refused with a 5 s hint -- 7 lanes of 5 s are
+    learned; the 8th is still in flight (leases[7])."""
+    lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))
+    leases = _grants(lim, 8)
+    for lease in leases[:6]:
+        lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
+    lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=heard)
+    return lim, leases
+
+
 def test_a_late_arrival_raises_the_margin_for_a_while_and_only_a_second_refusal_takes_a_lane(monkeypatch):
     clock = [1000.0]  # the limiter's clock, moved by hand: no test timing
     monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
     async def run() -> None:
-        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
-        leases = _grants(lim, 8)
-        for lease in leases[:6]:
-            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
-        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0)  # teaches 7 lanes of 5 s
+        lim, leases = _seven_lanes_of_5_s(clock)
         lim.release(leases[7], outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
         base = lim.snapshot()["lane_margin_s"]
         assert lim.snapshot()["lanes"] == 7 and base == pytest.approx(0.03)
@@ -165,11 +172,7 @@ def test_a_refused_probe_soon_after_a_lane_came_back_stops_giving_lanes_back(mon
     monkeypatch.setattr(limiter_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
 
     async def run() -> None:
-        lim = RateLimiter(RateLimits(max_concurrency=64, initial_concurrency=8))  # nothing told, no headers
-        leases = _grants(lim, 8)
-        for lease in leases[:6]:
-            lim.release(lease, outcome="ok", latency_s=0.5, heard=Heard(clock[0]))
-        lim.release(leases[6], outcome="rate_limited", wait_hint_s=5.0, heard=Heard(None, {}, 1.0))  # 7 lanes
+        lim, leases = _seven_lanes_of_5_s(clock, Heard(None, {}, 1.0))
         lim.release(leases[7], outcome="unreached", heard=Heard(clock[0]))  # a 503: its lane comes back
         assert lim.snapshot()["lanes_given_back"] == 1
         (extra,) = _grants(lim, 2)  # it goes out again (the server takes it: its window had room left)
