@@ -55,9 +55,7 @@ def with_fitted(
     return policies
 
 
-def _fit(
-    kind: str, store: Store, gen_id: str, judge: str | None, weights: Mapping[str, float] | str | None
-) -> str | None:
+def _fit(kind: str, store: Store, gen_id: str, judge: str | None, weights: Weights) -> str | None:
     if kind not in FITS:
         log.warning(
             "%s stays UNFITTED (it will run to the cap): no fit is registered for it (analysis.stats.fitted)", kind
